@@ -1,0 +1,442 @@
+"""V2Connection: nsqd's side of one V2 connection, fed bytes, returning validated commands.
+
+Like h11.Connection: `receive_data(b)` (b"" = end of stream), then `next_command()` until it
+answers NEED_DATA. Every check nsqd makes before touching a topic or channel happens here, in
+nsqd's order and with its texts, so a violation surfaces at the same byte it does in nsqd."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Final
+
+from . import commands as c
+from .errors import ErrorCode, NSQError, ProtocolClosed
+from .gostr import go_quote
+from .identify import ClientSettings, apply_identify
+from .limits import Limits
+from .message import MSG_ID_LENGTH
+from .names import is_valid_name
+from .state import TRANSITIONS, ClientState, check_state
+
+
+class _Sentinel:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA: Final = _Sentinel("NEED_DATA")
+PAUSED: Final = _Sentinel("PAUSED")  # after IDENTIFY, until resume(): upgrades may follow
+CLOSED: Final = _Sentinel("CLOSED")  # the peer ended the stream between commands
+
+MAGIC_V2: Final = b"  V2"
+_INT32: Final = struct.Struct(">i")
+_U64: Final = 1 << 64
+
+Event = c.Command | _Sentinel
+
+
+def _text(raw: bytes) -> str:
+    # Keeps arbitrary client bytes intact through NSQError's str -> bytes round trip.
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def parse_base10(raw: bytes) -> int | None:
+    """nsqd's ByteToBase10: unsigned decimal digits only (empty is 0), wrapping at 2**64."""
+    if raw and not raw.isdigit():  # bytes.isdigit is ASCII-only
+        return None
+    return int(raw) % _U64 if raw else 0
+
+
+def _int64(n: int) -> int:
+    n %= _U64
+    return n - _U64 if n >= 1 << 63 else n
+
+
+class _BodySpec:
+    """How one command reads its size-prefixed body and which errors it reports."""
+
+    __slots__ = ("code", "finish", "max_size", "name", "noun", "too_big_first")
+
+    def __init__(
+        self,
+        name: str,
+        code: ErrorCode,
+        noun: str,
+        max_size: int,
+        too_big_first: bool,
+        finish: Callable[[bytes], c.Command],
+    ) -> None:
+        self.name, self.code, self.noun = name, code, noun
+        self.max_size, self.too_big_first, self.finish = max_size, too_big_first, finish
+
+    def error(self, what: str) -> NSQError:
+        return NSQError(self.code, f"{self.name} {what}")
+
+    def check_size(self, size: int) -> None:
+        big = size > self.max_size
+        if big and self.too_big_first:
+            raise self.error(f"{self.noun}too big {size} > {self.max_size}")
+        if size <= 0:
+            raise self.error(f"invalid {self.noun}body size {size}")
+        if big:
+            raise self.error(f"{self.noun}too big {size} > {self.max_size}")
+
+
+class V2Connection:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        remote_ip: str = "",
+        tls_required: bool = False,
+        expect_magic: bool = True,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.state = ClientState.INIT
+        self.settings = ClientSettings.defaults(self.limits, remote_ip)
+        self.tls_required = tls_required
+        self.tls_active = False
+        self._buf = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._paused = False
+        self._stage: Callable[[], Event | None] = (
+            self._read_magic if expect_magic else self._read_line
+        )
+        self._body: _BodySpec | None = None
+        self._body_size = 0
+        self._mpub_topic = ""
+        self._mpub_count = 0
+        self._mpub_bodies: list[bytes] = []
+        self._max_mpub_count = (self.limits.max_body_size - 4) // 5
+        self._handlers: dict[bytes, Callable[[list[bytes]], Event | None]] = {
+            b"FIN": self._fin,
+            b"RDY": self._rdy,
+            b"REQ": self._req,
+            b"PUB": self._pub,
+            b"MPUB": self._mpub,
+            b"DPUB": self._dpub,
+            b"NOP": self._nop,
+            b"TOUCH": self._touch,
+            b"SUB": self._sub,
+            b"CLS": self._cls,
+            b"AUTH": self._auth,
+            b"IDENTIFY": self._identify,
+        }
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        if not data:
+            self._eof = True
+            return
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_command(self) -> Event:
+        if self._paused:
+            return PAUSED
+        while True:
+            event = self._stage()
+            if event is not None:
+                return event
+
+    def resume(self) -> None:
+        """Continue after IDENTIFY (the daemon has answered it and done any upgrade)."""
+        self._paused = False
+
+    @property
+    def trailing_data(self) -> bytes:
+        """Bytes received but not yet parsed (handed to a TLS or compression layer)."""
+        return bytes(self._buf[self._pos :])
+
+    def clear_trailing_data(self) -> None:
+        self._buf.clear()
+        self._pos = 0
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def _read_magic(self) -> Event:
+        if len(self._buf) - self._pos < 4:
+            return CLOSED if self._eof else NEED_DATA
+        magic = bytes(self._buf[self._pos : self._pos + 4])
+        self._pos += 4
+        if magic != MAGIC_V2:
+            raise NSQError(ErrorCode.E_BAD_PROTOCOL)
+        self._stage = self._read_line
+        return self._read_line()  # type: ignore[return-value]
+
+    def _read_line(self) -> Event | None:
+        buf, pos = self._buf, self._pos
+        max_line = self.limits.max_line_length
+        nl = buf.find(b"\n", pos, pos + max_line)
+        if nl < 0:
+            if len(buf) - pos >= max_line:
+                raise ProtocolClosed("failed to read command - bufio: buffer full")
+            return CLOSED if self._eof else NEED_DATA
+        line = bytes(buf[pos:nl])
+        self._pos = nl + 1
+        if line[-1:] == b"\r":
+            line = line[:-1]
+        params = line.split(b" ")
+        verb = params[0]
+        if self.tls_required and not self.tls_active and verb != b"IDENTIFY":
+            raise NSQError(
+                ErrorCode.E_INVALID, f"cannot {_text(verb)} in current state (TLS required)"
+            )
+        handler = self._handlers.get(verb)
+        if handler is None:
+            raise NSQError(ErrorCode.E_INVALID, f"invalid command {_text(verb)}")
+        return handler(params)
+
+    def _expect_body(self, spec: _BodySpec) -> None:
+        self._body = spec
+        self._stage = self._read_body_size
+
+    def _read_body_size(self) -> Event | None:
+        spec = self._body
+        assert spec is not None
+        if len(self._buf) - self._pos < 4:
+            return self._short(spec.error(f"failed to read {spec.noun}body size"))
+        (size,) = _INT32.unpack_from(self._buf, self._pos)
+        self._pos += 4
+        spec.check_size(size)
+        self._body_size = size
+        self._stage = self._read_body
+        return self._read_body()
+
+    def _read_body(self) -> Event | None:
+        spec = self._body
+        assert spec is not None
+        pos, size = self._pos, self._body_size
+        if len(self._buf) - pos < size:
+            return self._short(spec.error(f"failed to read {spec.noun}body"))
+        body = bytes(self._buf[pos : pos + size])
+        self._pos = pos + size
+        self._stage = self._read_line
+        self._body = None
+        return spec.finish(body)
+
+    def _short(self, err: NSQError) -> Event:
+        # nsqd reports a body cut short by end of stream (it can still write to a half-closed
+        # socket); otherwise we simply wait for more bytes.
+        if self._eof:
+            raise err
+        return NEED_DATA
+
+    def _read_mpub_count(self) -> Event | None:
+        if len(self._buf) - self._pos < 4:
+            return self._short(NSQError(ErrorCode.E_BAD_BODY, "MPUB failed to read message count"))
+        (count,) = _INT32.unpack_from(self._buf, self._pos)
+        self._pos += 4
+        if count <= 0 or count > self._max_mpub_count:
+            raise NSQError(ErrorCode.E_BAD_BODY, f"MPUB invalid message count {count}")
+        self._mpub_count = count
+        self._mpub_bodies = []
+        self._stage = self._read_mpub_messages
+        return self._read_mpub_messages()
+
+    def _read_mpub_messages(self) -> Event | None:
+        # nsqd reads MPUB message by message from the stream and never checks the parts
+        # against the declared body size; so do we.
+        buf, pos, end = self._buf, self._pos, len(self._buf)
+        bodies, count = self._mpub_bodies, self._mpub_count
+        max_msg = self.limits.max_msg_size
+        unpack = _INT32.unpack_from
+        while len(bodies) < count:
+            i = len(bodies)
+            if end - pos < 4:
+                self._pos = pos
+                return self._short(
+                    NSQError(ErrorCode.E_BAD_MESSAGE, f"MPUB failed to read message({i}) body size")
+                )
+            (size,) = unpack(buf, pos)
+            if size <= 0:
+                raise NSQError(
+                    ErrorCode.E_BAD_MESSAGE, f"MPUB invalid message({i}) body size {size}"
+                )
+            if size > max_msg:
+                raise NSQError(ErrorCode.E_BAD_MESSAGE, f"MPUB message too big {size} > {max_msg}")
+            start = pos + 4
+            if end - start < size:
+                self._pos = pos
+                return self._short(
+                    NSQError(ErrorCode.E_BAD_MESSAGE, "MPUB failed to read message body")
+                )
+            bodies.append(bytes(buf[start : start + size]))
+            pos = start + size
+        self._pos = pos
+        self._stage = self._read_line
+        self._mpub_bodies = []
+        return c.MPub(self._mpub_topic, bodies)
+
+    # -- command lines ---------------------------------------------------------------------
+
+    def _transition(self, verb: bytes) -> None:
+        self.state = TRANSITIONS.get((self.state, verb), self.state)
+
+    def _identify(self, params: list[bytes]) -> Event | None:
+        check_state(b"IDENTIFY", self.state)
+        self._expect_body(
+            _BodySpec(
+                "IDENTIFY",
+                ErrorCode.E_BAD_BODY,
+                "",
+                self.limits.max_body_size,
+                True,
+                self._finish_identify,
+            )
+        )
+        return None
+
+    def _finish_identify(self, body: bytes) -> c.Command:
+        self.settings = apply_identify(body, self.settings, self.limits)
+        self._paused = True
+        return c.Identify(self.settings)
+
+    def _auth(self, params: list[bytes]) -> Event | None:
+        check_state(b"AUTH", self.state)
+        if len(params) != 1:
+            raise NSQError(ErrorCode.E_INVALID, "AUTH invalid number of parameters")
+        self._expect_body(
+            _BodySpec("AUTH", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, True, c.Auth)
+        )
+        return None
+
+    def _sub(self, params: list[bytes]) -> Event | None:
+        check_state(b"SUB", self.state)
+        if self.settings.heartbeat_interval_ms <= 0:
+            raise NSQError(ErrorCode.E_INVALID, "cannot SUB with heartbeats disabled")
+        if len(params) < 3:
+            raise NSQError(ErrorCode.E_INVALID, "SUB insufficient number of parameters")
+        topic, channel = params[1], params[2]
+        if not is_valid_name(topic):
+            raise NSQError(ErrorCode.E_BAD_TOPIC, f"SUB topic name {go_quote(topic)} is not valid")
+        if not is_valid_name(channel):
+            raise NSQError(
+                ErrorCode.E_BAD_CHANNEL, f"SUB channel name {go_quote(channel)} is not valid"
+            )
+        self._transition(b"SUB")
+        return c.Sub(topic.decode(), channel.decode())
+
+    def _topic_param(self, verb: str, params: list[bytes], count: int) -> str:
+        if len(params) < count:
+            raise NSQError(ErrorCode.E_INVALID, f"{verb} insufficient number of parameters")
+        topic = params[1]
+        if not is_valid_name(topic):
+            desc = f"{verb} topic name {go_quote(topic)} is not valid"
+            if verb == "MPUB":  # nsqd repeats the code in MPUB's description
+                desc = f"E_BAD_TOPIC {desc}"
+            raise NSQError(ErrorCode.E_BAD_TOPIC, desc)
+        return topic.decode()
+
+    def _pub(self, params: list[bytes]) -> Event | None:
+        topic = self._topic_param("PUB", params, 2)
+        self._expect_body(
+            _BodySpec(
+                "PUB",
+                ErrorCode.E_BAD_MESSAGE,
+                "message ",
+                self.limits.max_msg_size,
+                False,
+                lambda body: c.Pub(topic, body),
+            )
+        )
+        return None
+
+    def _dpub(self, params: list[bytes]) -> Event | None:
+        topic = self._topic_param("DPUB", params, 3)
+        raw = params[2]
+        delay = parse_base10(raw)
+        if delay is None:
+            raise NSQError(ErrorCode.E_INVALID, f"DPUB could not parse timeout {_text(raw)}")
+        delay_ns = _int64(delay * 1_000_000)
+        max_ms = self.limits.max_req_timeout_ms
+        if delay_ns < 0 or delay_ns > max_ms * 1_000_000:
+            raise NSQError(ErrorCode.E_INVALID, f"DPUB timeout {delay} out of range 0-{max_ms}")
+        delay_ms = delay_ns // 1_000_000
+        self._expect_body(
+            _BodySpec(
+                "DPUB",
+                ErrorCode.E_BAD_MESSAGE,
+                "message ",
+                self.limits.max_msg_size,
+                False,
+                lambda body: c.DPub(topic, delay_ms, body),
+            )
+        )
+        return None
+
+    def _mpub(self, params: list[bytes]) -> Event | None:
+        topic = self._topic_param("MPUB", params, 2)
+        self._mpub_topic = topic
+        self._body = _BodySpec(
+            "MPUB", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, False, c.Auth
+        )
+        self._stage = self._read_mpub_size
+        return c.MPubStart(topic)
+
+    def _read_mpub_size(self) -> Event | None:
+        if len(self._buf) - self._pos < 4:
+            return self._short(NSQError(ErrorCode.E_BAD_BODY, "MPUB failed to read body size"))
+        (size,) = _INT32.unpack_from(self._buf, self._pos)
+        self._pos += 4
+        assert self._body is not None
+        self._body.check_size(size)
+        self._body = None
+        self._stage = self._read_mpub_count
+        return self._read_mpub_count()
+
+    def _rdy(self, params: list[bytes]) -> Event | None:
+        if self.state == ClientState.CLOSING:
+            return None  # nsqd ignores RDY after CLS
+        check_state(b"RDY", self.state)
+        count = 1
+        if len(params) > 1:
+            parsed = parse_base10(params[1])
+            if parsed is None:
+                raise NSQError(ErrorCode.E_INVALID, f"RDY could not parse count {_text(params[1])}")
+            count = _int64(parsed)
+        max_rdy = self.limits.max_rdy_count
+        if count < 0 or count > max_rdy:
+            raise NSQError(ErrorCode.E_INVALID, f"RDY count {count} out of range 0-{max_rdy}")
+        return c.Rdy(count)
+
+    def _msg_id(self, verb: bytes, params: list[bytes], count: int) -> bytes:
+        check_state(verb, self.state)
+        if len(params) < count:
+            raise NSQError(ErrorCode.E_INVALID, f"{verb.decode()} insufficient number of params")
+        msg_id = params[1]
+        if len(msg_id) != MSG_ID_LENGTH:
+            raise NSQError(ErrorCode.E_INVALID, "invalid message ID")
+        return msg_id
+
+    def _fin(self, params: list[bytes]) -> Event | None:
+        return c.Fin(self._msg_id(b"FIN", params, 2))
+
+    def _touch(self, params: list[bytes]) -> Event | None:
+        return c.Touch(self._msg_id(b"TOUCH", params, 2))
+
+    def _req(self, params: list[bytes]) -> Event | None:
+        msg_id = self._msg_id(b"REQ", params, 3)
+        parsed = parse_base10(params[2])
+        if parsed is None:
+            raise NSQError(ErrorCode.E_INVALID, f"REQ could not parse timeout {_text(params[2])}")
+        delay_ns = _int64(parsed * 1_000_000)
+        # nsqd clamps (and only logs) an out-of-range requeue delay.
+        delay_ms = min(max(delay_ns, 0), self.limits.max_req_timeout_ms * 1_000_000) // 1_000_000
+        return c.Req(msg_id, delay_ms)
+
+    def _cls(self, params: list[bytes]) -> Event | None:
+        check_state(b"CLS", self.state)
+        self._transition(b"CLS")
+        return c.Cls()
+
+    def _nop(self, params: list[bytes]) -> Event | None:
+        return c.Nop()

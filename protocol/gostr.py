@@ -1,0 +1,57 @@
+"""Go's %q quoting, so error texts that quote client input match nsqd byte for byte."""
+
+from __future__ import annotations
+
+_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
+def go_quote(raw: bytes) -> str:
+    """Quote bytes as Go's strconv.Quote does: printable runes as is, invalid UTF-8 as \\xNN."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _quote_invalid(raw)
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return '"' + "".join(_quote_rune(ch) for ch in text) + '"'
+
+
+def _quote_rune(ch: str) -> str:
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    if ch.isprintable():
+        return ch
+    code = ord(ch)
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _quote_invalid(raw: bytes) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        for width in (1, 2, 3, 4):
+            try:
+                ch = raw[i : i + width].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            out.append(_quote_rune(ch))
+            i += width
+            break
+        else:
+            out.append(f"\\x{raw[i]:02x}")
+            i += 1
+    return '"' + "".join(out) + '"'
