@@ -1,0 +1,509 @@
+"""File-backed FIFO queue, byte-compatible with go-diskqueue v1.1.0 (what nsqd v1.3.0 uses).
+
+Files in ``data_path`` for a queue called ``name`` (channels are called ``topic:channel``):
+
+* ``<name>.diskqueue.%06d.dat``: records ``[int32 big-endian length][payload]``.
+* ``<name>.diskqueue.meta.dat``: ``"<depth>\\n<readFile>,<readPos>\\n<writeFile>,<writePos>\\n"``.
+
+The API is synchronous: an append is one ``write()`` into the page cache (microseconds, and it
+survives ``kill -9`` once it returns). Only ``sync()`` and ``close()`` fsync; the daemon asks
+``needs_sync()`` after its operations and runs ``sync()`` in a worker thread, so every public
+method takes a lock and ``sync()`` holds it only while taking a snapshot.
+
+Deliberate differences from the Go code, none visible in the files: a reader that reaches the
+exact end of a finished file deletes it instead of flagging it ``.bad`` (a v1.1.0 bug fixed
+upstream later); the old write file is fsynced by the next ``sync()`` instead of inside
+``put()``; a write file whose size disagrees with the metadata is never appended to; records
+found past a stale metadata write position (or with no metadata at all) are counted into depth.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Final
+
+__all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"]
+
+_HEADER: Final = struct.Struct(">i")
+_READ_BUFFER: Final = 64 * 1024
+_DATA_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+_META_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+
+
+class DiskQueueError(Exception):
+    """An operation on the disk queue failed (I/O error, bad argument, closed queue)."""
+
+
+class MessageSizeError(DiskQueueError, ValueError):
+    """``put()`` got a payload whose length is outside ``[min_msg_size, max_msg_size]``."""
+
+
+class QueueClosedError(DiskQueueError):
+    """The queue was closed or deleted."""
+
+
+class _Corrupt(Exception):
+    """The read file cannot be trusted from the current position on."""
+
+
+@dataclass(slots=True)
+class _SyncJob:
+    fds: list[int]  # private fds: fsynced then closed by whoever runs the job
+    meta: str
+    seq: int
+
+
+class DiskQueue:
+    def __init__(
+        self,
+        name: str,
+        data_path: str | os.PathLike[str],
+        max_bytes_per_file: int,
+        min_msg_size: int,
+        max_msg_size: int,
+        sync_every: int,
+        sync_timeout: float,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.name = name
+        self._dir = os.fspath(data_path)
+        self._max_bytes_per_file = max_bytes_per_file
+        self._min_msg_size = min_msg_size
+        self._max_msg_size = max_msg_size
+        self._sync_every = sync_every
+        self._sync_timeout = sync_timeout
+        self._log = logger or logging.getLogger(__name__)
+        self._meta_path = os.path.join(self._dir, f"{name}.diskqueue.meta.dat")
+        self._lock = threading.Lock()
+        self._meta_lock = threading.Lock()  # orders metadata renames of concurrent syncs
+        self._depth = 0
+        self._read_file_num = self._read_pos = 0
+        self._write_file_num = self._write_pos = 0
+        self._reader: IO[bytes] | None = None
+        self._read_end: int | None = None  # size of the read file once the writer has left it
+        self._write_fd: int | None = None
+        self._unsynced_fds: list[int] = []  # write files rolled away from, fsynced by sync()
+        self._count = 0  # reads + writes since the last sync, as go-diskqueue counts them
+        self._last_sync = time.monotonic()
+        self._dirty = False  # a state change that should be persisted soon (roll, skip, ...)
+        self._meta_seq = self._meta_written = 0
+        self._closed = False
+        self._recover()
+
+    # ------------------------------------------------------------------ public API
+
+    def put(self, data: bytes) -> None:
+        size = len(data)
+        if not self._min_msg_size <= size <= self._max_msg_size:
+            raise MessageSizeError(
+                f"invalid message write size ({size}) minMsgSize={self._min_msg_size} "
+                f"maxMsgSize={self._max_msg_size}"
+            )
+        total = 4 + size
+        with self._lock:
+            self._check_open()
+            # Roll before writing so a file only exceeds the limit when one record alone does.
+            if self._write_pos > 0 and self._write_pos + total > self._max_bytes_per_file:
+                self._roll_write_file()
+            try:
+                fd = self._write_fd if self._write_fd is not None else self._open_write_file()
+                _write_all(fd, _HEADER.pack(size) + data)
+            except OSError as exc:
+                self._undo_partial_write()
+                raise DiskQueueError(f"DISKQUEUE({self.name}) write failed: {exc}") from exc
+            self._write_pos += total
+            self._depth += 1
+            self._count += 1
+
+    def read(self) -> bytes | None:
+        """Next record, or None when the reader has caught up with the writer."""
+        with self._lock:
+            self._check_open()
+            while (self._read_file_num, self._read_pos) < (self._write_file_num, self._write_pos):
+                try:
+                    data = self._read_one()
+                except (OSError, _Corrupt) as exc:
+                    self._handle_read_error(exc)
+                    continue
+                if data is None:
+                    self._finish_read_file()
+                    continue
+                self._depth -= 1
+                self._count += 1
+                if self._read_end is not None and self._read_pos >= self._read_end:
+                    self._finish_read_file()  # delete the file as soon as its last record is out
+                self._check_tail()
+                return data
+            return None
+
+    def depth(self) -> int:
+        return self._depth
+
+    def needs_sync(self) -> bool:
+        if self._closed:
+            return False
+        if self._dirty or self._unsynced_fds or self._count >= self._sync_every:
+            return True
+        return self._count > 0 and time.monotonic() - self._last_sync >= self._sync_timeout
+
+    def sync(self) -> None:
+        """fsync written data and persist metadata; safe to run in a thread beside put/read."""
+        with self._lock:
+            if self._closed:
+                return
+            job = self._snapshot()
+        self._run_sync(job)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._log.info("DISKQUEUE(%s): closing", self.name)
+            job = self._snapshot()
+            self._closed = True
+            self._close_files()
+        self._run_sync(job)
+
+    def empty(self) -> None:
+        """Drop every record: delete the data files and the metadata, start a new file."""
+        with self._lock:
+            self._check_open()
+            self._log.info("DISKQUEUE(%s): emptying", self.name)
+            self._skip_to_next_rw_file()
+            with self._meta_lock:
+                self._meta_written = self._meta_seq  # a sync already under way must not win
+                _remove(self._meta_path, self._log)
+            self._count = 0
+            self._dirty = True  # write the new positions soon: no metadata means start at 0
+
+    def delete(self) -> None:
+        """Close without persisting and remove the data files and the metadata."""
+        with self._lock:
+            self._log.info("DISKQUEUE(%s): deleting", self.name)
+            self._closed = True
+            self._close_files()
+            for fd in self._unsynced_fds:
+                os.close(fd)
+            self._unsynced_fds.clear()
+            for num in range(self._read_file_num, self._write_file_num + 1):
+                _remove(self._file_name(num), self._log)
+            with self._meta_lock:
+                self._meta_written = 1 << 62  # later snapshots of a running sync are dropped
+                _remove(self._meta_path, self._log)
+
+    # ------------------------------------------------------------------ writing
+
+    def _open_write_file(self) -> int:
+        while True:
+            path = self._file_name(self._write_file_num)
+            fd = os.open(path, _DATA_FLAGS, 0o600)
+            size = os.fstat(fd).st_size
+            if size == self._write_pos:
+                self._write_fd = fd
+                return fd
+            # O_APPEND writes at the real end: appending after unknown bytes would corrupt
+            # the positions, so leave the file to the reader and start the next one.
+            os.close(fd)
+            self._log.warning(
+                "DISKQUEUE(%s) %s size %d != writePos %d, skipping to new file",
+                self.name, path, size, self._write_pos,
+            )
+            if self._read_file_num == self._write_file_num:
+                self._read_end = size
+            self._write_file_num += 1
+            self._write_pos = 0
+            self._dirty = True
+
+    def _roll_write_file(self) -> None:
+        if self._read_file_num == self._write_file_num:
+            self._read_end = self._write_pos  # the reader now knows where this file ends
+        if self._write_fd is not None:
+            self._unsynced_fds.append(self._write_fd)
+            self._write_fd = None
+        self._write_file_num += 1
+        self._write_pos = 0
+        self._dirty = True
+
+    def _undo_partial_write(self) -> None:
+        if self._write_fd is None:
+            return
+        try:
+            os.ftruncate(self._write_fd, self._write_pos)  # drop a torn record, if any
+        except OSError:
+            self._roll_write_file()  # cannot repair: never write after the torn bytes
+
+    # ------------------------------------------------------------------ reading
+
+    def _read_one(self) -> bytes | None:
+        """One record at the read position, or None at the clean end of a finished file."""
+        reader = self._reader
+        if reader is None:
+            reader = self._open_reader()
+        if self._read_end is not None and self._read_pos >= self._read_end:
+            if self._read_pos > self._read_end:
+                raise _Corrupt(f"read position beyond the end of the file ({self._read_end})")
+            return None
+        header = reader.read(4)
+        if len(header) < 4:
+            raise _Corrupt("unexpected end of file")
+        (size,) = _HEADER.unpack(header)
+        if not self._min_msg_size <= size <= self._max_msg_size:
+            raise _Corrupt(f"invalid message read size ({size})")
+        data = reader.read(size)
+        if len(data) < size:
+            raise _Corrupt("unexpected end of file")
+        end = self._read_pos + 4 + size
+        limit = self._write_pos if self._read_end is None else self._read_end
+        if end > limit:  # misaligned position: the "length" was read from inside a record
+            raise _Corrupt(f"record ends at {end}, past the end of the data at {limit}")
+        self._read_pos = end
+        return data
+
+    def _open_reader(self) -> IO[bytes]:
+        path = self._file_name(self._read_file_num)
+        reader = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 (kept open)
+        if self._read_pos:
+            reader.seek(self._read_pos)
+        if self._read_end is None and self._read_file_num < self._write_file_num:
+            self._read_end = os.fstat(reader.fileno()).st_size  # the writer is done with it
+        self._log.debug("DISKQUEUE(%s): opened %s for reading", self.name, path)
+        self._reader = reader
+        return reader
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self._read_end = None
+
+    def _finish_read_file(self) -> None:
+        self._close_reader()
+        _remove(self._file_name(self._read_file_num), self._log)
+        self._read_file_num += 1
+        self._read_pos = 0
+        self._dirty = True
+
+    def _handle_read_error(self, exc: BaseException) -> None:
+        path = self._file_name(self._read_file_num)
+        self._log.error(
+            "DISKQUEUE(%s) reading at %d of %s - %s", self.name, self._read_pos, path, exc
+        )
+        self._close_reader()
+        if self._read_file_num == self._write_file_num:
+            # The file being written is unreadable: do not add to it either.
+            self._close_write_fd()
+            self._write_file_num += 1
+            self._write_pos = 0
+        self._log.warning(
+            "DISKQUEUE(%s) jump to next file and saving bad file as %s.bad", self.name, path
+        )
+        try:
+            os.replace(path, path + ".bad")
+        except OSError as err:
+            self._log.error("DISKQUEUE(%s) failed to rename %s to .bad - %s", self.name, path, err)
+        self._read_file_num += 1
+        self._read_pos = 0
+        self._dirty = True
+        self._check_tail()
+
+    def _check_tail(self) -> None:
+        """Once the reader reaches the writer, depth must be 0 and the positions equal."""
+        read_at = (self._read_file_num, self._read_pos)
+        write_at = (self._write_file_num, self._write_pos)
+        if read_at < write_at:
+            return
+        if self._depth != 0:
+            kind = "negative" if self._depth < 0 else "positive"
+            self._log.error(
+                "DISKQUEUE(%s) %s depth at tail (%d), resetting 0", self.name, kind, self._depth
+            )
+            self._depth = 0
+            self._dirty = True
+        if read_at != write_at:
+            self._log.error(
+                "DISKQUEUE(%s) read position %s past write position %s, corruption, "
+                "skipping to next file", self.name, read_at, write_at,
+            )
+            self._skip_to_next_rw_file()
+            self._dirty = True
+
+    def _skip_to_next_rw_file(self) -> None:
+        self._close_files()
+        for num in range(self._read_file_num, self._write_file_num + 1):
+            _remove(self._file_name(num), self._log)
+        self._write_file_num += 1
+        self._write_pos = 0
+        self._read_file_num = self._write_file_num
+        self._read_pos = 0
+        self._depth = 0
+
+    # ------------------------------------------------------------------ sync and metadata
+
+    def _snapshot(self) -> _SyncJob:
+        fds = self._unsynced_fds
+        self._unsynced_fds = []
+        if self._write_fd is not None:
+            fds.append(os.dup(self._write_fd))  # our own fd: put() may close or roll the other
+        self._meta_seq += 1
+        self._count = 0
+        self._dirty = False
+        self._last_sync = time.monotonic()
+        meta = (
+            f"{self._depth}\n{self._read_file_num},{self._read_pos}\n"
+            f"{self._write_file_num},{self._write_pos}\n"
+        )
+        return _SyncJob(fds, meta, self._meta_seq)
+
+    def _run_sync(self, job: _SyncJob) -> None:
+        error: OSError | None = None
+        for fd in job.fds:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                error = error or exc
+            finally:
+                os.close(fd)
+        if error is None:
+            try:
+                self._persist_meta(job)
+            except OSError as exc:
+                error = exc
+        if error is not None:
+            with self._lock:
+                self._dirty = True  # try again on the next sync
+            raise DiskQueueError(f"DISKQUEUE({self.name}) failed to sync - {error}") from error
+
+    def _persist_meta(self, job: _SyncJob) -> None:
+        with self._meta_lock:
+            if job.seq <= self._meta_written:
+                return  # a newer state is already on disk (or the queue was emptied/deleted)
+            tmp = f"{self._meta_path}.{random.getrandbits(63)}.tmp"
+            fd = os.open(tmp, _META_FLAGS, 0o600)
+            try:
+                try:
+                    _write_all(fd, job.meta.encode())
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, self._meta_path)
+            except OSError:
+                _remove(tmp, self._log)
+                raise
+            self._meta_written = job.seq
+
+    def _recover(self) -> None:
+        meta = self._load_meta()
+        if meta is not None:
+            self._depth, self._read_file_num, self._read_pos = meta[:3]
+            self._write_file_num, self._write_pos = meta[3:]
+        else:
+            # No metadata (never synced, or unreadable): start at the oldest data file left.
+            nums = self._data_file_nums()
+            self._read_file_num = self._write_file_num = min(nums, default=0)
+        # After an unclean stop the files can hold more than the metadata says: count those
+        # records in and write to a new file, so nothing written is lost or overwritten.
+        while (size := _file_size(self._file_name(self._write_file_num))) > self._write_pos:
+            extra = self._count_records(self._write_file_num, self._write_pos)
+            self._log.warning(
+                "DISKQUEUE(%s) %s metadata writePos %d < file size of %d (%d more records), "
+                "skipping to new file",
+                self.name, self._file_name(self._write_file_num), self._write_pos, size, extra,
+            )
+            self._depth += extra
+            self._write_file_num += 1
+            self._write_pos = 0
+            self._dirty = True
+        self._check_tail()
+
+    def _load_meta(self) -> tuple[int, int, int, int, int] | None:
+        try:
+            with open(self._meta_path, encoding="ascii") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            self._log.error("DISKQUEUE(%s) failed to retrieveMetaData - %s", self.name, exc)
+            return None
+        m = re.fullmatch(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?", text)
+        if m is None:
+            self._log.error("DISKQUEUE(%s) failed to parse metadata %r", self.name, text)
+            return None
+        depth, read_num, read_pos, write_num, write_pos = map(int, m.groups())
+        return depth, read_num, read_pos, write_num, write_pos
+
+    def _data_file_nums(self) -> list[int]:
+        pattern = re.compile(re.escape(self.name) + r"\.diskqueue\.(\d{6,})\.dat")
+        try:
+            names = os.listdir(self._dir)
+        except FileNotFoundError:
+            return []
+        return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
+
+    def _count_records(self, num: int, pos: int) -> int:
+        """Valid records from ``pos`` to the end of file ``num`` (stops at a bad one)."""
+        count = 0
+        try:
+            with open(self._file_name(num), "rb", buffering=_READ_BUFFER) as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(pos)
+                while pos + 4 <= size:
+                    (length,) = _HEADER.unpack(f.read(4))
+                    if not self._min_msg_size <= length <= self._max_msg_size:
+                        break
+                    if pos + 4 + length > size:
+                        break
+                    f.seek(length, os.SEEK_CUR)
+                    pos += 4 + length
+                    count += 1
+        except OSError as exc:
+            self._log.error("DISKQUEUE(%s) counting records - %s", self.name, exc)
+        return count
+
+    # ------------------------------------------------------------------ helpers
+
+    def _file_name(self, num: int) -> str:
+        return os.path.join(self._dir, f"{self.name}.diskqueue.{num:06d}.dat")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise QueueClosedError(f"DISKQUEUE({self.name}) exiting")
+
+    def _close_write_fd(self) -> None:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+    def _close_files(self) -> None:
+        self._close_reader()
+        self._close_write_fd()
+
+
+def _write_all(fd: int, buf: bytes) -> None:
+    written = os.write(fd, buf)
+    if written < len(buf):  # only on a nearly full disk or a signal: finish the record
+        view = memoryview(buf)
+        while written < len(buf):
+            written += os.write(fd, view[written:])
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _remove(path: str, log: logging.Logger) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.error("failed to remove %s - %s", path, exc)

@@ -1,0 +1,505 @@
+"""DiskQueue against real files: go-diskqueue v1.1.0 layout, recovery, corruption, real nsqd."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from nsqd.diskqueue import DiskQueue, MessageSizeError, QueueClosedError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MIN_SIZE = 4
+MAX_SIZE = 1024
+
+
+def make_queue(path: Path, name: str = "q", max_bytes: int = 100, **kw: int) -> DiskQueue:
+    return DiskQueue(
+        name,
+        path,
+        max_bytes_per_file=max_bytes,
+        min_msg_size=kw.get("min_size", MIN_SIZE),
+        max_msg_size=kw.get("max_size", MAX_SIZE),
+        sync_every=kw.get("sync_every", 2500),
+        sync_timeout=2.0,
+    )
+
+
+def payload(i: int) -> bytes:
+    return b"msg-%06d" % i  # 10 bytes: 14 bytes per record
+
+
+def drain(dq: DiskQueue) -> list[bytes]:
+    out = []
+    while (data := dq.read()) is not None:
+        out.append(data)
+    return out
+
+
+def data_files(path: Path, name: str = "q") -> list[str]:
+    return sorted(p.name for p in path.glob(f"{name}.diskqueue.*.dat") if "meta" not in p.name)
+
+
+def meta_text(path: Path, name: str = "q") -> str:
+    return (path / f"{name}.diskqueue.meta.dat").read_text()
+
+
+def record(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+def test_round_trip_across_file_rolls(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    sent = [payload(i) for i in range(100)]
+    for data in sent:
+        dq.put(data)
+    assert dq.depth() == 100
+    # 7 records of 14 bytes fit in 100 bytes: the 8th would pass the limit, so it rolls first.
+    files = data_files(tmp_path)
+    assert files[0] == "q.diskqueue.000000.dat"
+    assert len(files) == 15
+    assert (tmp_path / files[0]).read_bytes() == b"".join(record(d) for d in sent[:7])
+    got = []
+    for i in range(100):
+        got.append(dq.read())
+        assert dq.depth() == 99 - i
+    assert got == sent
+    assert dq.read() is None
+    # every finished file was deleted as its last record was read; only the write file is left
+    assert data_files(tmp_path) == ["q.diskqueue.000014.dat"]
+    dq.close()
+
+
+def test_interleaved_put_and_read(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    got = []
+    for i in range(60):
+        dq.put(payload(i))
+        if i % 3 == 2:
+            got.append(dq.read())
+    got += drain(dq)
+    assert got == [payload(i) for i in range(60)]
+    assert dq.depth() == 0
+    assert list(tmp_path.glob("*.bad")) == []
+    dq.close()
+
+
+def test_reader_at_end_of_file_when_writer_rolls(tmp_path: Path) -> None:
+    """Reader caught up at the exact end of a file that then becomes finished: no .bad file."""
+    dq = make_queue(tmp_path)
+    for i in range(7):
+        dq.put(payload(i))
+    assert drain(dq) == [payload(i) for i in range(7)]
+    dq.put(payload(7))  # rolls to file 1
+    assert dq.read() == payload(7)
+    assert list(tmp_path.glob("*.bad")) == []
+    assert data_files(tmp_path) == ["q.diskqueue.000001.dat"]
+    dq.close()
+
+
+def test_oversized_record_gets_its_own_file(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path, max_bytes=50)
+    big, small = b"x" * 200, payload(1)
+    dq.put(small)
+    dq.put(big)
+    dq.put(small)
+    assert data_files(tmp_path) == [f"q.diskqueue.00000{i}.dat" for i in range(3)]
+    assert drain(dq) == [small, big, small]
+    dq.close()
+
+
+def test_metadata_bytes(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(10):
+        dq.put(payload(i))
+    for _ in range(3):
+        dq.read()
+    dq.sync()
+    # 10 records: 7 in file 0, 3 in file 1 (42 bytes); 3 read (42 bytes into file 0)
+    assert meta_text(tmp_path) == "7\n0,42\n1,42\n"
+    assert list(tmp_path.glob("*.tmp")) == []
+    dq.close()
+    assert (tmp_path / "q.diskqueue.meta.dat").read_bytes() == b"7\n0,42\n1,42\n"
+
+
+def test_channel_style_name(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path, name="topic:chan")
+    dq.put(payload(0))
+    dq.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "topic:chan.diskqueue.000000.dat",
+        "topic:chan.diskqueue.meta.dat",
+    ]
+    assert meta_text(tmp_path, "topic:chan") == "1\n0,0\n0,14\n"
+
+
+def test_reopen_after_close_continues(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(20):
+        dq.put(payload(i))
+    assert [dq.read() for _ in range(9)] == [payload(i) for i in range(9)]
+    dq.close()
+    dq = make_queue(tmp_path)
+    assert dq.depth() == 11
+    dq.put(payload(20))
+    assert drain(dq) == [payload(i) for i in range(9, 21)]
+    assert dq.depth() == 0
+    dq.close()
+
+
+def test_reopen_with_stale_metadata_loses_nothing(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(5):
+        dq.put(payload(i))
+    dq.sync()
+    for i in range(5, 12):  # rolls into file 1; metadata still says file 0
+        dq.put(payload(i))
+    del dq  # simulated kill -9: no close(), no sync(); the page cache keeps the writes
+    dq = make_queue(tmp_path)
+    assert dq.depth() == 12
+    dq.put(payload(12))  # must not land on top of anything written before the crash
+    assert drain(dq) == [payload(i) for i in range(13)]
+    assert dq.depth() == 0
+    assert list(tmp_path.glob("*.bad")) == []
+    dq.close()
+
+
+def test_crash_before_any_metadata(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(10):
+        dq.put(payload(i))
+    del dq
+    assert not (tmp_path / "q.diskqueue.meta.dat").exists()
+    dq = make_queue(tmp_path)
+    assert dq.depth() == 10
+    dq.put(payload(10))
+    assert drain(dq) == [payload(i) for i in range(11)]
+    dq.close()
+
+
+def test_crash_after_reads_redelivers_unsynced_reads(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(5):
+        dq.put(payload(i))
+    dq.sync()
+    dq.read()
+    dq.read()
+    del dq
+    dq = make_queue(tmp_path)
+    assert drain(dq) == [payload(i) for i in range(5)]  # at-least-once
+    dq.close()
+
+
+def test_truncated_file_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(14):  # files 0 and 1 full, file 2 being written
+        dq.put(payload(i))
+    dq.close()
+    first = tmp_path / "q.diskqueue.000000.dat"
+    first.write_bytes(first.read_bytes()[:-5])  # tear the last record of file 0
+    dq = make_queue(tmp_path)
+    with caplog.at_level(logging.ERROR):
+        got = drain(dq)
+    assert got == [payload(i) for i in range(6)] + [payload(i) for i in range(7, 14)]
+    assert (tmp_path / "q.diskqueue.000000.dat.bad").exists()
+    assert "unexpected end of file" in caplog.text
+    assert dq.depth() == 0  # one record lost: the depth was corrected at the tail
+    dq.close()
+
+
+def test_garbage_length_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(10):
+        dq.put(payload(i))
+    dq.close()
+    first = tmp_path / "q.diskqueue.000000.dat"
+    raw = bytearray(first.read_bytes())
+    raw[14:18] = struct.pack(">i", 0x7FFFFFF0)  # length of the 2nd record
+    first.write_bytes(bytes(raw))
+    dq = make_queue(tmp_path)
+    with caplog.at_level(logging.ERROR):
+        got = drain(dq)
+    assert got == [payload(0)] + [payload(i) for i in range(7, 10)]
+    assert "invalid message read size (2147483632)" in caplog.text
+    assert (tmp_path / "q.diskqueue.000000.dat.bad").exists()
+    assert dq.depth() == 0
+    dq.close()
+
+
+def test_corrupt_write_file_moves_writer_on(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path, max_bytes=1000)
+    for i in range(3):
+        dq.put(payload(i))
+    dq.close()
+    f = tmp_path / "q.diskqueue.000000.dat"
+    f.write_bytes(struct.pack(">i", -1) + f.read_bytes()[4:])
+    dq = make_queue(tmp_path, max_bytes=1000)
+    assert dq.read() is None
+    assert dq.depth() == 0
+    dq.put(payload(9))
+    assert data_files(tmp_path) == ["q.diskqueue.000001.dat"]
+    assert drain(dq) == [payload(9)]
+    dq.close()
+
+
+def test_missing_read_file_is_skipped(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(10):
+        dq.put(payload(i))
+    dq.close()
+    (tmp_path / "q.diskqueue.000000.dat").unlink()
+    dq = make_queue(tmp_path)
+    assert drain(dq) == [payload(i) for i in range(7, 10)]
+    assert dq.depth() == 0
+    dq.close()
+
+
+def test_depth_reset_at_tail(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(3):
+        dq.put(payload(i))
+    dq.close()
+    (tmp_path / "q.diskqueue.meta.dat").write_text("-5\n0,0\n0,42\n")
+    dq = make_queue(tmp_path)
+    assert dq.depth() == -5
+    with caplog.at_level(logging.ERROR):
+        assert len(drain(dq)) == 3
+    assert dq.depth() == 0
+    assert "negative depth at tail" in caplog.text
+    dq.close()
+    (tmp_path / "q.diskqueue.meta.dat").write_text("4\n0,42\n0,42\n")
+    dq = make_queue(tmp_path)
+    assert dq.depth() == 0  # reader already at the writer: corrected at open
+    dq.close()
+
+
+def test_size_limits(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    with pytest.raises(MessageSizeError):
+        dq.put(b"abc")
+    with pytest.raises(MessageSizeError):
+        dq.put(b"x" * (MAX_SIZE + 1))
+    dq.put(b"x" * MAX_SIZE)
+    dq.put(b"abcd")
+    assert drain(dq) == [b"x" * MAX_SIZE, b"abcd"]
+    dq.close()
+
+
+def test_needs_sync(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path, max_bytes=10_000, sync_every=4)
+    assert not dq.needs_sync()
+    dq.put(payload(0))
+    dq.put(payload(1))
+    dq.read()
+    assert not dq.needs_sync()
+    dq.read()
+    assert dq.needs_sync()  # 4 reads + writes
+    dq.sync()
+    assert not dq.needs_sync()
+    assert meta_text(tmp_path) == "0\n0,28\n0,28\n"
+    dq.close()
+    dq = DiskQueue("q", tmp_path, 10_000, MIN_SIZE, MAX_SIZE, 2500, 0.05)
+    dq.put(payload(2))
+    assert not dq.needs_sync()
+    time.sleep(0.06)
+    assert dq.needs_sync()  # sync_timeout passed with activity
+    dq.sync()
+    time.sleep(0.06)
+    assert not dq.needs_sync()  # no activity since
+    dq.close()
+
+
+def test_roll_asks_for_sync(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(8):
+        dq.put(payload(i))
+    assert dq.needs_sync()  # a new write file: persist it soon
+    dq.sync()
+    assert meta_text(tmp_path) == "8\n0,0\n1,14\n"
+    dq.close()
+
+
+def test_empty(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(20):
+        dq.put(payload(i))
+    dq.sync()
+    dq.empty()
+    assert dq.depth() == 0
+    assert dq.read() is None
+    assert data_files(tmp_path) == []
+    assert not (tmp_path / "q.diskqueue.meta.dat").exists()
+    dq.put(payload(99))
+    assert drain(dq) == [payload(99)]
+    dq.close()
+    dq = make_queue(tmp_path)
+    dq.put(payload(100))
+    assert drain(dq) == [payload(100)]
+    dq.close()
+
+
+def test_delete(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(20):
+        dq.put(payload(i))
+    dq.sync()
+    dq.read()
+    dq.delete()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(QueueClosedError):
+        dq.put(payload(0))
+    with pytest.raises(QueueClosedError):
+        dq.read()
+
+
+def test_reads_files_written_with_a_larger_limit(tmp_path: Path) -> None:
+    """Finished files are read to their real size, whatever max_bytes_per_file is now."""
+    dq = make_queue(tmp_path, max_bytes=1000)
+    for i in range(80):
+        dq.put(payload(i))
+    dq.close()
+    dq = make_queue(tmp_path, max_bytes=50)
+    assert drain(dq) == [payload(i) for i in range(80)]
+    dq.close()
+
+
+# --------------------------------------------------------------------------- real nsqd
+
+
+def nsqd_binary() -> Path:
+    binary = REPO_ROOT / ".reference" / "bin" / "nsqd"
+    if os.access(binary, os.X_OK):
+        return binary
+    script = REPO_ROOT / "scripts" / "reference.py"
+    if not script.exists():
+        pytest.fail(f"real nsqd missing: {binary} does not exist and there is no {script}")
+    spec = importlib.util.spec_from_file_location("reference", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return Path(module.ensure_reference()) / "nsqd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "nsqd exited early"
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"nsqd did not answer on {url}")
+
+
+def test_reads_files_written_by_real_nsqd(tmp_path: Path) -> None:
+    binary = nsqd_binary()
+    http = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            f"--tcp-address=127.0.0.1:{free_port()}",
+            f"--http-address={http}",
+            f"--data-path={tmp_path}",
+            "--mem-queue-size=0",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    bodies = [b"hello", b"", b"x" * 3000, bytes(range(256))]
+    try:
+        wait_http(f"http://{http}/ping", proc)
+        for body in bodies[:1] + bodies[2:]:  # nsqd refuses an empty body
+            req = urllib.request.Request(f"http://{http}/pub?topic=t", data=body, method="POST")
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                assert resp.read() == b"OK"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    expected = bodies[:1] + bodies[2:]
+    dq = DiskQueue("t", tmp_path, 100 * 1024 * 1024, 26, 1024 * 1024 + 26, 2500, 2.0)
+    assert dq.depth() == len(expected)
+    assert meta_text(tmp_path, "t").startswith(f"{len(expected)}\n0,0\n0,")
+    records = drain(dq)
+    dq.close()
+    assert len(records) == len(expected)
+    ids = set()
+    now_ns = time.time_ns()
+    for raw, body in zip(records, expected, strict=True):
+        ts, attempts = struct.unpack(">qH", raw[:10])
+        msg_id = raw[10:26]
+        assert 0 < now_ns - ts < 60 * 10**9
+        assert attempts == 0
+        assert len(msg_id) == 16 and all(c in b"0123456789abcdef" for c in msg_id)
+        ids.add(msg_id)
+        assert raw[26:] == body
+    assert len(ids) == len(expected)
+
+
+def test_real_nsqd_reads_our_files(tmp_path: Path) -> None:
+    """Files we write are taken over by real nsqd, which moves them into a channel queue."""
+    binary = nsqd_binary()
+    ts = time.time_ns() - 10**9
+    bodies = [b"one", b"two" * 500, b"three"]
+    dq = DiskQueue("t", tmp_path, 100 * 1024 * 1024, 26, 1024 * 1024 + 26, 2500, 2.0)
+    for i, body in enumerate(bodies):
+        dq.put(struct.pack(">qH", ts + i, 3) + b"%016x" % (i + 1) + body)
+    dq.close()
+    (tmp_path / "nsqd.dat").write_text(
+        '{"topics":[{"name":"t","paused":false,"channels":null}],"version":"1.3.0"}'
+    )
+    http = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            f"--tcp-address=127.0.0.1:{free_port()}",
+            f"--http-address={http}",
+            f"--data-path={tmp_path}",
+            "--mem-queue-size=0",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(f"http://{http}/ping", proc)
+        with urllib.request.urlopen(f"http://{http}/stats?format=json", timeout=5) as resp:
+            stats = json.load(resp)
+        assert [(t["topic_name"], t["depth"]) for t in stats["topics"]] == [("t", 3)]
+        req = urllib.request.Request(f"http://{http}/channel/create?topic=t&channel=c", b"")
+        with urllib.request.urlopen(req, timeout=5):
+            pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the topic pump moves the messages to the channel
+            with urllib.request.urlopen(f"http://{http}/stats?format=json", timeout=5) as resp:
+                (topic,) = json.load(resp)["topics"]
+            if topic["channels"] and topic["channels"][0]["depth"] == 3:
+                break
+            time.sleep(0.05)
+        assert topic["channels"][0]["depth"] == 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    dq = DiskQueue("t:c", tmp_path, 100 * 1024 * 1024, 26, 1024 * 1024 + 26, 2500, 2.0)
+    records = drain(dq)
+    dq.close()
+    assert records == [
+        struct.pack(">qH", ts + i, 3) + b"%016x" % (i + 1) + body for i, body in enumerate(bodies)
+    ]
