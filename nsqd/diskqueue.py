@@ -1,20 +1,11 @@
 """File-backed FIFO queue, byte-compatible with go-diskqueue v1.1.0 (what nsqd v1.3.0 uses).
 
-Files in ``data_path`` for a queue called ``name`` (channels are called ``topic:channel``):
-
-* ``<name>.diskqueue.%06d.dat``: records ``[int32 big-endian length][payload]``.
-* ``<name>.diskqueue.meta.dat``: ``"<depth>\\n<readFile>,<readPos>\\n<writeFile>,<writePos>\\n"``.
-
-The API is synchronous: an append is one ``write()`` into the page cache (microseconds, and it
-survives ``kill -9`` once it returns). Only ``sync()`` and ``close()`` fsync; the daemon asks
-``needs_sync()`` after its operations and runs ``sync()`` in a worker thread, so every public
-method takes a lock and ``sync()`` holds it only while taking a snapshot.
-
-Deliberate differences from the Go code, none visible in the files: a reader that reaches the
-exact end of a finished file deletes it instead of flagging it ``.bad`` (a v1.1.0 bug fixed
-upstream later); the old write file is fsynced by the next ``sync()`` instead of inside
-``put()``; a write file whose size disagrees with the metadata is never appended to; records
-found past a stale metadata write position (or with no metadata at all) are counted into depth.
+Synchronous: an append is one ``write()`` into the page cache (microseconds; it survives
+``kill -9`` once it returns). Only ``sync()``/``close()`` fsync: the daemon polls ``needs_sync()``
+and runs ``sync()`` in a worker thread, so the methods share a lock that ``sync()`` holds only
+for a snapshot. Beyond go-diskqueue (same files): a finished file read to its end is deleted,
+never flagged ``.bad``; a write file whose size differs from the metadata is never appended to;
+records past a stale or missing metadata write position are counted into the depth.
 """
 
 from __future__ import annotations
@@ -35,6 +26,7 @@ _HEADER: Final = struct.Struct(">i")
 _READ_BUFFER: Final = 64 * 1024
 _DATA_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 _META_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
 
 
 class DiskQueueError(Exception):
@@ -49,8 +41,8 @@ class QueueClosedError(DiskQueueError):
     """The queue was closed or deleted."""
 
 
-class _Corrupt(Exception):
-    """The read file cannot be trusted from the current position on."""
+class _Corrupt(Exception):  # the read file cannot be trusted from the read position on
+    pass
 
 
 @dataclass(slots=True)
@@ -96,8 +88,6 @@ class DiskQueue:
         self._meta_seq = self._meta_written = 0
         self._closed = False
         self._recover()
-
-    # ------------------------------------------------------------------ public API
 
     def put(self, data: bytes) -> None:
         size = len(data)
@@ -165,7 +155,7 @@ class DiskQueue:
         with self._lock:
             if self._closed:
                 return
-            self._log.info("DISKQUEUE(%s): closing", self.name)
+            self._logf(logging.INFO, "closing")
             job = self._snapshot()
             self._closed = True
             self._close_files()
@@ -175,7 +165,7 @@ class DiskQueue:
         """Drop every record: delete the data files and the metadata, start a new file."""
         with self._lock:
             self._check_open()
-            self._log.info("DISKQUEUE(%s): emptying", self.name)
+            self._logf(logging.INFO, "emptying")
             self._skip_to_next_rw_file()
             with self._meta_lock:
                 self._meta_written = self._meta_seq  # a sync already under way must not win
@@ -186,19 +176,15 @@ class DiskQueue:
     def delete(self) -> None:
         """Close without persisting and remove the data files and the metadata."""
         with self._lock:
-            self._log.info("DISKQUEUE(%s): deleting", self.name)
+            self._logf(logging.INFO, "deleting")
             self._closed = True
-            self._close_files()
+            self._skip_to_next_rw_file()  # closes and removes the data files
             for fd in self._unsynced_fds:
                 os.close(fd)
             self._unsynced_fds.clear()
-            for num in range(self._read_file_num, self._write_file_num + 1):
-                _remove(self._file_name(num), self._log)
             with self._meta_lock:
                 self._meta_written = 1 << 62  # later snapshots of a running sync are dropped
                 _remove(self._meta_path, self._log)
-
-    # ------------------------------------------------------------------ writing
 
     def _open_write_file(self) -> int:
         while True:
@@ -211,19 +197,13 @@ class DiskQueue:
             # O_APPEND writes at the real end: appending after unknown bytes would corrupt
             # the positions, so leave the file to the reader and start the next one.
             os.close(fd)
-            self._log.warning(
-                "DISKQUEUE(%s) %s size %d != writePos %d, skipping to new file",
-                self.name, path, size, self._write_pos,
-            )
-            if self._read_file_num == self._write_file_num:
-                self._read_end = size
-            self._write_file_num += 1
-            self._write_pos = 0
-            self._dirty = True
+            msg = "%s size %d != writePos %d, skipping to new file"
+            self._logf(logging.WARNING, msg, path, size, self._write_pos)
+            self._roll_write_file(size)
 
-    def _roll_write_file(self) -> None:
-        if self._read_file_num == self._write_file_num:
-            self._read_end = self._write_pos  # the reader now knows where this file ends
+    def _roll_write_file(self, size: int | None = None) -> None:
+        if self._read_file_num == self._write_file_num:  # the reader now knows where it ends
+            self._read_end = self._write_pos if size is None else size
         if self._write_fd is not None:
             self._unsynced_fds.append(self._write_fd)
             self._write_fd = None
@@ -232,20 +212,15 @@ class DiskQueue:
         self._dirty = True
 
     def _undo_partial_write(self) -> None:
-        if self._write_fd is None:
-            return
         try:
-            os.ftruncate(self._write_fd, self._write_pos)  # drop a torn record, if any
+            if self._write_fd is not None:
+                os.ftruncate(self._write_fd, self._write_pos)  # drop a torn record, if any
         except OSError:
             self._roll_write_file()  # cannot repair: never write after the torn bytes
 
-    # ------------------------------------------------------------------ reading
-
     def _read_one(self) -> bytes | None:
         """One record at the read position, or None at the clean end of a finished file."""
-        reader = self._reader
-        if reader is None:
-            reader = self._open_reader()
+        reader = self._reader or self._open_reader()
         if self._read_end is not None and self._read_pos >= self._read_end:
             if self._read_pos > self._read_end:
                 raise _Corrupt(f"read position beyond the end of the file ({self._read_end})")
@@ -273,7 +248,7 @@ class DiskQueue:
             reader.seek(self._read_pos)
         if self._read_end is None and self._read_file_num < self._write_file_num:
             self._read_end = os.fstat(reader.fileno()).st_size  # the writer is done with it
-        self._log.debug("DISKQUEUE(%s): opened %s for reading", self.name, path)
+        self._logf(logging.DEBUG, "opened %s for reading", path)
         self._reader = reader
         return reader
 
@@ -284,33 +259,29 @@ class DiskQueue:
         self._read_end = None
 
     def _finish_read_file(self) -> None:
-        self._close_reader()
         _remove(self._file_name(self._read_file_num), self._log)
+        self._next_read_file()
+
+    def _next_read_file(self) -> None:
+        self._close_reader()
         self._read_file_num += 1
         self._read_pos = 0
         self._dirty = True
 
     def _handle_read_error(self, exc: BaseException) -> None:
         path = self._file_name(self._read_file_num)
-        self._log.error(
-            "DISKQUEUE(%s) reading at %d of %s - %s", self.name, self._read_pos, path, exc
-        )
-        self._close_reader()
+        self._logf(logging.ERROR, "reading at %d of %s - %s", self._read_pos, path, exc)
         if self._read_file_num == self._write_file_num:
             # The file being written is unreadable: do not add to it either.
             self._close_write_fd()
             self._write_file_num += 1
             self._write_pos = 0
-        self._log.warning(
-            "DISKQUEUE(%s) jump to next file and saving bad file as %s.bad", self.name, path
-        )
+        self._logf(logging.WARNING, "jump to next file and saving bad file as %s.bad", path)
         try:
             os.replace(path, path + ".bad")
         except OSError as err:
-            self._log.error("DISKQUEUE(%s) failed to rename %s to .bad - %s", self.name, path, err)
-        self._read_file_num += 1
-        self._read_pos = 0
-        self._dirty = True
+            self._logf(logging.ERROR, "failed to rename %s to .bad - %s", path, err)
+        self._next_read_file()
         self._check_tail()
 
     def _check_tail(self) -> None:
@@ -321,16 +292,12 @@ class DiskQueue:
             return
         if self._depth != 0:
             kind = "negative" if self._depth < 0 else "positive"
-            self._log.error(
-                "DISKQUEUE(%s) %s depth at tail (%d), resetting 0", self.name, kind, self._depth
-            )
+            self._logf(logging.ERROR, "%s depth at tail (%d), resetting 0", kind, self._depth)
             self._depth = 0
             self._dirty = True
         if read_at != write_at:
-            self._log.error(
-                "DISKQUEUE(%s) read position %s past write position %s, corruption, "
-                "skipping to next file", self.name, read_at, write_at,
-            )
+            msg = "read position %s past write position %s, corruption, skipping to next file"
+            self._logf(logging.ERROR, msg, read_at, write_at)
             self._skip_to_next_rw_file()
             self._dirty = True
 
@@ -343,8 +310,6 @@ class DiskQueue:
         self._read_file_num = self._write_file_num
         self._read_pos = 0
         self._depth = 0
-
-    # ------------------------------------------------------------------ sync and metadata
 
     def _snapshot(self) -> _SyncJob:
         fds = self._unsynced_fds
@@ -411,11 +376,9 @@ class DiskQueue:
         # records in and write to a new file, so nothing written is lost or overwritten.
         while (size := _file_size(self._file_name(self._write_file_num))) > self._write_pos:
             extra = self._count_records(self._write_file_num, self._write_pos)
-            self._log.warning(
-                "DISKQUEUE(%s) %s metadata writePos %d < file size of %d (%d more records), "
-                "skipping to new file",
-                self.name, self._file_name(self._write_file_num), self._write_pos, size, extra,
-            )
+            msg = "%s metadata writePos %d < file size of %d (%d more records), new write file"
+            path = self._file_name(self._write_file_num)
+            self._logf(logging.WARNING, msg, path, self._write_pos, size, extra)
             self._depth += extra
             self._write_file_num += 1
             self._write_pos = 0
@@ -429,14 +392,11 @@ class DiskQueue:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            self._log.error("DISKQUEUE(%s) failed to retrieveMetaData - %s", self.name, exc)
+            text = str(exc)
+        if (m := _META_RE.fullmatch(text)) is None:
+            self._logf(logging.ERROR, "failed to retrieveMetaData - %r", text)
             return None
-        m = re.fullmatch(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?", text)
-        if m is None:
-            self._log.error("DISKQUEUE(%s) failed to parse metadata %r", self.name, text)
-            return None
-        depth, read_num, read_pos, write_num, write_pos = map(int, m.groups())
-        return depth, read_num, read_pos, write_num, write_pos
+        return tuple(map(int, m.groups()))  # type: ignore[return-value]
 
     def _data_file_nums(self) -> list[int]:
         pattern = re.compile(re.escape(self.name) + r"\.diskqueue\.(\d{6,})\.dat")
@@ -455,18 +415,18 @@ class DiskQueue:
                 f.seek(pos)
                 while pos + 4 <= size:
                     (length,) = _HEADER.unpack(f.read(4))
-                    if not self._min_msg_size <= length <= self._max_msg_size:
-                        break
-                    if pos + 4 + length > size:
+                    valid = self._min_msg_size <= length <= self._max_msg_size
+                    if not valid or pos + 4 + length > size:
                         break
                     f.seek(length, os.SEEK_CUR)
                     pos += 4 + length
                     count += 1
         except OSError as exc:
-            self._log.error("DISKQUEUE(%s) counting records - %s", self.name, exc)
+            self._logf(logging.ERROR, "counting records - %s", exc)
         return count
 
-    # ------------------------------------------------------------------ helpers
+    def _logf(self, level: int, msg: str, *args: object) -> None:
+        self._log.log(level, "DISKQUEUE(%s) " + msg, self.name, *args)
 
     def _file_name(self, num: int) -> str:
         return os.path.join(self._dir, f"{self.name}.diskqueue.{num:06d}.dat")
@@ -486,11 +446,9 @@ class DiskQueue:
 
 
 def _write_all(fd: int, buf: bytes) -> None:
-    written = os.write(fd, buf)
-    if written < len(buf):  # only on a nearly full disk or a signal: finish the record
-        view = memoryview(buf)
-        while written < len(buf):
-            written += os.write(fd, view[written:])
+    view = memoryview(buf)
+    while view:  # one write() unless the disk is nearly full: then finish the record
+        view = view[os.write(fd, view) :]
 
 
 def _file_size(path: str) -> int:

@@ -10,6 +10,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -373,6 +374,67 @@ def test_reads_files_written_with_a_larger_limit(tmp_path: Path) -> None:
     dq.close()
 
 
+def test_sync_in_a_thread_beside_put_and_read(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path, max_bytes=200)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def syncer() -> None:
+        try:
+            while not stop.is_set():
+                dq.sync()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=syncer)
+    thread.start()
+    got = []
+    try:
+        for i in range(3000):
+            dq.put(payload(i))
+            if i % 2:
+                got.append(dq.read())
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+    dq.close()
+    assert list(tmp_path.glob("*.tmp")) == []
+    dq = make_queue(tmp_path, max_bytes=200)
+    assert dq.depth() == 1500
+    got += drain(dq)
+    assert got == [payload(i) for i in range(3000)]
+    dq.close()
+
+
+def test_missing_metadata_resumes_at_oldest_file(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    dq.put(payload(0))
+    dq.empty()  # continues in file 1 and removes the metadata
+    for i in range(1, 12):
+        dq.put(payload(i))
+    del dq  # crash before the metadata was written again
+    dq = make_queue(tmp_path)
+    assert dq.depth() == 11
+    dq.put(payload(12))
+    assert drain(dq) == [payload(i) for i in range(1, 13)]
+    dq.close()
+
+
+def test_write_file_shorter_than_metadata(tmp_path: Path) -> None:
+    dq = make_queue(tmp_path)
+    for i in range(3):
+        dq.put(payload(i))
+    dq.close()
+    f = tmp_path / "q.diskqueue.000000.dat"
+    f.write_bytes(f.read_bytes()[:28])  # the 3rd record vanished behind our back
+    dq = make_queue(tmp_path)
+    dq.put(payload(3))  # must not be appended at offset 28 while writePos says 42
+    assert drain(dq) == [payload(0), payload(1), payload(3)]
+    assert dq.depth() == 0
+    dq.close()
+
+
 # --------------------------------------------------------------------------- real nsqd
 
 
@@ -503,3 +565,36 @@ def test_real_nsqd_reads_our_files(tmp_path: Path) -> None:
     assert records == [
         struct.pack(">qH", ts + i, 3) + b"%016x" % (i + 1) + body for i, body in enumerate(bodies)
     ]
+
+
+def test_reads_real_nsqd_files_after_kill_9(tmp_path: Path) -> None:
+    """nsqd killed before it synced any metadata: every acknowledged message is recovered."""
+    binary = nsqd_binary()
+    http = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            f"--tcp-address=127.0.0.1:{free_port()}",
+            f"--http-address={http}",
+            f"--data-path={tmp_path}",
+            "--mem-queue-size=0",
+            "--sync-timeout=1h",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(f"http://{http}/ping", proc)
+        for i in range(5):
+            req = urllib.request.Request(f"http://{http}/pub?topic=t", data=b"m%d" % i)
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                assert resp.read() == b"OK"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert not (tmp_path / "t.diskqueue.meta.dat").exists()
+    dq = DiskQueue("t", tmp_path, 100 * 1024 * 1024, 26, 1024 * 1024 + 26, 2500, 2.0)
+    assert dq.depth() == 5
+    assert [r[26:] for r in drain(dq)] == [b"m%d" % i for i in range(5)]
+    dq.close()
