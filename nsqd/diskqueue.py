@@ -53,6 +53,12 @@ class _SyncJob:
 
 
 class DiskQueue:
+    """One queue's files in ``data_path``; channel queues are named ``topic:channel``.
+
+    ``read()`` returns None only when the reader has caught up with the writer; ``depth()``
+    can be off (even negative) after a crash until then, as in go-diskqueue.
+    """
+
     def __init__(
         self,
         name: str,
@@ -396,7 +402,8 @@ class DiskQueue:
         if (m := _META_RE.fullmatch(text)) is None:
             self._logf(logging.ERROR, "failed to retrieveMetaData - %r", text)
             return None
-        return tuple(map(int, m.groups()))  # type: ignore[return-value]
+        depth, read_num, read_pos, write_num, write_pos = map(int, m.groups())
+        return depth, read_num, read_pos, write_num, write_pos
 
     def _data_file_nums(self) -> list[int]:
         pattern = re.compile(re.escape(self.name) + r"\.diskqueue\.(\d{6,})\.dat")
