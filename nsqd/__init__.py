@@ -1,0 +1,1 @@
+"""The nsqd daemon on Trio."""

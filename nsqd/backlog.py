@@ -1,0 +1,100 @@
+"""A topic's or channel's queue of messages waiting for a consumer.
+
+Memory first, up to --mem-queue-size; beyond it the overflow store (a disk queue once the
+durability work lands; until then the overflow is kept in memory too, never dropped). Ephemeral
+topics and channels drop the overflow, as nsqd does."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+from .message import Message
+
+
+class Overflow(Protocol):
+    def put(self, msg: Message) -> None: ...
+    def get(self) -> Message | None: ...
+    def __len__(self) -> int: ...
+    def clear(self) -> None: ...
+
+
+class MemoryOverflow:
+    """Unbounded in-memory stand-in for the disk queue."""
+
+    __slots__ = ("_q",)
+
+    def __init__(self) -> None:
+        self._q: deque[Message] = deque()
+
+    def put(self, msg: Message) -> None:
+        self._q.append(msg)
+
+    def get(self) -> Message | None:
+        return self._q.popleft() if self._q else None
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def clear(self) -> None:
+        self._q.clear()
+
+
+class DropOverflow:
+    """Ephemeral queues: what does not fit in memory is dropped."""
+
+    __slots__ = ()
+
+    def put(self, msg: Message) -> None:
+        pass
+
+    def get(self) -> Message | None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
+
+    def clear(self) -> None:
+        pass
+
+
+class Backlog:
+    __slots__ = ("_mem", "capacity", "overflow")
+
+    def __init__(self, capacity: int, overflow: Overflow) -> None:
+        self._mem: deque[Message] = deque()
+        self.capacity = capacity
+        self.overflow = overflow
+
+    def __len__(self) -> int:
+        return len(self._mem) + len(self.overflow)
+
+    def __bool__(self) -> bool:
+        return bool(self._mem) or len(self.overflow) > 0
+
+    @property
+    def backend_depth(self) -> int:
+        return len(self.overflow)
+
+    def put(self, msg: Message) -> None:
+        if len(self._mem) < self.capacity:
+            self._mem.append(msg)
+        else:
+            self.overflow.put(msg)
+
+    def get(self) -> Message | None:
+        # Older overflowed messages first once memory is drained, so none waits forever.
+        if self._mem:
+            return self._mem.popleft()
+        return self.overflow.get()
+
+    def clear(self) -> None:
+        self._mem.clear()
+        self.overflow.clear()
+
+    def drain(self) -> list[Message]:
+        msgs = list(self._mem)
+        self._mem.clear()
+        while (m := self.overflow.get()) is not None:
+            msgs.append(m)
+        return msgs

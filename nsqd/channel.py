@@ -1,0 +1,206 @@
+"""Channel: one consumer group of a topic. Its clients share its messages.
+
+Hot path, all synchronous (no task switch per message): `put` hands a message to the next
+subscribed client with credit (round robin) or queues it; FIN/REQ/TOUCH act on the in-flight
+set; `refresh` runs when a client's credit changes and drains the queue into it. The daemon's
+scanner calls `scan` to time out in-flight messages and release deferred ones."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol import ErrorCode, NSQError
+
+from .backlog import Backlog, DropOverflow, MemoryOverflow, Overflow
+from .message import Message
+from .timeouts import TimeoutQueue
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .topic import Topic
+
+
+class Channel:
+    def __init__(self, topic: Topic, name: str, overflow: Overflow | None = None) -> None:
+        self.topic = topic
+        self.name = name
+        self.ephemeral = name.endswith("#ephemeral")
+        opts = topic.daemon.options
+        if overflow is None:
+            overflow = DropOverflow() if self.ephemeral else MemoryOverflow()
+        self.backlog = Backlog(opts.mem_queue_size, overflow)
+        self.in_flight = TimeoutQueue()
+        self.deferred = TimeoutQueue()
+        self.clients: dict[int, Client] = {}
+        self._ready: deque[Client] = deque()
+        self.paused = False
+        self.deleted = False
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        self.max_msg_timeout = opts.max_msg_timeout
+        self.max_consumers = opts.max_channel_consumers
+
+    def __repr__(self) -> str:
+        return f"Channel({self.topic.name}:{self.name})"
+
+    @property
+    def depth(self) -> int:
+        return len(self.backlog)
+
+    # -- messages in -----------------------------------------------------------------------
+
+    def put(self, msg: Message) -> None:
+        """A new message from the topic."""
+        self.message_count += 1
+        self._enqueue(msg)
+
+    def put_deferred(self, msg: Message, delay_ms: int) -> None:
+        self.message_count += 1
+        self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
+
+    def _enqueue(self, msg: Message) -> None:
+        ready = self._ready
+        if ready and not self.paused and not self.backlog:
+            now = trio.current_time()
+            while ready:
+                client = ready.popleft()
+                if not client.can_take():
+                    client.in_ready = False
+                    continue
+                client.deliver(msg, now)  # a sampled-out message is dropped, as in nsqd
+                if client.can_take():
+                    ready.append(client)
+                else:
+                    client.in_ready = False
+                return
+        self.backlog.put(msg)
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def add_client(self, client: Client) -> None:
+        if self.max_consumers and len(self.clients) >= self.max_consumers:
+            raise NSQError(
+                ErrorCode.E_SUB_FAILED,
+                f"SUB failed consumers for {self.topic.name}:{self.name} "
+                f"exceeds limit of {self.max_consumers}",
+            )
+        self.clients[client.id] = client
+
+    def remove_client(self, client: Client) -> None:
+        # Its in-flight messages stay in flight until their timeout, as in nsqd.
+        if self.clients.pop(client.id, None) is None:
+            return
+        client.in_ready = False
+        if self.ephemeral and not self.clients and not self.deleted:
+            self.topic.delete_channel(self.name)
+
+    def refresh(self, client: Client) -> None:
+        """The client's credit may have changed: give it queued messages, (re)join the rotation."""
+        if not client.can_take() or self.paused:
+            return
+        backlog = self.backlog
+        if backlog:
+            now = trio.current_time()
+            get = backlog.get
+            while backlog and client.can_take():
+                msg = get()
+                if msg is None:
+                    break
+                client.deliver(msg, now)
+        if not client.in_ready and client.can_take():
+            client.in_ready = True
+            self._ready.append(client)
+
+    def refresh_all(self) -> None:
+        for client in list(self.clients.values()):
+            self.refresh(client)
+
+    # -- FIN / REQ / TOUCH -----------------------------------------------------------------
+
+    def _take(self, client: Client, msg_id: bytes, verb: str, code: ErrorCode) -> Message:
+        msg = self.in_flight.get(msg_id)
+        if msg is None:
+            raise NSQError(code, f"{verb} {msg_id.decode('latin-1')} failed ID not in flight")
+        if msg.client is not client:
+            raise NSQError(
+                code, f"{verb} {msg_id.decode('latin-1')} failed client does not own message"
+            )
+        return msg
+
+    def finish(self, client: Client, msg_id: bytes) -> Message:
+        msg = self._take(client, msg_id, "FIN", ErrorCode.E_FIN_FAILED)
+        del self.in_flight.by_id[msg_id]
+        msg.client = None
+        client.in_flight -= 1
+        client.finish_count += 1
+        return msg
+
+    def requeue(self, client: Client, msg_id: bytes, delay_ms: int) -> None:
+        msg = self._take(client, msg_id, "REQ", ErrorCode.E_REQ_FAILED)
+        del self.in_flight.by_id[msg_id]
+        msg.client = None
+        client.in_flight -= 1
+        client.requeue_count += 1
+        self.requeue_count += 1
+        if delay_ms > 0:
+            self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
+        else:
+            self._enqueue(msg)
+
+    def touch(self, client: Client, msg_id: bytes) -> None:
+        msg = self._take(client, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
+        # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
+        deadline = trio.current_time() + client.msg_timeout
+        msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
+
+    def start_in_flight(self, msg: Message, client: Client, now: float) -> None:
+        msg.client = client
+        msg.delivered_at = now
+        self.in_flight.add(msg, now + client.msg_timeout)
+
+    # -- the scanner's work ----------------------------------------------------------------
+
+    def scan(self, now: float) -> bool:
+        """Time out expired in-flight messages and release due deferred ones; True if any."""
+        dirty = False
+        for msg in self.in_flight.pop_expired(now):
+            dirty = True
+            self.timeout_count += 1
+            owner = msg.client
+            msg.client = None
+            self._enqueue(msg)
+            if owner is not None:
+                owner.in_flight -= 1
+                owner.timeout_count += 1
+                if owner.channel is self:
+                    self.refresh(owner)
+        for msg in self.deferred.pop_expired(now):
+            dirty = True
+            self._enqueue(msg)
+        return dirty
+
+    # -- admin -----------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def unpause(self) -> None:
+        self.paused = False
+        self.refresh_all()
+
+    def empty(self) -> None:
+        """Drop queued, in-flight and deferred messages (later FINs for them fail)."""
+        self.backlog.clear()
+        self.in_flight.clear()
+        self.deferred.clear()
+        for client in self.clients.values():
+            client.in_flight = 0
+        self.refresh_all()
+
+    def close_clients(self) -> None:
+        for client in list(self.clients.values()):
+            client.close()

@@ -1,0 +1,109 @@
+"""`nsqd` command line: nsqd's flag names (single or double dash, -f v or -f=v), an optional
+TOML config file with nsqd's keys, flags overriding the file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from typing import Any
+
+import trio
+
+from .log import log, setup
+from .options import FLAGS, FLAGS_BY_CFG, Flag, OptionError, Options, convert, format_duration
+
+VERSION_STRING = "nsqd v1.3.0 (trio-nsqd, python)"
+
+
+def _default_text(flag: Flag) -> str:
+    if flag.default in (None, "", [], False) or flag.kind == "list":
+        return ""
+    if flag.kind == "duration":
+        return f" (default {format_duration(flag.default)})"
+    if flag.kind == "str":
+        return f' (default "{flag.default}")'
+    return f" (default {str(flag.default).lower() if flag.kind == 'bool' else flag.default})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nsqd",
+        allow_abbrev=False,
+        add_help=False,
+        description="nsqd: a realtime distributed message queue daemon (NSQ v1.3 compatible)",
+    )
+    parser.add_argument("-h", "-help", "--help", action="help", help="show this help")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for flag in FLAGS:
+        group = groups.get(flag.group) or parser.add_argument_group(flag.group)
+        groups[flag.group] = group
+        names = [f"-{flag.name}", f"--{flag.name}"]
+        text = flag.help + _default_text(flag)
+        if flag.kind == "bool":
+            group.add_argument(
+                *names,
+                dest=flag.attr,
+                nargs="?",
+                const="true",
+                default=None,
+                metavar="true|false",
+                help=text,
+            )
+        elif flag.kind in ("list", "floats"):
+            group.add_argument(
+                *names, dest=flag.attr, action="append", default=None, metavar="value", help=text
+            )
+        else:
+            group.add_argument(*names, dest=flag.attr, default=None, metavar="value", help=text)
+    return parser
+
+
+def resolve(argv: list[str]) -> Options:
+    """Defaults < config file < flags present on the command line."""
+    args = vars(build_parser().parse_args(argv))
+    opts = Options()
+    config_path = args.get("config")
+    if config_path:
+        with open(config_path, "rb") as f:
+            config = tomllib.load(f)
+        for key, value in config.items():
+            flag = FLAGS_BY_CFG.get(key)
+            if flag is None:
+                continue  # nsqd ignores keys it has no option for
+            opts.values[flag.attr] = convert(flag, value, from_config=True)
+    for flag in FLAGS:
+        raw: Any = args.get(flag.attr)
+        if raw is None:
+            continue
+        if flag.kind in ("list", "floats"):
+            opts.values[flag.attr] = [x for item in raw for x in convert(flag, item)]
+        else:
+            opts.values[flag.attr] = convert(flag, raw)
+    opts.finalize()
+    return opts
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        opts = resolve(argv)
+    except (OptionError, OSError, tomllib.TOMLDecodeError) as exc:
+        print(f"nsqd: {exc}", file=sys.stderr)
+        return 1
+    if opts.version:
+        print(VERSION_STRING)
+        return 0
+    setup(opts.log_level, opts.log_prefix)
+    from .daemon import NSQD
+
+    try:
+        trio.run(NSQD(opts).run)
+    except OSError as exc:
+        log.critical("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

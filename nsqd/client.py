@@ -1,0 +1,284 @@
+"""One client connection: its protocol state, RDY credit, output buffer, reader and writer.
+
+The reader task parses commands and runs their handlers synchronously, then flushes the
+replies itself (one send per received chunk). The writer task sends message frames on nsqd's
+flush policy (buffer full, no credit left, or the output-buffer-timeout tick) and heartbeats."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol import (
+    CLOSED,
+    HEARTBEAT_FRAME,
+    NEED_DATA,
+    ClientSettings,
+    Identify,
+    NSQError,
+    ProtocolClosed,
+    V2Connection,
+    encode_error,
+)
+from protocol.message import MESSAGE_FRAME_HEADER
+from protocol.state import ClientState
+
+from . import handlers
+from .log import log
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .daemon import NSQD
+    from .message import Message
+
+RECEIVE_SIZE = 256 * 1024
+# A client whose unsent output passes this stops taking messages until its socket drains,
+# as nsqd's message pump stops while a write blocks.
+HIGH_WATER = 4 * 1024 * 1024
+_pack_header = MESSAGE_FRAME_HEADER.pack
+
+
+class Client:
+    def __init__(
+        self, daemon: NSQD, client_id: int, stream: trio.abc.Stream, remote: tuple[str, int]
+    ) -> None:
+        self.daemon = daemon
+        self.id = client_id
+        self.stream = stream
+        self.remote_address = f"{remote[0]}:{remote[1]}" if remote[0] else ""
+        opts = daemon.options
+        self.conn = V2Connection(
+            daemon.limits, remote_ip=remote[0], tls_required=opts.tls_required_tcp
+        )
+        self.channel: Channel | None = None
+        self.connect_ts = int(time.time())
+        self.identified = False
+        # credit and counters
+        self.rdy = 0
+        self.in_flight = 0
+        self.in_ready = False  # in the channel's ready rotation
+        self.message_count = 0
+        self.finish_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        self.pub_counts: dict[str, int] = {}
+        self._apply_settings(self.conn.settings)
+        # output
+        self._out: list[bytes] = []
+        self._out_size = 0
+        self._sending_size = 0
+        self._sending = False
+        self._urgent = False
+        self._next_tick = math.inf
+        self._lot = trio.lowlevel.ParkingLot()
+        self._next_heartbeat = trio.current_time() + self.heartbeat_interval
+        self.needs_refresh = False
+        self.closed = False
+        self._cancel_scope = trio.CancelScope()
+
+    def __repr__(self) -> str:
+        return f"Client({self.remote_address})"
+
+    @property
+    def settings(self) -> ClientSettings:
+        return self.conn.settings
+
+    @property
+    def state(self) -> ClientState:
+        return self.conn.state
+
+    def _apply_settings(self, s: ClientSettings) -> None:
+        self.msg_timeout = s.msg_timeout_ms / 1000
+        self.sample_rate = s.sample_rate
+        self.heartbeat_interval = s.heartbeat_interval_ms / 1000 or math.inf
+        self.output_buffer_size = s.output_buffer_size
+        self.flush_interval = s.output_buffer_timeout_ms / 1000
+
+    # -- delivery (called synchronously by the channel) ------------------------------------
+
+    def can_take(self) -> bool:
+        return (
+            self.in_flight < self.rdy
+            and self._out_size + self._sending_size < HIGH_WATER
+            and self.conn.state is ClientState.SUBSCRIBED
+            and not self.closed
+        )
+
+    def deliver(self, msg: Message, now: float) -> bool:
+        if self.sample_rate and random.randrange(100) > self.sample_rate:
+            return False
+        msg.attempts += 1
+        assert self.channel is not None
+        self.channel.start_in_flight(msg, self, now)
+        self.in_flight += 1
+        self.message_count += 1
+        body = msg.body
+        out = self._out
+        was_empty = not out
+        out.append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
+        out.append(msg.id)
+        out.append(body)
+        self._out_size += len(body) + 34
+        if self._out_size >= self.output_buffer_size or self.in_flight >= self.rdy:
+            self._urgent = True
+            self._wake()
+        elif was_empty:
+            self._wake()  # start the output-buffer-timeout clock
+        return True
+
+    def respond(self, frame: bytes) -> None:
+        """Queue a response or error frame; it goes out at the end of this read."""
+        self._out.append(frame)
+        self._out_size += len(frame)
+        self._urgent = True
+
+    def _wake(self) -> None:
+        if len(self._lot):
+            self._lot.unpark_all()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            with self._cancel_scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer)
+                    await self._reader()
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.closed = True
+            if self.channel is not None:
+                self.channel.remove_client(self)
+            self.daemon.remove_client(self)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await self.stream.aclose()
+
+    def close(self) -> None:
+        self.closed = True
+        self._cancel_scope.cancel()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _reader(self) -> None:
+        conn = self.conn
+        stream = self.stream
+        while True:
+            with trio.move_on_after(2 * self.heartbeat_interval) as scope:
+                try:
+                    data = await stream.receive_some(RECEIVE_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+            if scope.cancelled_caught:
+                log.info("[%s] read timeout: no command for two heartbeats", self)
+                return
+            conn.receive_data(data)
+            if not await self._process() or not data:
+                return
+
+    async def _process(self) -> bool:
+        """Run every complete command; False when the connection must close."""
+        conn = self.conn
+        execute = handlers.execute
+        try:
+            while True:
+                cmd = conn.next_command()
+                if cmd is NEED_DATA:
+                    break
+                if cmd is CLOSED:
+                    return False
+                if type(cmd) is Identify:
+                    await self._identify(cmd)
+                    continue
+                try:
+                    execute(self, cmd)  # type: ignore[arg-type]
+                except NSQError as err:
+                    if err.fatal:
+                        raise
+                    self.respond(encode_error(bytes(err)))
+        except NSQError as err:
+            log.error("[%s] - %s", self, err)
+            self.respond(encode_error(bytes(err)))
+            await self._flush_quietly()
+            return False
+        except ProtocolClosed as exc:
+            log.error("[%s] - %s", self, exc)
+            return False
+        if self.needs_refresh:
+            self.needs_refresh = False
+            if self.channel is not None:
+                self.channel.refresh(self)
+        if self._urgent:
+            await self._flush_quietly()
+        return not self.closed
+
+    async def _identify(self, cmd: Identify) -> None:
+        response = handlers.identify(self, cmd)
+        if not self.identified:
+            # nsqd applies only the first IDENTIFY's timers and rates to the message pump.
+            self.identified = True
+            self._apply_settings(cmd.settings)
+            self._next_heartbeat = trio.current_time() + self.heartbeat_interval
+            self._wake()
+        self.respond(response)
+        self.conn.resume()
+        await self._flush_quietly()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self.flush()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            self.close()
+
+    async def flush(self) -> None:
+        if self._sending:
+            return  # the task already sending picks up what was added
+        self._sending = True
+        blocked = False
+        try:
+            while self._out:
+                data = b"".join(self._out)
+                self._out.clear()
+                self._out_size = 0
+                self._urgent = False
+                self._next_tick = math.inf
+                self._sending_size = len(data)
+                blocked = blocked or len(data) >= HIGH_WATER
+                with trio.fail_after(max(self.heartbeat_interval, 1.0)):
+                    await self.stream.send_all(data)
+                self._sending_size = 0
+        finally:
+            self._sending = False
+        if blocked and self.channel is not None and not self.closed:
+            self.channel.refresh(self)
+
+    async def _writer(self) -> None:
+        try:
+            await self._write_loop()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            self.close()
+
+    async def _write_loop(self) -> None:
+        lot = self._lot
+        while True:
+            now = trio.current_time()
+            if now >= self._next_heartbeat:
+                self.respond(HEARTBEAT_FRAME)
+                self._next_heartbeat = now + self.heartbeat_interval
+            if self._out and not self._sending:
+                if self._next_tick == math.inf and self.flush_interval > 0:
+                    # nsqd's flush ticker: the next multiple of the interval
+                    self._next_tick = now + self.flush_interval
+                if self._urgent or now >= self._next_tick:
+                    await self.flush()
+                    continue
+            deadline = self._next_heartbeat
+            if self._out and not self._sending:
+                deadline = min(deadline, self._next_tick)
+            with trio.move_on_at(deadline):
+                await lot.park()

@@ -1,0 +1,135 @@
+"""What each V2 command does, one function per command, as nsqd's protocol_v2 Exec table.
+
+The parser has already checked state, names, sizes and counts; these do the engine work and
+queue the reply. All synchronous: nothing here waits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol import (
+    CLOSE_WAIT_FRAME,
+    OK_FRAME,
+    Cls,
+    DPub,
+    Fin,
+    Identify,
+    MPub,
+    MPubStart,
+    Nop,
+    Pub,
+    Rdy,
+    Req,
+    ServerFeatures,
+    Sub,
+    Touch,
+    encode_response,
+    negotiate,
+)
+from protocol.commands import Auth
+from protocol.errors import ErrorCode, NSQError
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+def identify(client: Client, cmd: Identify) -> bytes:
+    """The response frame for IDENTIFY (upgrades are negotiated but not yet offered)."""
+    settings = cmd.settings
+    if not settings.feature_negotiation:
+        return OK_FRAME
+    opts = client.daemon.options
+    features = ServerFeatures(
+        tls=False,
+        deflate=False,
+        snappy=False,
+        max_deflate_level=opts.max_deflate_level,
+        auth_required=False,
+    )
+    return encode_response(negotiate(settings, features, client.daemon.limits).response)
+
+
+def auth(client: Client, cmd: Auth) -> None:
+    raise NSQError(ErrorCode.E_AUTH_DISABLED, "AUTH disabled")
+
+
+def sub(client: Client, cmd: Sub) -> None:
+    channel = client.daemon.get_topic(cmd.topic).get_channel(cmd.channel)
+    channel.add_client(client)
+    client.channel = channel
+    client.respond(OK_FRAME)
+
+
+def pub(client: Client, cmd: Pub) -> None:
+    client.daemon.get_topic(cmd.topic).publish([cmd.body])
+    client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
+    client.respond(OK_FRAME)
+
+
+def mpub_start(client: Client, cmd: MPubStart) -> None:
+    # nsqd creates the topic before it reads MPUB's body.
+    client.daemon.get_topic(cmd.topic)
+
+
+def mpub(client: Client, cmd: MPub) -> None:
+    client.daemon.get_topic(cmd.topic).publish(cmd.bodies)
+    client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
+    client.respond(OK_FRAME)
+
+
+def dpub(client: Client, cmd: DPub) -> None:
+    client.daemon.get_topic(cmd.topic).publish_deferred(cmd.body, cmd.delay_ms)
+    client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
+    client.respond(OK_FRAME)
+
+
+def rdy(client: Client, cmd: Rdy) -> None:
+    client.rdy = cmd.count
+    client.needs_refresh = True
+
+
+def fin(client: Client, cmd: Fin) -> None:
+    assert client.channel is not None
+    client.channel.finish(client, cmd.msg_id)
+    client.needs_refresh = True  # refilled once per read, not once per FIN
+
+
+def req(client: Client, cmd: Req) -> None:
+    assert client.channel is not None
+    client.channel.requeue(client, cmd.msg_id, cmd.delay_ms)
+    client.needs_refresh = True
+
+
+def touch(client: Client, cmd: Touch) -> None:
+    assert client.channel is not None
+    client.channel.touch(client, cmd.msg_id)
+
+
+def cls(client: Client, cmd: Cls) -> None:
+    client.rdy = 0
+    client.respond(CLOSE_WAIT_FRAME)
+
+
+def nop(client: Client, cmd: Nop) -> None:
+    pass
+
+
+_TABLE: dict[type, Callable[[Client, Any], None]] = {
+    Fin: fin,
+    Rdy: rdy,
+    Req: req,
+    Pub: pub,
+    MPubStart: mpub_start,
+    MPub: mpub,
+    DPub: dpub,
+    Nop: nop,
+    Touch: touch,
+    Sub: sub,
+    Cls: cls,
+    Auth: auth,
+}
+
+
+def execute(client: Client, cmd: Any) -> None:
+    _TABLE[type(cmd)](client, cmd)

@@ -1,0 +1,45 @@
+"""The daemon's message record: one per message per channel, no reference cycles."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class Message:
+    __slots__ = (
+        "attempts",
+        "body",
+        "client",
+        "deadline",
+        "defer_ms",
+        "delivered_at",
+        "id",
+        "timestamp",
+    )
+
+    def __init__(self, msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0) -> None:
+        self.id = msg_id  # 16 ASCII hex bytes
+        self.body = body
+        self.timestamp = timestamp  # wall-clock ns at publish, kept across requeues
+        self.attempts = attempts
+        self.client: Client | None = None  # owner while in flight
+        self.deadline = 0.0  # trio clock, while in flight (TOUCH moves it) or deferred
+        self.delivered_at = 0.0
+        self.defer_ms = 0  # DPUB delay while still queued at the topic
+
+    def copy(self) -> Message:
+        # Each channel gets its own record; the body bytes are shared.
+        m = Message(self.id, self.body, self.timestamp, self.attempts)
+        m.defer_ms = self.defer_ms
+        return m
+
+    def __repr__(self) -> str:
+        return f"Message({self.id!r}, attempts={self.attempts})"
+
+    def __eq__(self, other: Any) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__

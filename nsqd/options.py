@@ -1,0 +1,431 @@
+"""nsqd's options: every v1.3.0 flag with its name, default, config-file key and meaning.
+
+Durations are held in seconds (float); flags and config files take Go durations ("60s",
+"250ms"); a bare integer in a config file means milliseconds, as with nsqd's go-options."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+class OptionError(ValueError):
+    pass
+
+
+def parse_duration(text: str) -> float:
+    """Go's time.ParseDuration, returning seconds."""
+    s = text.strip()
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0.0
+    if not s:
+        raise OptionError(f'time: invalid duration "{text}"')
+    total, pos = 0.0, 0
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if m is None:
+            raise OptionError(f'time: invalid duration "{text}"')
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total
+
+
+def parse_bool(text: str) -> bool:
+    """Go's strconv.ParseBool."""
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise OptionError(f'parse error: invalid boolean "{text}"')
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text, 0) if text.lower().startswith(("0x", "0o", "0b")) else int(text)
+    except ValueError:
+        raise OptionError(f'parse error: invalid integer "{text}"') from None
+
+
+def format_duration(seconds: float) -> str:
+    """Go's Duration.String for the values nsqd's help shows."""
+    if seconds == 0:
+        return "0s"
+    ns = round(seconds * 1e9)
+    if ns < 1_000_000:
+        return f"{ns / 1000:g}µs" if ns >= 1000 else f"{ns}ns"
+    if ns < 1_000_000_000:
+        return f"{ns / 1e6:g}ms"
+    hours, rem = divmod(ns, 3_600_000_000_000)
+    minutes, rem = divmod(rem, 60_000_000_000)
+    secs = f"{rem / 1e9:g}s"
+    if hours:
+        return f"{hours}h{minutes}m{secs}"
+    if minutes:
+        return f"{minutes}m{secs}"
+    return secs
+
+
+def default_node_id() -> int:
+    digest = hashlib.md5(socket.gethostname().encode()).digest()
+    return zlib.crc32(digest) % 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    name: str  # flag name without dashes
+    kind: str  # str | int | bool | duration | list | floats | tls_required
+    default: Any
+    help: str
+    group: str
+    cfg: str = ""  # config-file key when it is not the flag name with _ for -
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def cfg_key(self) -> str:
+        return self.cfg or self.attr
+
+
+_B, _D, _M, _C, _S, _E, _T, _X = (
+    "basic",
+    "disk queue",
+    "msg and command",
+    "client overridable",
+    "statsd",
+    "end to end latency",
+    "TLS",
+    "compression",
+)
+
+FLAGS: list[Flag] = [
+    Flag("config", "str", "", "path to config file", _B),
+    Flag("version", "bool", False, "print version string", _B),
+    Flag("log-level", "str", "info", "set log verbosity: debug, info, warn, error, or fatal", _B),
+    Flag("log-prefix", "str", "[nsqd] ", "log message prefix", _B),
+    Flag("verbose", "bool", False, "[deprecated] has no effect, use --log-level", _B),
+    Flag(
+        "node-id",
+        "int",
+        None,
+        "unique part for message IDs, (int) in range [0,1024) (default is hash of hostname)",
+        _B,
+        cfg="id",
+    ),
+    Flag("worker-id", "bool", False, "[deprecated] use --node-id", _B),
+    Flag(
+        "https-address", "str", "0.0.0.0:4152", "<addr>:<port> to listen on for HTTPS clients", _B
+    ),
+    Flag("http-address", "str", "0.0.0.0:4151", "<addr>:<port> to listen on for HTTP clients", _B),
+    Flag("tcp-address", "str", "0.0.0.0:4150", "<addr>:<port> to listen on for TCP clients", _B),
+    Flag(
+        "auth-http-address",
+        "list",
+        [],
+        "<addr>:<port> or a full url to query auth server (may be given multiple times)",
+        _B,
+        cfg="auth_http_addresses",
+    ),
+    Flag(
+        "broadcast-address",
+        "str",
+        None,
+        "address that will be registered with lookupd (defaults to the OS hostname)",
+        _B,
+    ),
+    Flag(
+        "broadcast-tcp-port",
+        "int",
+        0,
+        "TCP port that will be registered with lookupd "
+        "(defaults to the TCP port that this nsqd is listening on)",
+        _B,
+    ),
+    Flag(
+        "broadcast-http-port",
+        "int",
+        0,
+        "HTTP port that will be registered with lookupd "
+        "(defaults to the HTTP port that this nsqd is listening on)",
+        _B,
+    ),
+    Flag(
+        "lookupd-tcp-address",
+        "list",
+        [],
+        "lookupd TCP address (may be given multiple times)",
+        _B,
+        cfg="nsqlookupd_tcp_addresses",
+    ),
+    Flag("http-client-connect-timeout", "duration", 2.0, "timeout for HTTP connect", _B),
+    Flag("http-client-request-timeout", "duration", 5.0, "timeout for HTTP request", _B),
+    Flag("data-path", "str", "", "path to store disk-backed messages", _D),
+    Flag(
+        "mem-queue-size",
+        "int",
+        10000,
+        "number of messages to keep in memory (per topic/channel)",
+        _D,
+    ),
+    Flag(
+        "max-bytes-per-file",
+        "int",
+        104857600,
+        "number of bytes per diskqueue file before rolling",
+        _D,
+    ),
+    Flag("sync-every", "int", 2500, "number of messages per diskqueue fsync", _D),
+    Flag("sync-timeout", "duration", 2.0, "duration of time per diskqueue fsync", _D),
+    Flag(
+        "queue-scan-worker-pool-max",
+        "int",
+        4,
+        "max concurrency for checking in-flight and deferred message timeouts",
+        _D,
+    ),
+    Flag(
+        "queue-scan-selection-count",
+        "int",
+        20,
+        "number of channels to check per cycle (every 100ms) for in-flight and deferred timeouts",
+        _D,
+    ),
+    Flag(
+        "msg-timeout",
+        "duration",
+        60.0,
+        "default duration to wait before auto-requeing a message",
+        _M,
+    ),
+    Flag(
+        "max-msg-timeout", "duration", 900.0, "maximum duration before a message will timeout", _M
+    ),
+    Flag("max-msg-size", "int", 1048576, "maximum size of a single message in bytes", _M),
+    Flag("max-req-timeout", "duration", 3600.0, "maximum requeuing timeout for a message", _M),
+    Flag("max-body-size", "int", 5242880, "maximum size of a single command body", _M),
+    Flag(
+        "max-heartbeat-interval",
+        "duration",
+        60.0,
+        "maximum client configurable duration of time between client heartbeats",
+        _C,
+    ),
+    Flag("max-rdy-count", "int", 2500, "maximum RDY count for a client", _C),
+    Flag(
+        "max-output-buffer-size",
+        "int",
+        65536,
+        "maximum client configurable size (in bytes) for a client output buffer",
+        _C,
+    ),
+    Flag(
+        "max-output-buffer-timeout",
+        "duration",
+        30.0,
+        "maximum client configurable duration of time between flushing to a client",
+        _C,
+    ),
+    Flag(
+        "min-output-buffer-timeout",
+        "duration",
+        0.025,
+        "minimum client configurable duration of time between flushing to a client",
+        _C,
+    ),
+    Flag(
+        "output-buffer-timeout",
+        "duration",
+        0.25,
+        "default duration of time between flushing data to clients",
+        _C,
+    ),
+    Flag(
+        "max-channel-consumers",
+        "int",
+        0,
+        "maximum channel consumer connection count per nsqd instance (default 0, i.e., unlimited)",
+        _C,
+    ),
+    Flag("statsd-address", "str", "", "UDP <addr>:<port> of a statsd daemon for pushing stats", _S),
+    Flag("statsd-interval", "duration", 60.0, "duration between pushing to statsd", _S),
+    Flag("statsd-mem-stats", "bool", True, "toggle sending memory and GC stats to statsd", _S),
+    Flag(
+        "statsd-prefix",
+        "str",
+        "nsq.%s",
+        "prefix used for keys sent to statsd (%s for host replacement)",
+        _S,
+    ),
+    Flag("statsd-udp-packet-size", "int", 508, "the size in bytes of statsd UDP packets", _S),
+    Flag(
+        "statsd-exclude-ephemeral",
+        "bool",
+        False,
+        "Skip ephemeral topics and channels when sending stats to statsd",
+        _S,
+    ),
+    Flag(
+        "e2e-processing-latency-percentile",
+        "floats",
+        [],
+        "message processing time "
+        "percentiles (as float (0, 1.0]) to track (can be specified multiple times or comma "
+        'separated "1.0,0.99,0.95", default none)',
+        _E,
+        cfg="e2e_processing_latency_percentiles",
+    ),
+    Flag(
+        "e2e-processing-latency-window-time",
+        "duration",
+        600.0,
+        "calculate end to end latency "
+        "quantiles for this duration of time (ie: 60s would only show quantile calculations "
+        "from the past 60 seconds)",
+        _E,
+    ),
+    Flag("tls-cert", "str", "", "path to certificate file", _T),
+    Flag("tls-key", "str", "", "path to key file", _T),
+    Flag(
+        "tls-client-auth-policy",
+        "str",
+        "",
+        "client certificate auth policy ('require' or 'require-verify')",
+        _T,
+    ),
+    Flag("tls-root-ca-file", "str", "", "path to certificate authority file", _T),
+    Flag(
+        "tls-required",
+        "tls_required",
+        "false",
+        "require TLS for client connections (true, false, tcp-https)",
+        _T,
+    ),
+    Flag(
+        "tls-min-version",
+        "str",
+        "tls1.0",
+        "minimum SSL/TLS version acceptable ('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3')",
+        _T,
+    ),
+    Flag("deflate", "bool", True, "enable deflate feature negotiation (client compression)", _X),
+    Flag(
+        "max-deflate-level",
+        "int",
+        6,
+        "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)",
+        _X,
+    ),
+    Flag("snappy", "bool", True, "enable snappy feature negotiation (client compression)", _X),
+]
+FLAGS_BY_NAME = {f.name: f for f in FLAGS}
+FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS}
+
+
+def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
+    """Coerce a flag string or a config-file value to the option's type."""
+    kind = flag.kind
+    if kind == "duration":
+        if from_config and isinstance(value, int) and not isinstance(value, bool):
+            return value / 1000  # go-options: a bare config integer is milliseconds
+        return parse_duration(str(value))
+    if kind == "int":
+        if isinstance(value, bool):
+            raise OptionError(f"invalid value {value!r} for {flag.name}")
+        return value if isinstance(value, int) else parse_int(str(value))
+    if kind == "bool":
+        return value if isinstance(value, bool) else parse_bool(str(value))
+    if kind == "list":
+        return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    if kind == "floats":
+        items = value if isinstance(value, list) else str(value).split(",")
+        try:
+            return [float(v) for v in items if str(v).strip()]
+        except ValueError:
+            raise OptionError(f"invalid value {value!r} for {flag.name}") from None
+    if kind == "tls_required":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        text = str(value)
+        if text == "tcp-https":
+            return text
+        return "true" if parse_bool(text) else "false"
+    return str(value)
+
+
+def _defaults() -> dict[str, Any]:
+    return {f.attr: (list(f.default) if isinstance(f.default, list) else f.default) for f in FLAGS}
+
+
+@dataclass(slots=True)
+class Options:
+    values: dict[str, Any] = field(default_factory=_defaults)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @classmethod
+    def build(cls, **overrides: Any) -> Options:
+        opts = cls()
+        for key, value in overrides.items():
+            if key not in opts.values:
+                raise OptionError(f"unknown option {key}")
+            opts.values[key] = value
+        opts.finalize()
+        return opts
+
+    def finalize(self) -> None:
+        """Fill derived defaults and validate, with nsqd's startup messages."""
+        v = self.values
+        if v["node_id"] is None:
+            v["node_id"] = default_node_id()
+        if v["broadcast_address"] is None:
+            v["broadcast_address"] = socket.gethostname()
+        if not 0 <= v["node_id"] < 1024:
+            raise OptionError("--node-id must be [0,1024)")
+        if not 1 <= v["max_deflate_level"] <= 9:
+            raise OptionError("--max-deflate-level must be [1,9]")
+        if v["tls_client_auth_policy"] and v["tls_required"] == "false":
+            v["tls_required"] = "true"
+        if v["tls_required"] != "false" and not (v["tls_cert"] and v["tls_key"]):
+            raise OptionError("cannot require TLS client connections without TLS key and cert")
+        for p in v["e2e_processing_latency_percentile"]:
+            if not 0 < p <= 1:
+                raise OptionError(f"invalid E2E processing latency percentile: {p}")
+        v["e2e_processing_latency_percentile"] = sorted(
+            v["e2e_processing_latency_percentile"], reverse=True
+        )
+        if v["log_level"].lower() not in ("debug", "info", "warn", "error", "fatal"):
+            raise OptionError(f"invalid log level {v['log_level']!r}")
+        for key in ("mem_queue_size", "max_msg_size", "max_body_size", "max_rdy_count"):
+            if v[key] < 0:
+                raise OptionError(f"--{key.replace('_', '-')} must be >= 0")
+
+    @property
+    def tls_required_tcp(self) -> bool:
+        return self.values["tls_required"] != "false"
+
+
+_ = (fields, Callable)  # re-exported helpers for type checkers

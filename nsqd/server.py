@@ -1,0 +1,57 @@
+"""TCP listeners and the per-connection entry point."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING
+
+import trio
+
+from .log import log
+
+if TYPE_CHECKING:
+    from .daemon import NSQD
+
+
+def split_address(address: str) -> tuple[str | None, int]:
+    """'host:port', '[::1]:port' or ':port' -> (host or None for all interfaces, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"missing port in address {address!r}")
+    host = host.strip("[]") or None
+    return host, int(port)
+
+
+async def open_listeners(address: str) -> list[trio.SocketListener]:
+    host, port = split_address(address)
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise OSError(
+                exc.errno, f"listen ({address}) failed - {os.strerror(exc.errno)}"
+            ) from exc
+        raise
+
+
+async def serve_tcp(
+    daemon: NSQD, listeners: list[trio.SocketListener], nursery: trio.Nursery
+) -> None:
+    async def handle(stream: trio.SocketStream) -> None:
+        try:
+            peer = stream.socket.getpeername()
+            remote = (peer[0], peer[1])
+        except OSError:
+            remote = ("", 0)
+        client = daemon.new_client(stream, remote)
+        log.info("TCP: new client(%s)", client.remote_address)
+        try:
+            await client.run()
+        except Exception:  # one client must never take the daemon down
+            log.exception("[%s] unexpected error", client)
+
+    try:
+        await trio.serve_listeners(handle, listeners, handler_nursery=nursery)
+    except trio.ClosedResourceError:
+        pass

@@ -1,0 +1,76 @@
+"""Messages keyed by id, each with a deadline: a channel's in-flight set and its deferred set.
+
+A dict gives FIN/REQ/TOUCH their O(1) lookup; a heap of (deadline, seq, message) gives the
+scanner the expired ones. Removal from the dict leaves the heap entry behind (lazy deletion);
+a TOUCH only moves `message.deadline`, and the stale entry is re-pushed when it surfaces. No
+timer object per message, one sweep per channel per scan."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from itertools import count
+
+from .message import Message
+
+
+class TimeoutQueue:
+    __slots__ = ("_heap", "_seq", "by_id")
+
+    def __init__(self) -> None:
+        self.by_id: dict[bytes, Message] = {}
+        self._heap: list[tuple[float, int, Message]] = []
+        self._seq = count()
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def __contains__(self, msg_id: bytes) -> bool:
+        return msg_id in self.by_id
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(list(self.by_id.values()))
+
+    def add(self, msg: Message, deadline: float) -> None:
+        msg.deadline = deadline
+        self.by_id[msg.id] = msg
+        heap = self._heap
+        heapq.heappush(heap, (deadline, next(self._seq), msg))
+        if len(heap) > 1024 and len(heap) > 4 * len(self.by_id):
+            self._compact()
+
+    def get(self, msg_id: bytes) -> Message | None:
+        return self.by_id.get(msg_id)
+
+    def pop(self, msg_id: bytes) -> Message | None:
+        return self.by_id.pop(msg_id, None)
+
+    def next_deadline(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop_expired(self, now: float) -> list[Message]:
+        """Remove and return every message whose deadline is at or before `now`."""
+        heap, by_id = self._heap, self.by_id
+        expired: list[Message] = []
+        while heap and heap[0][0] <= now:
+            deadline, _, msg = heapq.heappop(heap)
+            if by_id.get(msg.id) is not msg:
+                continue  # finished or requeued since: a dead entry
+            if msg.deadline > deadline:
+                heapq.heappush(heap, (msg.deadline, next(self._seq), msg))  # touched
+                continue
+            del by_id[msg.id]
+            expired.append(msg)
+        return expired
+
+    def clear(self) -> list[Message]:
+        msgs = list(self.by_id.values())
+        self.by_id.clear()
+        self._heap.clear()
+        return msgs
+
+    def _compact(self) -> None:
+        # Many dead entries (messages finished long before their deadline): rebuild.
+        seq = self._seq
+        self._heap = [(m.deadline, next(seq), m) for m in self.by_id.values()]
+        heapq.heapify(self._heap)

@@ -1,0 +1,157 @@
+"""Topic: takes published messages and fans each out to every channel.
+
+With no channel yet, or while paused, messages wait in the topic's own queue; the first
+channel (or the unpause) receives that backlog, moved over by a short-lived pump task in
+bounded chunks so a large backlog never stalls other clients."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from .backlog import Backlog, DropOverflow, MemoryOverflow
+from .channel import Channel
+from .guid import GUIDFactory
+from .message import Message
+
+if TYPE_CHECKING:
+    from .daemon import NSQD
+
+_PUMP_CHUNK = 1024
+
+
+class Topic:
+    def __init__(self, daemon: NSQD, name: str) -> None:
+        self.daemon = daemon
+        self.name = name
+        self.ephemeral = name.endswith("#ephemeral")
+        overflow = DropOverflow() if self.ephemeral else MemoryOverflow()
+        self.backlog = Backlog(daemon.options.mem_queue_size, overflow)
+        self.channels: dict[str, Channel] = {}
+        self._fanout: list[Channel] = []
+        self.paused = False
+        self.deleted = False
+        self._pumping = False
+        self.guid = GUIDFactory(daemon.options.node_id)
+        self.message_count = 0
+        self.message_bytes = 0
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name})"
+
+    @property
+    def depth(self) -> int:
+        return len(self.backlog)
+
+    # -- publishing ------------------------------------------------------------------------
+
+    def publish(self, bodies: list[bytes]) -> None:
+        """PUB / MPUB: new messages, one id each, one timestamp for the batch."""
+        ts = time.time_ns()
+        ids = self.guid.next_ids(len(bodies))
+        self.message_count += len(bodies)
+        self.message_bytes += sum(map(len, bodies))
+        if self._fanout and not self.paused and not self.backlog:
+            channels = self._fanout
+            if len(channels) == 1:
+                put = channels[0].put
+                for msg_id, body in zip(ids, bodies, strict=True):
+                    put(Message(msg_id, body, ts))
+                return
+            for msg_id, body in zip(ids, bodies, strict=True):
+                self._fan_out(Message(msg_id, body, ts))
+            return
+        put = self.backlog.put
+        for msg_id, body in zip(ids, bodies, strict=True):
+            put(Message(msg_id, body, ts))
+
+    def publish_deferred(self, body: bytes, delay_ms: int) -> None:
+        msg = Message(self.guid.next_id(), body, time.time_ns())
+        self.message_count += 1
+        self.message_bytes += len(body)
+        if delay_ms <= 0:
+            self._put(msg)
+            return
+        msg.defer_ms = delay_ms
+        self._put(msg)
+
+    def _put(self, msg: Message) -> None:
+        if self._fanout and not self.paused and not self.backlog:
+            self._fan_out(msg)
+        else:
+            self.backlog.put(msg)
+
+    def _fan_out(self, msg: Message) -> None:
+        first = True
+        for channel in self._fanout:
+            m = msg if first else msg.copy()
+            first = False
+            if m.defer_ms:
+                delay, m.defer_ms = m.defer_ms, 0
+                channel.put_deferred(m, delay)
+            else:
+                channel.put(m)
+
+    # -- channels --------------------------------------------------------------------------
+
+    def get_channel(self, name: str) -> Channel:
+        channel = self.channels.get(name)
+        if channel is None:
+            channel = Channel(self, name)
+            self.channels[name] = channel
+            self._fanout = list(self.channels.values())
+            self.daemon.notify_channel_created(self, channel)
+            self._start_pump()
+        return channel
+
+    def delete_channel(self, name: str) -> None:
+        channel = self.channels.pop(name, None)
+        if channel is None:
+            return
+        channel.deleted = True
+        self._fanout = list(self.channels.values())
+        channel.close_clients()
+        channel.empty()
+        self.daemon.notify_channel_deleted(self, channel)
+        if self.ephemeral and not self.channels and not self.deleted:
+            self.daemon.delete_topic(self.name)
+
+    # -- the pump: topic backlog -> channels -----------------------------------------------
+
+    def _start_pump(self) -> None:
+        if self.backlog and self._fanout and not self.paused and not self._pumping:
+            self._pumping = True
+            self.daemon.spawn(self._pump)
+
+    async def _pump(self) -> None:
+        try:
+            while self.backlog and self._fanout and not self.paused and not self.deleted:
+                for _ in range(_PUMP_CHUNK):
+                    msg = self.backlog.get()
+                    if msg is None:
+                        break
+                    self._fan_out(msg)
+                await trio.lowlevel.checkpoint()
+        finally:
+            self._pumping = False
+
+    # -- admin -----------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def unpause(self) -> None:
+        self.paused = False
+        self._start_pump()
+
+    def empty(self) -> None:
+        self.backlog.clear()
+
+    def close(self) -> None:
+        """Topic deletion: its channels go too."""
+        self.deleted = True
+        for name in list(self.channels):
+            self.delete_channel(name)
+        self.backlog.clear()
