@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, then run it. Used by README and .ci/run.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+bash scripts/install_reference.sh
+python -m pytest "$@"
