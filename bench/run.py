@@ -265,6 +265,11 @@ def table(results: dict[str, TargetResult]) -> str:
     return "\n".join(lines)
 
 
+def one_line(text: str, limit: int = 400) -> str:
+    line = " | ".join(part.strip() for part in text.splitlines() if part.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def footnotes(results: dict[str, TargetResult]) -> list[str]:
     notes = []
     if any(r.flag_any("reader_drained") for r in results.values()):
@@ -273,8 +278,8 @@ def footnotes(results: dict[str, TargetResult]) -> list[str]:
         )
     for r in results.values():
         if r.error:
-            notes.append(f"{r.name}: {r.error.splitlines()[0]}")
-        notes.extend(f"{r.name}: {e.splitlines()[0]}" for e in r.errors())
+            notes.append(f"{r.name.upper()} NOT (FULLY) MEASURED: {one_line(r.error)}")
+        notes.extend(f"{r.name}: {one_line(e)}" for e in r.errors())
     return notes
 
 
