@@ -88,6 +88,31 @@ class Backlog:
             return self._mem.popleft()
         return self.overflow.get()
 
+    def extend(self, msgs: list[Message]) -> None:
+        mem = self._mem
+        room = self.capacity - len(mem)
+        if room >= len(msgs):
+            mem.extend(msgs)
+            return
+        if room > 0:
+            mem.extend(msgs[:room])
+        put = self.overflow.put
+        for msg in msgs[max(room, 0) :]:
+            put(msg)
+
+    def take(self, n: int) -> list[Message]:
+        """Up to n messages, oldest first."""
+        mem = self._mem
+        if len(mem) >= n:
+            popleft = mem.popleft
+            return [popleft() for _ in range(n)]
+        msgs = list(mem)
+        mem.clear()
+        get = self.overflow.get
+        while len(msgs) < n and (m := get()) is not None:
+            msgs.append(m)
+        return msgs
+
     def clear(self) -> None:
         self._mem.clear()
         self.overflow.clear()

@@ -56,28 +56,44 @@ class Channel:
     def put(self, msg: Message) -> None:
         """A new message from the topic."""
         self.message_count += 1
-        self._enqueue(msg)
+        self.backlog.put(msg)
+        if self._ready:
+            self._dispatch()
+
+    def put_many(self, msgs: list[Message]) -> None:
+        """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
+        self.message_count += len(msgs)
+        self.backlog.extend(msgs)
+        if self._ready:
+            self._dispatch()
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1
         self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
 
-    def _enqueue(self, msg: Message) -> None:
-        ready = self._ready
-        if ready and not self.paused and not self.backlog:
-            now = trio.current_time()
-            while ready:
-                client = ready.popleft()
-                if not client.can_take():
-                    client.in_ready = False
-                    continue
-                client.deliver(msg, now)  # a sampled-out message is dropped, as in nsqd
-                if client.can_take():
-                    ready.append(client)
-                else:
-                    client.in_ready = False
-                return
+    def _requeue(self, msg: Message) -> None:
         self.backlog.put(msg)
+        if self._ready:
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand queued messages to the clients with credit, round robin, a share each."""
+        if self.paused:
+            return
+        ready, backlog = self._ready, self.backlog
+        now = trio.current_time()
+        while ready and backlog:
+            client = ready.popleft()
+            credit = client.credit()
+            if credit <= 0:
+                client.in_ready = False
+                continue
+            share = max(1, len(backlog) // (len(ready) + 1))
+            client.deliver_many(backlog.take(min(credit, share)), now)
+            if client.credit() > 0:
+                ready.append(client)
+            else:
+                client.in_ready = False
 
     # -- clients ---------------------------------------------------------------------------
 
@@ -100,18 +116,14 @@ class Channel:
 
     def refresh(self, client: Client) -> None:
         """The client's credit may have changed: give it queued messages, (re)join the rotation."""
-        if not client.can_take() or self.paused:
+        if self.paused:
             return
         backlog = self.backlog
-        if backlog:
-            now = trio.current_time()
-            get = backlog.get
-            while backlog and client.can_take():
-                msg = get()
-                if msg is None:
-                    break
-                client.deliver(msg, now)
-        if not client.in_ready and client.can_take():
+        credit = client.credit()
+        while credit > 0 and backlog:
+            client.deliver_many(backlog.take(credit), trio.current_time())
+            credit = client.credit()
+        if credit > 0 and not client.in_ready:
             client.in_ready = True
             self._ready.append(client)
 
@@ -149,18 +161,13 @@ class Channel:
         if delay_ms > 0:
             self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
         else:
-            self._enqueue(msg)
+            self._requeue(msg)
 
     def touch(self, client: Client, msg_id: bytes) -> None:
         msg = self._take(client, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
         # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
         deadline = trio.current_time() + client.msg_timeout
         msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
-
-    def start_in_flight(self, msg: Message, client: Client, now: float) -> None:
-        msg.client = client
-        msg.delivered_at = now
-        self.in_flight.add(msg, now + client.msg_timeout)
 
     # -- the scanner's work ----------------------------------------------------------------
 
@@ -172,7 +179,7 @@ class Channel:
             self.timeout_count += 1
             owner = msg.client
             msg.client = None
-            self._enqueue(msg)
+            self._requeue(msg)
             if owner is not None:
                 owner.in_flight -= 1
                 owner.timeout_count += 1
@@ -180,7 +187,7 @@ class Channel:
                     self.refresh(owner)
         for msg in self.deferred.pop_expired(now):
             dirty = True
-            self._enqueue(msg)
+            self._requeue(msg)
         return dirty
 
     # -- admin -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import trio
@@ -78,6 +79,7 @@ class Client:
         self._next_heartbeat = trio.current_time() + self.heartbeat_interval
         self.needs_refresh = False
         self.closed = False
+        self.accepting = False  # subscribed, not closing, not closed
         self._cancel_scope = trio.CancelScope()
 
     def __repr__(self) -> str:
@@ -102,33 +104,53 @@ class Client:
 
     def can_take(self) -> bool:
         return (
-            self.in_flight < self.rdy
+            self.accepting
+            and self.in_flight < self.rdy
             and self._out_size + self._sending_size < HIGH_WATER
-            and self.conn.state is ClientState.SUBSCRIBED
-            and not self.closed
         )
 
-    def deliver(self, msg: Message, now: float) -> bool:
-        if self.sample_rate and random.randrange(100) > self.sample_rate:
-            return False
-        msg.attempts += 1
-        assert self.channel is not None
-        self.channel.start_in_flight(msg, self, now)
-        self.in_flight += 1
-        self.message_count += 1
-        body = msg.body
+    def credit(self) -> int:
+        """How many more messages this client may be sent right now."""
+        if not self.accepting or self._out_size + self._sending_size >= HIGH_WATER:
+            return 0
+        return self.rdy - self.in_flight
+
+    def deliver(self, msg: Message, now: float) -> None:
+        self.deliver_many((msg,), now)
+
+    def deliver_many(self, msgs: Iterable[Message], now: float) -> None:
+        """Put messages in flight to this client and their frames in its output buffer."""
+        channel = self.channel
+        assert channel is not None
+        add = channel.in_flight.add
+        deadline = now + self.msg_timeout
         out = self._out
         was_empty = not out
-        out.append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
-        out.append(msg.id)
-        out.append(body)
-        self._out_size += len(body) + 34
+        append = out.append
+        size = 0
+        count = 0
+        sample_rate = self.sample_rate
+        for msg in msgs:
+            if sample_rate and random.randrange(100) > sample_rate:
+                continue  # sampled out: consumed and dropped, as in nsqd
+            msg.attempts += 1
+            msg.client = self
+            msg.delivered_at = now
+            add(msg, deadline)
+            body = msg.body
+            append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
+            append(msg.id)
+            append(body)
+            size += len(body) + 34
+            count += 1
+        self.in_flight += count
+        self.message_count += count
+        self._out_size += size
         if self._out_size >= self.output_buffer_size or self.in_flight >= self.rdy:
             self._urgent = True
             self._wake()
         elif was_empty:
             self._wake()  # start the output-buffer-timeout clock
-        return True
 
     def respond(self, frame: bytes) -> None:
         """Queue a response or error frame; it goes out at the end of this read."""
@@ -151,6 +173,7 @@ class Client:
                     nursery.cancel_scope.cancel()
         finally:
             self.closed = True
+            self.accepting = False
             if self.channel is not None:
                 self.channel.remove_client(self)
             self.daemon.remove_client(self)
@@ -159,6 +182,7 @@ class Client:
 
     def close(self) -> None:
         self.closed = True
+        self.accepting = False
         self._cancel_scope.cancel()
 
     # -- reading ---------------------------------------------------------------------------

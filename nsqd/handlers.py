@@ -58,6 +58,7 @@ def sub(client: Client, cmd: Sub) -> None:
     channel = client.daemon.get_topic(cmd.topic).get_channel(cmd.channel)
     channel.add_client(client)
     client.channel = channel
+    client.accepting = True
     client.respond(OK_FRAME)
 
 
@@ -108,6 +109,7 @@ def touch(client: Client, cmd: Touch) -> None:
 
 def cls(client: Client, cmd: Cls) -> None:
     client.rdy = 0
+    client.accepting = False
     client.respond(CLOSE_WAIT_FRAME)
 
 

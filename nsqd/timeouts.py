@@ -36,7 +36,7 @@ class TimeoutQueue:
         self.by_id[msg.id] = msg
         heap = self._heap
         heapq.heappush(heap, (deadline, next(self._seq), msg))
-        if len(heap) > 1024 and len(heap) > 4 * len(self.by_id):
+        if len(heap) > 65536 and len(heap) > 4 * len(self.by_id):
             self._compact()
 
     def get(self, msg_id: bytes) -> Message | None:

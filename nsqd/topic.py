@@ -53,46 +53,38 @@ class Topic:
         ids = self.guid.next_ids(len(bodies))
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
+        msgs = [Message(i, b, ts) for i, b in zip(ids, bodies, strict=True)]
         if self._fanout and not self.paused and not self.backlog:
-            channels = self._fanout
-            if len(channels) == 1:
-                put = channels[0].put
-                for msg_id, body in zip(ids, bodies, strict=True):
-                    put(Message(msg_id, body, ts))
-                return
-            for msg_id, body in zip(ids, bodies, strict=True):
-                self._fan_out(Message(msg_id, body, ts))
-            return
-        put = self.backlog.put
-        for msg_id, body in zip(ids, bodies, strict=True):
-            put(Message(msg_id, body, ts))
+            self._fan_out(msgs, deferred=False)
+        else:
+            self.backlog.extend(msgs)
 
     def publish_deferred(self, body: bytes, delay_ms: int) -> None:
         msg = Message(self.guid.next_id(), body, time.time_ns())
+        msg.defer_ms = max(delay_ms, 0)
         self.message_count += 1
         self.message_bytes += len(body)
-        if delay_ms <= 0:
-            self._put(msg)
-            return
-        msg.defer_ms = delay_ms
-        self._put(msg)
-
-    def _put(self, msg: Message) -> None:
         if self._fanout and not self.paused and not self.backlog:
-            self._fan_out(msg)
+            self._fan_out([msg], deferred=True)
         else:
             self.backlog.put(msg)
 
-    def _fan_out(self, msg: Message) -> None:
+    def _fan_out(self, msgs: list[Message], *, deferred: bool) -> None:
+        """Every channel gets every message: the first channel the records themselves, the
+        others copies sharing the body."""
         first = True
         for channel in self._fanout:
-            m = msg if first else msg.copy()
+            batch = msgs if first else [m.copy() for m in msgs]
             first = False
-            if m.defer_ms:
-                delay, m.defer_ms = m.defer_ms, 0
-                channel.put_deferred(m, delay)
-            else:
-                channel.put(m)
+            if deferred:
+                now_batch = [m for m in batch if not m.defer_ms]
+                for m in batch:
+                    if m.defer_ms:
+                        delay, m.defer_ms = m.defer_ms, 0
+                        channel.put_deferred(m, delay)
+                batch = now_batch
+            if batch:
+                channel.put_many(batch)
 
     # -- channels --------------------------------------------------------------------------
 
@@ -128,11 +120,8 @@ class Topic:
     async def _pump(self) -> None:
         try:
             while self.backlog and self._fanout and not self.paused and not self.deleted:
-                for _ in range(_PUMP_CHUNK):
-                    msg = self.backlog.get()
-                    if msg is None:
-                        break
-                    self._fan_out(msg)
+                chunk = self.backlog.take(_PUMP_CHUNK)
+                self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk))
                 await trio.lowlevel.checkpoint()
         finally:
             self._pumping = False

@@ -184,6 +184,14 @@ class V2Connection:
         self._pos = nl + 1
         if line[-1:] == b"\r":
             line = line[:-1]
+        if (
+            len(line) == 20
+            and line[:4] == b"FIN "
+            and self.state is not ClientState.INIT
+            and b" " not in line[4:]
+            and not (self.tls_required and not self.tls_active)
+        ):
+            return c.Fin(line[4:])  # the hot path: consumers send one FIN per message
         params = line.split(b" ")
         verb = params[0]
         if self.tls_required and not self.tls_active and verb != b"IDENTIFY":
