@@ -133,23 +133,33 @@ class Channel:
 
     # -- FIN / REQ / TOUCH -----------------------------------------------------------------
 
+    @staticmethod
+    def _not_yours(msg: Message | None, msg_id: bytes, verb: str, code: ErrorCode) -> NSQError:
+        reason = "ID not in flight" if msg is None else "client does not own message"
+        return NSQError(code, f"{verb} {msg_id.decode('latin-1')} failed {reason}")
+
     def _take(self, client: Client, msg_id: bytes, verb: str, code: ErrorCode) -> Message:
         msg = self.in_flight.get(msg_id)
-        if msg is None:
-            raise NSQError(code, f"{verb} {msg_id.decode('latin-1')} failed ID not in flight")
-        if msg.client is not client:
-            raise NSQError(
-                code, f"{verb} {msg_id.decode('latin-1')} failed client does not own message"
-            )
+        if msg is None or msg.client is not client:
+            raise self._not_yours(msg, msg_id, verb, code)
         return msg
 
-    def finish(self, client: Client, msg_id: bytes) -> Message:
-        msg = self._take(client, msg_id, "FIN", ErrorCode.E_FIN_FAILED)
-        del self.in_flight.by_id[msg_id]
-        msg.client = None
-        client.in_flight -= 1
-        client.finish_count += 1
-        return msg
+    def finish(self, client: Client, msg_ids: list[bytes]) -> list[NSQError]:
+        """FIN each id; the E_FIN_FAILED errors (non-fatal) come back in order."""
+        by_id = self.in_flight.by_id
+        errors: list[NSQError] = []
+        done = 0
+        for msg_id in msg_ids:
+            msg = by_id.get(msg_id)
+            if msg is None or msg.client is not client:
+                errors.append(self._not_yours(msg, msg_id, "FIN", ErrorCode.E_FIN_FAILED))
+                continue
+            del by_id[msg_id]
+            msg.client = None
+            done += 1
+        client.in_flight -= done
+        client.finish_count += done
+        return errors
 
     def requeue(self, client: Client, msg_id: bytes, delay_ms: int) -> None:
         msg = self._take(client, msg_id, "REQ", ErrorCode.E_REQ_FAILED)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import trio
@@ -116,19 +115,17 @@ class Client:
         return self.rdy - self.in_flight
 
     def deliver(self, msg: Message, now: float) -> None:
-        self.deliver_many((msg,), now)
+        self.deliver_many([msg], now)
 
-    def deliver_many(self, msgs: Iterable[Message], now: float) -> None:
+    def deliver_many(self, msgs: list[Message], now: float) -> None:
         """Put messages in flight to this client and their frames in its output buffer."""
         channel = self.channel
         assert channel is not None
-        add = channel.in_flight.add
-        deadline = now + self.msg_timeout
         out = self._out
         was_empty = not out
         append = out.append
         size = 0
-        count = 0
+        sent: list[Message] = []
         sample_rate = self.sample_rate
         for msg in msgs:
             if sample_rate and random.randrange(100) > sample_rate:
@@ -136,13 +133,15 @@ class Client:
             msg.attempts += 1
             msg.client = self
             msg.delivered_at = now
-            add(msg, deadline)
+            sent.append(msg)
             body = msg.body
             append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
             append(msg.id)
             append(body)
             size += len(body) + 34
-            count += 1
+        count = len(sent)
+        if count:
+            channel.in_flight.add_many(sent, now + self.msg_timeout)
         self.in_flight += count
         self.message_count += count
         self._out_size += size

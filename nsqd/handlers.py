@@ -24,6 +24,7 @@ from protocol import (
     ServerFeatures,
     Sub,
     Touch,
+    encode_error,
     encode_response,
     negotiate,
 )
@@ -92,7 +93,8 @@ def rdy(client: Client, cmd: Rdy) -> None:
 
 def fin(client: Client, cmd: Fin) -> None:
     assert client.channel is not None
-    client.channel.finish(client, cmd.msg_id)
+    for err in client.channel.finish(client, cmd.msg_ids):
+        client.respond(encode_error(bytes(err)))
     client.needs_refresh = True  # refilled once per read, not once per FIN
 
 

@@ -1,9 +1,10 @@
 """Messages keyed by id, each with a deadline: a channel's in-flight set and its deferred set.
 
-A dict gives FIN/REQ/TOUCH their O(1) lookup; a heap of (deadline, seq, message) gives the
-scanner the expired ones. Removal from the dict leaves the heap entry behind (lazy deletion);
-a TOUCH only moves `message.deadline`, and the stale entry is re-pushed when it surfaces. No
-timer object per message, one sweep per channel per scan."""
+A dict gives FIN/REQ/TOUCH their O(1) lookup; a heap of (deadline, seq, [messages]) gives the
+scanner the expired ones, one heap entry per delivered batch (they share a deadline). Removal
+from the dict leaves the heap entry behind (lazy deletion); a TOUCH only moves
+`message.deadline`, and the stale entry is re-pushed when it surfaces. No timer object per
+message, one sweep per channel per scan."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from .message import Message
 
 
 class TimeoutQueue:
-    __slots__ = ("_heap", "_seq", "by_id")
+    __slots__ = ("_heap", "_heap_msgs", "_seq", "by_id")
 
     def __init__(self) -> None:
         self.by_id: dict[bytes, Message] = {}
-        self._heap: list[tuple[float, int, Message]] = []
+        self._heap: list[tuple[float, int, list[Message]]] = []
+        self._heap_msgs = 0  # messages referenced from the heap, dead ones included
         self._seq = count()
 
     def __len__(self) -> int:
@@ -32,11 +34,16 @@ class TimeoutQueue:
         return iter(list(self.by_id.values()))
 
     def add(self, msg: Message, deadline: float) -> None:
-        msg.deadline = deadline
-        self.by_id[msg.id] = msg
-        heap = self._heap
-        heapq.heappush(heap, (deadline, next(self._seq), msg))
-        if len(heap) > 65536 and len(heap) > 4 * len(self.by_id):
+        self.add_many([msg], deadline)
+
+    def add_many(self, msgs: list[Message], deadline: float) -> None:
+        by_id = self.by_id
+        for msg in msgs:
+            msg.deadline = deadline
+            by_id[msg.id] = msg
+        heapq.heappush(self._heap, (deadline, next(self._seq), msgs))
+        self._heap_msgs += len(msgs)
+        if self._heap_msgs > 65536 and self._heap_msgs > 4 * len(by_id):
             self._compact()
 
     def get(self, msg_id: bytes) -> Message | None:
@@ -53,24 +60,29 @@ class TimeoutQueue:
         heap, by_id = self._heap, self.by_id
         expired: list[Message] = []
         while heap and heap[0][0] <= now:
-            deadline, _, msg = heapq.heappop(heap)
-            if by_id.get(msg.id) is not msg:
-                continue  # finished or requeued since: a dead entry
-            if msg.deadline > deadline:
-                heapq.heappush(heap, (msg.deadline, next(self._seq), msg))  # touched
-                continue
-            del by_id[msg.id]
-            expired.append(msg)
+            deadline, _, msgs = heapq.heappop(heap)
+            self._heap_msgs -= len(msgs)
+            for msg in msgs:
+                if by_id.get(msg.id) is not msg or msg.deadline < deadline:
+                    continue  # finished, requeued or re-added since: a dead reference
+                if msg.deadline > deadline:  # touched: wait for the new deadline
+                    heapq.heappush(heap, (msg.deadline, next(self._seq), [msg]))
+                    self._heap_msgs += 1
+                    continue
+                del by_id[msg.id]
+                expired.append(msg)
         return expired
 
     def clear(self) -> list[Message]:
         msgs = list(self.by_id.values())
         self.by_id.clear()
         self._heap.clear()
+        self._heap_msgs = 0
         return msgs
 
     def _compact(self) -> None:
-        # Many dead entries (messages finished long before their deadline): rebuild.
+        # Mostly dead references (messages finished long before their deadline): rebuild.
         seq = self._seq
-        self._heap = [(m.deadline, next(seq), m) for m in self.by_id.values()]
+        self._heap = [(m.deadline, next(seq), [m]) for m in self.by_id.values()]
         heapq.heapify(self._heap)
+        self._heap_msgs = len(self._heap)

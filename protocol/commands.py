@@ -59,7 +59,9 @@ class Rdy:
 
 @dataclass(slots=True)
 class Fin:
-    msg_id: bytes
+    """One FIN, or a run of consecutive FINs parsed in one go (consumers send them in bulk)."""
+
+    msg_ids: list[bytes]
 
 
 @dataclass(slots=True)

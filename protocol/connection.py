@@ -6,6 +6,7 @@ nsqd's order and with its texts, so a violation surfaces at the same byte it doe
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
 from typing import Final
@@ -34,6 +35,9 @@ CLOSED: Final = _Sentinel("CLOSED")  # the peer ended the stream between command
 
 MAGIC_V2: Final = b"  V2"
 _INT32: Final = struct.Struct(">i")
+# Well-formed FIN lines: exactly 16 id bytes with no space, CR or LF, optional CR before LF.
+_FIN_RUN: Final = re.compile(rb"(?:FIN [^ \r\n]{16}\r?\n)+")
+_FIN_ID: Final = re.compile(rb"FIN ([^ \r\n]{16})\r?\n")
 _U64: Final = 1 << 64
 
 Event = c.Command | _Sentinel
@@ -174,6 +178,11 @@ class V2Connection:
 
     def _read_line(self) -> Event | None:
         buf, pos = self._buf, self._pos
+        if buf.startswith(b"FIN ", pos) and self._fin_allowed():
+            run = _FIN_RUN.match(buf, pos)
+            if run is not None:  # the hot path: consumers send one FIN per message
+                self._pos = run.end()
+                return c.Fin(_FIN_ID.findall(buf, pos, run.end()))
         max_line = self.limits.max_line_length
         nl = buf.find(b"\n", pos, pos + max_line)
         if nl < 0:
@@ -184,14 +193,6 @@ class V2Connection:
         self._pos = nl + 1
         if line[-1:] == b"\r":
             line = line[:-1]
-        if (
-            len(line) == 20
-            and line[:4] == b"FIN "
-            and self.state is not ClientState.INIT
-            and b" " not in line[4:]
-            and not (self.tls_required and not self.tls_active)
-        ):
-            return c.Fin(line[4:])  # the hot path: consumers send one FIN per message
         params = line.split(b" ")
         verb = params[0]
         if self.tls_required and not self.tls_active and verb != b"IDENTIFY":
@@ -202,6 +203,11 @@ class V2Connection:
         if handler is None:
             raise NSQError(ErrorCode.E_INVALID, f"invalid command {_text(verb)}")
         return handler(params)
+
+    def _fin_allowed(self) -> bool:
+        return self.state is not ClientState.INIT and not (
+            self.tls_required and not self.tls_active
+        )
 
     def _expect_body(self, spec: _BodySpec) -> None:
         self._body = spec
@@ -426,7 +432,7 @@ class V2Connection:
         return msg_id
 
     def _fin(self, params: list[bytes]) -> Event | None:
-        return c.Fin(self._msg_id(b"FIN", params, 2))
+        return c.Fin([self._msg_id(b"FIN", params, 2)])
 
     def _touch(self, params: list[bytes]) -> Event | None:
         return c.Touch(self._msg_id(b"TOUCH", params, 2))
