@@ -94,8 +94,11 @@ class TargetResult:
             and not isinstance(v, bool)
         ]
 
+    def all_workloads(self) -> list[dict[str, Any]]:
+        return [w for run in self.runs for w in run.values()]
+
     def flag_any(self, key: str) -> bool:
-        return any(w.get("metrics", {}).get(key) is True for run in self.runs for w in run.values())
+        return any(w.get("metrics", {}).get(key) is True for w in self.all_workloads())
 
     def medians(self) -> dict[str, float | None]:
         return {m.key: median_or_none(self.values(m.key)) for m in METRICS}
@@ -277,6 +280,10 @@ def footnotes(results: dict[str, TargetResult]) -> list[str]:
             "≥ bench_reader drained the whole backlog before --runfor ended: a lower bound."
         )
     for r in results.values():
+        if any(w.get("metrics", {}).get("rss_1m_confirmed") is False for w in r.all_workloads()):
+            notes.append(
+                f"{r.name}: 1M queued not confirmed by /stats; RSS read 1 s after the last MPUB."
+            )
         if r.error:
             notes.append(f"{r.name.upper()} NOT (FULLY) MEASURED: {one_line(r.error)}")
         notes.extend(f"{r.name}: {one_line(e)}" for e in r.errors())
