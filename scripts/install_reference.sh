@@ -3,7 +3,7 @@
 #
 #   scripts/install_reference.sh            # install whatever is missing
 #   FORCE=1 scripts/install_reference.sh    # rebuild everything
-#   GO=/path/to/go scripts/install_reference.sh
+#   GO_BIN=/path/to/go scripts/install_reference.sh
 #
 # Installed: nsqd nsqlookupd nsqadmin nsq_tail nsq_stat to_nsq (apps/) and bench_writer bench_reader
 # (bench/). Tools already present are skipped, so running it again is cheap.
@@ -34,8 +34,8 @@ die() {
 log() { echo "install_reference: $*" >&2; }
 
 find_go() {
-    if [[ -n "${GO:-}" ]]; then
-        [[ -x "${GO}" ]] && echo "${GO}"
+    if [[ -n "${GO_BIN:-}" ]]; then
+        [[ -x "${GO_BIN}" ]] && echo "${GO_BIN}"
     elif command -v go >/dev/null 2>&1; then
         command -v go
     elif [[ -x /usr/local/go/bin/go ]]; then
