@@ -1,8 +1,8 @@
 """A topic's or channel's queue of messages waiting for a consumer.
 
-Memory first, up to --mem-queue-size; beyond it the overflow store (a disk queue once the
-durability work lands; until then the overflow is kept in memory too, never dropped). Ephemeral
-topics and channels drop the overflow, as nsqd does."""
+Memory first, up to --mem-queue-size; beyond it the overflow store: the disk queue
+(diskbacklog.py), or nothing for ephemeral topics and channels, which drop what does not fit in
+memory, as nsqd does."""
 
 from __future__ import annotations
 
@@ -17,33 +17,20 @@ class Overflow(Protocol):
     def get(self) -> Message | None: ...
     def __len__(self) -> int: ...
     def clear(self) -> None: ...
-
-
-class MemoryOverflow:
-    """Unbounded in-memory stand-in for the disk queue."""
-
-    __slots__ = ("_q",)
-
-    def __init__(self) -> None:
-        self._q: deque[Message] = deque()
-
-    def put(self, msg: Message) -> None:
-        self._q.append(msg)
-
-    def get(self) -> Message | None:
-        return self._q.popleft() if self._q else None
-
-    def __len__(self) -> int:
-        return len(self._q)
-
-    def clear(self) -> None:
-        self._q.clear()
+    def close(self) -> None: ...
+    def delete(self) -> None: ...
 
 
 class DropOverflow:
     """Ephemeral queues: what does not fit in memory is dropped."""
 
     __slots__ = ()
+
+    def close(self) -> None:
+        pass
+
+    def delete(self) -> None:
+        pass
 
     def put(self, msg: Message) -> None:
         pass
@@ -116,6 +103,24 @@ class Backlog:
     def clear(self) -> None:
         self._mem.clear()
         self.overflow.clear()
+
+    def push_front(self, msgs: list[Message]) -> None:
+        """Give back messages taken but not handed out, ahead of the rest."""
+        self._mem.extendleft(reversed(msgs))
+
+    def close(self, extra: list[Message] | None = None) -> None:
+        """Clean stop: memory (and `extra`, e.g. in-flight messages) to the overflow store."""
+        put = self.overflow.put
+        for msg in self._mem:
+            put(msg)
+        for msg in extra or ():
+            put(msg)
+        self._mem.clear()
+        self.overflow.close()
+
+    def delete(self) -> None:
+        self._mem.clear()
+        self.overflow.delete()
 
     def drain(self) -> list[Message]:
         msgs = list(self._mem)

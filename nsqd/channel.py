@@ -14,7 +14,7 @@ import trio
 
 from protocol import ErrorCode, NSQError
 
-from .backlog import Backlog, DropOverflow, MemoryOverflow, Overflow
+from .backlog import Backlog
 from .message import Message
 from .timeouts import TimeoutQueue
 
@@ -24,13 +24,12 @@ if TYPE_CHECKING:
 
 
 class Channel:
-    def __init__(self, topic: Topic, name: str, overflow: Overflow | None = None) -> None:
+    def __init__(self, topic: Topic, name: str) -> None:
         self.topic = topic
         self.name = name
         self.ephemeral = name.endswith("#ephemeral")
         opts = topic.daemon.options
-        if overflow is None:
-            overflow = DropOverflow() if self.ephemeral else MemoryOverflow()
+        overflow = topic.daemon.new_overflow(f"{topic.name}:{name}", self.ephemeral)
         self.backlog = Backlog(opts.mem_queue_size, overflow)
         self.in_flight = TimeoutQueue()
         self.deferred = TimeoutQueue()
@@ -55,17 +54,16 @@ class Channel:
 
     def put(self, msg: Message) -> None:
         """A new message from the topic."""
-        self.message_count += 1
-        self.backlog.put(msg)
-        if self._ready:
-            self._dispatch()
+        self.put_many([msg])
 
     def put_many(self, msgs: list[Message]) -> None:
         """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
         self.message_count += len(msgs)
+        if self._ready and not self.backlog and not self.paused:
+            msgs = self._hand_out(msgs)  # straight to consumers with credit
+            if not msgs:
+                return
         self.backlog.extend(msgs)
-        if self._ready:
-            self._dispatch()
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1
@@ -73,27 +71,40 @@ class Channel:
 
     def _requeue(self, msg: Message) -> None:
         self.backlog.put(msg)
-        if self._ready:
-            self._dispatch()
+        self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand queued messages to the clients with credit, round robin, a share each."""
-        if self.paused:
-            return
+        """Hand queued messages to the clients in the ready rotation."""
         ready, backlog = self._ready, self.backlog
+        if not ready or not backlog or self.paused:
+            return
+        credit = sum(c.credit() for c in ready)
+        if credit > 0:
+            rest = self._hand_out(backlog.take(credit))
+            if rest:
+                backlog.push_front(rest)
+
+    def _hand_out(self, msgs: list[Message]) -> list[Message]:
+        """Give `msgs` to ready clients round robin, a fair share each; return what is left."""
+        ready = self._ready
         now = trio.current_time()
-        while ready and backlog:
+        while ready and msgs:
             client = ready.popleft()
             credit = client.credit()
             if credit <= 0:
                 client.in_ready = False
                 continue
-            share = max(1, len(backlog) // (len(ready) + 1))
-            client.deliver_many(backlog.take(min(credit, share)), now)
+            n = min(credit, max(1, len(msgs) // (len(ready) + 1)))
+            if n >= len(msgs):
+                batch, msgs = msgs, []
+            else:
+                batch, msgs = msgs[:n], msgs[n:]
+            client.deliver_many(batch, now)
             if client.credit() > 0:
                 ready.append(client)
             else:
                 client.in_ready = False
+        return msgs
 
     # -- clients ---------------------------------------------------------------------------
 
@@ -221,3 +232,19 @@ class Channel:
     def close_clients(self) -> None:
         for client in list(self.clients.values()):
             client.close()
+
+    def close(self) -> None:
+        """Clean shutdown: queued, in-flight and deferred messages all go to disk (deferred ones
+        lose their delay, as in nsqd)."""
+        self.close_clients()
+        extra = self.in_flight.clear() + self.deferred.clear()
+        for msg in extra:
+            msg.client = None
+        self.backlog.close(extra)
+
+    def delete(self) -> None:
+        self.deleted = True
+        self.close_clients()
+        self.in_flight.clear()
+        self.deferred.clear()
+        self.backlog.delete()

@@ -103,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
+    from .metadata import MetadataError
+
     try:
         trio.run(NSQD(opts).run)
-    except OSError as exc:
+    except (OSError, MetadataError) as exc:
         log.critical("%s", exc)
         return 1
     return 0

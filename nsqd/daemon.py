@@ -5,6 +5,7 @@ trio.run(NSQD.run)
     ├── signal watcher (SIGINT/SIGTERM -> shutdown)
     ├── TCP listener(s) -> one Client.run per connection (clients nursery)
     ├── scanner (in-flight timeouts and deferred messages, every 100 ms)
+    ├── storage: disk-queue syncer, nsqd.dat writer
     └── short-lived helpers (topic pumps)"""
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import trio
 
 from protocol import Limits
 
+from .backlog import Overflow
 from .channel import Channel
 from .client import Client
 from .log import log
 from .options import Options
 from .server import open_listeners, serve_tcp
+from .storage import Storage
 from .topic import Topic
 
 VERSION = "1.3.0"
@@ -59,6 +62,7 @@ class NSQD:
         self.tcp_address: tuple[str, int] | None = None
         self._nursery: trio.Nursery | None = None
         self._stopping = trio.Event()
+        self.storage = Storage(self)
 
     # -- registry --------------------------------------------------------------------------
 
@@ -68,19 +72,30 @@ class NSQD:
             topic = Topic(self, name)
             self.topics[name] = topic
             log.info("TOPIC(%s): created", name)
+            if not topic.ephemeral:
+                self.storage.metadata_changed()
         return topic
 
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name, None)
         if topic is not None:
-            topic.close()
-            log.info("TOPIC(%s): deleted", name)
+            log.info("TOPIC(%s): deleting", name)
+            topic.delete()
+            if not topic.ephemeral:
+                self.storage.metadata_changed()
+
+    def new_overflow(self, queue_name: str, ephemeral: bool) -> Overflow:
+        return self.storage.new_overflow(queue_name, ephemeral)
 
     def notify_channel_created(self, topic: Topic, channel: Channel) -> None:
         log.info("TOPIC(%s): new channel(%s)", topic.name, channel.name)
+        if not channel.ephemeral:
+            self.storage.metadata_changed()
 
     def notify_channel_deleted(self, topic: Topic, channel: Channel) -> None:
         log.info("CHANNEL(%s): deleting", channel.name)
+        if not channel.ephemeral:
+            self.storage.metadata_changed()
 
     def new_client(self, stream: trio.abc.Stream, remote: tuple[str, int]) -> Client:
         self._client_seq += 1
@@ -98,24 +113,31 @@ class NSQD:
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[NSQD] = trio.TASK_STATUS_IGNORED) -> None:
+        self.storage.lock()
         tcp_listeners = await open_listeners(self.options.tcp_address)
         self.tcp_address = tcp_listeners[0].socket.getsockname()[:2]
         log.info("TCP: listening on %s:%d", *self.tcp_address)
         async with trio.open_nursery() as root:
             self._nursery = root
+            self.storage.load()
             root.start_soon(self._watch_signals)
             root.start_soon(self._scanner)
+            root.start_soon(self.storage.syncer)
+            root.start_soon(self.storage.metadata_writer)
             async with trio.open_nursery() as clients:
-                clients.start_soon(serve_tcp, self, tcp_listeners, clients)
+                accepting = trio.CancelScope()
+                clients.start_soon(serve_tcp, self, tcp_listeners, clients, accepting)
                 task_status.started(self)
                 await self._stopping.wait()
                 log.info("TCP: closing %s", self.tcp_address)
+                accepting.cancel()
                 for listener in tcp_listeners:
                     await listener.aclose()
                 for client in list(self.clients.values()):
                     client.close()
                 clients.cancel_scope.deadline = trio.current_time() + 5
             root.cancel_scope.cancel()
+        self.storage.close()
         log.info("exiting")
 
     def stop(self) -> None:

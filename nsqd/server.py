@@ -36,8 +36,13 @@ async def open_listeners(address: str) -> list[trio.SocketListener]:
 
 
 async def serve_tcp(
-    daemon: NSQD, listeners: list[trio.SocketListener], nursery: trio.Nursery
+    daemon: NSQD,
+    listeners: list[trio.SocketListener],
+    nursery: trio.Nursery,
+    accepting: trio.CancelScope,
 ) -> None:
+    """Accept connections until `accepting` is cancelled; each client runs in `nursery`."""
+
     async def handle(stream: trio.SocketStream) -> None:
         try:
             peer = stream.socket.getpeername()
@@ -51,7 +56,5 @@ async def serve_tcp(
         except Exception:  # one client must never take the daemon down
             log.exception("[%s] unexpected error", client)
 
-    try:
+    with accepting:
         await trio.serve_listeners(handle, listeners, handler_nursery=nursery)
-    except trio.ClosedResourceError:
-        pass

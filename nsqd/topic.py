@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .backlog import Backlog, DropOverflow, MemoryOverflow
+from .backlog import Backlog
 from .channel import Channel
 from .guid import GUIDFactory
 from .message import Message
@@ -27,7 +27,7 @@ class Topic:
         self.daemon = daemon
         self.name = name
         self.ephemeral = name.endswith("#ephemeral")
-        overflow = DropOverflow() if self.ephemeral else MemoryOverflow()
+        overflow = daemon.new_overflow(name, self.ephemeral)
         self.backlog = Backlog(daemon.options.mem_queue_size, overflow)
         self.channels: dict[str, Channel] = {}
         self._fanout: list[Channel] = []
@@ -102,10 +102,8 @@ class Topic:
         channel = self.channels.pop(name, None)
         if channel is None:
             return
-        channel.deleted = True
         self._fanout = list(self.channels.values())
-        channel.close_clients()
-        channel.empty()
+        channel.delete()
         self.daemon.notify_channel_deleted(self, channel)
         if self.ephemeral and not self.channels and not self.deleted:
             self.daemon.delete_topic(self.name)
@@ -138,9 +136,16 @@ class Topic:
     def empty(self) -> None:
         self.backlog.clear()
 
-    def close(self) -> None:
-        """Topic deletion: its channels go too."""
+    def delete(self) -> None:
+        """Topic deletion: its channels and every queued message go too."""
         self.deleted = True
         for name in list(self.channels):
             self.delete_channel(name)
-        self.backlog.clear()
+        self.backlog.delete()
+
+    def close(self) -> None:
+        """Clean shutdown: everything still queued goes to disk."""
+        self.deleted = True
+        for channel in self.channels.values():
+            channel.close()
+        self.backlog.close()

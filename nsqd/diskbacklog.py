@@ -1,0 +1,103 @@
+"""The disk behind a topic's or channel's memory queue: a go-diskqueue file queue holding
+messages in nsqd's own record layout ([int64 ts][uint16 attempts][16-byte id][body])."""
+
+from __future__ import annotations
+
+import logging
+
+from protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+
+from .diskqueue import DiskQueue
+from .message import Message
+
+log = logging.getLogger("nsqd")
+
+
+def encode(msg: Message) -> bytes:
+    return MESSAGE_HEADER.pack(msg.timestamp, msg.attempts) + msg.id + msg.body
+
+
+def decode(data: bytes) -> Message:
+    timestamp, attempts = MESSAGE_HEADER.unpack_from(data, 0)
+    return Message(data[10:26], data[26:], timestamp, attempts)
+
+
+class DiskOverflow:
+    """Overflow store on disk. Keeps one record read ahead so a depth that is off after a
+    crash (go-diskqueue's counter) never hides records: reading goes on until the file ends."""
+
+    __slots__ = ("_count", "_head", "closed", "queue")
+
+    def __init__(
+        self,
+        name: str,
+        data_path: str,
+        max_bytes_per_file: int,
+        max_msg_size: int,
+        sync_every: int,
+        sync_timeout: float,
+    ) -> None:
+        self.queue = DiskQueue(
+            name,
+            data_path,
+            max_bytes_per_file,
+            min_msg_size=MESSAGE_HEADER_SIZE,
+            max_msg_size=max_msg_size + MESSAGE_HEADER_SIZE,
+            sync_every=sync_every,
+            sync_timeout=sync_timeout,
+            logger=log,
+        )
+        self._head: Message | None = None
+        self._count = 0
+        self.closed = False
+        self._advance()
+        self._count = max(self.queue.depth(), 0) + (self._head is not None)
+
+    def _advance(self) -> None:
+        while True:
+            data = self.queue.read()
+            if data is None:
+                self._head = None
+                return
+            try:
+                self._head = decode(data)
+                return
+            except Exception as exc:  # a record nsqd could not have written: skip it
+                log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
+
+    def put(self, msg: Message) -> None:
+        self.queue.put(encode(msg))
+        self._count += 1
+        if self._head is None:
+            self._advance()
+
+    def get(self) -> Message | None:
+        msg = self._head
+        if msg is None:
+            self._count = 0  # a depth counter that was off after a crash ends here
+            return None
+        self._advance()
+        self._count = max(self._count - 1, self._head is not None)
+        return msg
+
+    def __len__(self) -> int:
+        return self._count
+
+    def clear(self) -> None:
+        self.queue.empty()
+        self._head = None
+        self._count = 0
+
+    def close(self) -> None:
+        """Clean stop: the read-ahead record goes back to the queue so nothing is lost."""
+        if self._head is not None:
+            self.queue.put(encode(self._head))
+            self._head = None
+        self.closed = True
+        self.queue.close()
+
+    def delete(self) -> None:
+        self._head = None
+        self._count = 0
+        self.closed = True
+        self.queue.delete()
