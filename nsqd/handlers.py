@@ -31,6 +31,8 @@ from protocol import (
 from protocol.commands import Auth
 from protocol.errors import ErrorCode, NSQError
 
+from .diskqueue import DiskQueueError
+
 if TYPE_CHECKING:
     from .client import Client
 
@@ -63,8 +65,17 @@ def sub(client: Client, cmd: Sub) -> None:
     client.respond(OK_FRAME)
 
 
+def _publish_failed(client: Client, verb: str, code: ErrorCode, exc: Exception) -> NSQError:
+    # A disk queue write failed: the publisher learns it, and /ping reports it.
+    client.daemon.storage.last_error = str(exc)
+    return NSQError(code, f"{verb} failed {exc}")
+
+
 def pub(client: Client, cmd: Pub) -> None:
-    client.daemon.get_topic(cmd.topic).publish([cmd.body])
+    try:
+        client.daemon.get_topic(cmd.topic).publish([cmd.body])
+    except DiskQueueError as exc:
+        raise _publish_failed(client, "PUB", ErrorCode.E_PUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME)
 
@@ -75,13 +86,19 @@ def mpub_start(client: Client, cmd: MPubStart) -> None:
 
 
 def mpub(client: Client, cmd: MPub) -> None:
-    client.daemon.get_topic(cmd.topic).publish(cmd.bodies)
+    try:
+        client.daemon.get_topic(cmd.topic).publish(cmd.bodies)
+    except DiskQueueError as exc:
+        raise _publish_failed(client, "MPUB", ErrorCode.E_MPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
     client.respond(OK_FRAME)
 
 
 def dpub(client: Client, cmd: DPub) -> None:
-    client.daemon.get_topic(cmd.topic).publish_deferred(cmd.body, cmd.delay_ms)
+    try:
+        client.daemon.get_topic(cmd.topic).publish_deferred(cmd.body, cmd.delay_ms)
+    except DiskQueueError as exc:
+        raise _publish_failed(client, "DPUB", ErrorCode.E_DPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME)
 
