@@ -29,6 +29,7 @@ from protocol.state import ClientState
 
 from . import handlers
 from .log import log
+from .transport import Transport, transport_for
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -49,6 +50,7 @@ class Client:
         self.daemon = daemon
         self.id = client_id
         self.stream = stream
+        self.transport: Transport = transport_for(stream)
         self.remote_address = f"{remote[0]}:{remote[1]}" if remote[0] else ""
         opts = daemon.options
         self.conn = V2Connection(
@@ -76,6 +78,7 @@ class Client:
         self._next_tick = math.inf
         self._lot = trio.lowlevel.ParkingLot()
         self._next_heartbeat = trio.current_time() + self.heartbeat_interval
+        self._last_read = trio.current_time()
         self.needs_refresh = False
         self.closed = False
         self.accepting = False  # subscribed, not closing, not closed
@@ -177,7 +180,7 @@ class Client:
                 self.channel.remove_client(self)
             self.daemon.remove_client(self)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await self.stream.aclose()
+                await self.transport.aclose()
 
     def close(self) -> None:
         self.closed = True
@@ -188,16 +191,10 @@ class Client:
 
     async def _reader(self) -> None:
         conn = self.conn
-        stream = self.stream
+        receive = self.transport.receive
         while True:
-            with trio.move_on_after(2 * self.heartbeat_interval) as scope:
-                try:
-                    data = await stream.receive_some(RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-            if scope.cancelled_caught:
-                log.info("[%s] read timeout: no command for two heartbeats", self)
-                return
+            data = await receive(RECEIVE_SIZE)
+            self._last_read = trio.current_time()
             conn.receive_data(data)
             if not await self._process() or not data:
                 return
@@ -272,8 +269,7 @@ class Client:
                 self._next_tick = math.inf
                 self._sending_size = len(data)
                 blocked = blocked or len(data) >= HIGH_WATER
-                with trio.fail_after(max(self.heartbeat_interval, 1.0)):
-                    await self.stream.send_all(data)
+                await self.transport.send(data, max(self.heartbeat_interval, 1.0))
                 self._sending_size = 0
         finally:
             self._sending = False
@@ -290,17 +286,21 @@ class Client:
         lot = self._lot
         while True:
             now = trio.current_time()
+            if now >= self._last_read + 2 * self.heartbeat_interval:
+                # nsqd's read deadline: nothing from the client for two heartbeat intervals
+                log.info("[%s] read timeout: no command for two heartbeats", self)
+                self.close()
+                return
             if now >= self._next_heartbeat:
                 self.respond(HEARTBEAT_FRAME)
                 self._next_heartbeat = now + self.heartbeat_interval
             if self._out and not self._sending:
                 if self._next_tick == math.inf and self.flush_interval > 0:
-                    # nsqd's flush ticker: the next multiple of the interval
-                    self._next_tick = now + self.flush_interval
+                    self._next_tick = now + self.flush_interval  # nsqd's flush ticker
                 if self._urgent or now >= self._next_tick:
                     await self.flush()
                     continue
-            deadline = self._next_heartbeat
+            deadline = min(self._next_heartbeat, self._last_read + 2 * self.heartbeat_interval)
             if self._out and not self._sending:
                 deadline = min(deadline, self._next_tick)
             with trio.move_on_at(deadline):

@@ -1,0 +1,106 @@
+"""How a client's bytes move: straight on the socket's fd for plain TCP, or through any trio
+Stream (TLS, compression) otherwise.
+
+The plain path exists for speed: one round trip costs a handful of system calls, and the
+generic Stream path adds a failed read attempt, a cancel scope and a scheduler hop to each. Here
+a read waits for readability first (after a reply the next command is rarely there yet), and a
+send that fits in the socket buffer completes without yielding."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Protocol
+
+import trio
+
+_wait_readable = trio.lowlevel.wait_readable
+_wait_writable = trio.lowlevel.wait_writable
+
+
+class Transport(Protocol):
+    async def receive(self, max_bytes: int) -> bytes:
+        """Next bytes; b"" at end of stream or on a reset connection."""
+        ...
+
+    async def send(self, data: bytes, limit: float) -> None:
+        """All of `data` within `limit` seconds, or trio.TooSlowError / BrokenResourceError."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class SocketTransport:
+    __slots__ = ("_fd", "_more", "stream")
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self._fd = stream.socket.fileno()
+        self._more = False  # the last read filled the buffer: more is probably waiting
+
+    async def receive(self, max_bytes: int) -> bytes:
+        fd = self._fd
+        if self._more:
+            await trio.lowlevel.checkpoint()  # a busy sender must not starve the others
+        else:
+            await _wait_readable(fd)
+        while True:
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                await _wait_readable(fd)
+                continue
+            except OSError:
+                return b""  # reset by peer: same as end of stream for us
+            self._more = len(data) == max_bytes
+            return data
+
+    async def send(self, data: bytes, limit: float) -> None:
+        fd = self._fd
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        if sent == len(data):
+            return
+        view = memoryview(data)
+        with trio.fail_after(limit if limit < math.inf else 1e9):
+            while sent < len(data):
+                await _wait_writable(fd)
+                try:
+                    sent += os.write(fd, view[sent:])
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    raise trio.BrokenResourceError(str(exc)) from exc
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class StreamTransport:
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+
+    async def receive(self, max_bytes: int) -> bytes:
+        try:
+            return await self.stream.receive_some(max_bytes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return b""
+
+    async def send(self, data: bytes, limit: float) -> None:
+        with trio.fail_after(limit if limit < math.inf else 1e9):
+            await self.stream.send_all(data)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def transport_for(stream: trio.abc.Stream) -> Transport:
+    if isinstance(stream, trio.SocketStream):
+        return SocketTransport(stream)
+    return StreamTransport(stream)
