@@ -82,12 +82,13 @@ class _BodySpec:
 
     def check_size(self, size: int) -> None:
         big = size > self.max_size
+        too_big = f"{self.noun or 'body '}too big {size} > {self.max_size}"
         if big and self.too_big_first:
-            raise self.error(f"{self.noun}too big {size} > {self.max_size}")
+            raise self.error(too_big)
         if size <= 0:
             raise self.error(f"invalid {self.noun}body size {size}")
         if big:
-            raise self.error(f"{self.noun}too big {size} > {self.max_size}")
+            raise self.error(too_big)
 
 
 class V2Connection:

@@ -4,7 +4,10 @@ and negotiate the reply and the stream upgrades."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import Any
 
 from .errors import ErrorCode, NSQError
@@ -66,20 +69,58 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON constant {name}")
 
 
+class _Object(list[tuple[str, Any]]):
+    """A decoded JSON object as its (key, value) pairs, told apart from a JSON array."""
+
+
+class _HugeInt:
+    """An integer literal too long for any Go int (Go skips it under an unknown key)."""
+
+
+def _parse_int(text: str) -> Any:
+    return int(text) if len(text) <= 24 else _HugeInt()
+
+
+def _loads(text: str) -> Any:
+    return json.loads(
+        text, object_pairs_hook=_Object, parse_constant=_reject_constant, parse_int=_parse_int
+    )
+
+
+_GO_MAX_DEPTH = 10_000
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _loads_deep(text: str) -> Any:
+    """Go's decoder accepts nesting up to 10,000 levels, Python's stops near 1,000: measure
+    the depth ourselves, refuse past Go's limit, else parse with room on the stack."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = max(accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+    if depth > _GO_MAX_DEPTH:
+        raise ValueError("exceeded max depth")
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + depth + 100)
+    try:
+        return _loads(text)
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def decode_identify_body(body: bytes) -> dict[str, Any]:
     """Go-like decode: only UTF-8 objects, keys matched case-insensitively, last one wins,
     a value of the wrong JSON type is an error (a float where an int is expected too)."""
+    text = body.decode("utf-8", "replace")
     try:
-        pairs = json.loads(
-            body.decode("utf-8", "replace"),
-            object_pairs_hook=lambda kv: kv,
-            parse_constant=_reject_constant,
-        )
-    except ValueError as exc:
+        try:
+            pairs = _loads(text)
+        except RecursionError:
+            pairs = _loads_deep(text)
+    except (ValueError, RecursionError) as exc:
         raise _decode_error() from exc
     if pairs is None:
         return {}
-    if not isinstance(pairs, list):
+    if not isinstance(pairs, _Object):
         raise _decode_error()
     fields: dict[str, Any] = {}
     for key, value in pairs:
@@ -91,8 +132,9 @@ def decode_identify_body(body: bytes) -> dict[str, Any]:
 
 
 def _fold(key: str) -> str | None:
-    lowered = key.lower()
-    return lowered if lowered in _FIELDS else None
+    # Go matches keys with Unicode case folding (the long s U+017F matches "s").
+    folded = key.casefold()
+    return folded if folded in _FIELDS else None
 
 
 def _check_type(name: str, value: Any) -> Any:

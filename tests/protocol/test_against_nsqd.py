@@ -267,10 +267,19 @@ def test_nsqd_negotiation_reply(
         assert frames[0] == (0, expected)
 
 
+# Characters newer than Python 3.11's Unicode tables: nsqd prints them, we escape them.
+NEWER_UNICODE = {"\U0001fae8".encode()}
 QUOTABLE = [
     (raw, quoted) for raw, quoted in GO_QUOTE_CASES
     if b" " not in raw and b"\n" not in raw and not is_valid_name(raw)
+    and raw not in NEWER_UNICODE
 ]
+
+
+@pytest.mark.parametrize("raw", sorted(NEWER_UNICODE))
+def test_nsqd_prints_newer_unicode_that_we_escape(nsqds: Nsqds, raw: bytes) -> None:
+    frames, _ = exchange(nsqds.port(()), MAGIC + b"PUB " + raw + b" x\n")
+    assert frames == [(1, b'E_BAD_TOPIC PUB topic name "' + raw + b'" is not valid')]
 
 
 @pytest.mark.parametrize(("raw", "quoted"), QUOTABLE, ids=[repr(r) for r, _ in QUOTABLE])
