@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         trio.run(NSQD(opts).run)
-    except (OSError, MetadataError) as exc:
+    except (OSError, MetadataError, OptionError) as exc:
         log.critical("%s", exc)
         return 1
     return 0

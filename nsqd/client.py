@@ -17,12 +17,14 @@ from protocol import (
     CLOSED,
     HEARTBEAT_FRAME,
     NEED_DATA,
+    OK_FRAME,
     ClientSettings,
     Identify,
     NSQError,
     ProtocolClosed,
     V2Connection,
     encode_error,
+    encode_response,
 )
 from protocol.message import MESSAGE_FRAME_HEADER
 from protocol.state import ClientState
@@ -30,6 +32,7 @@ from protocol.state import ClientState
 from . import handlers
 from .log import log
 from .transport import Transport, transport_for
+from .upgrade import upgrade
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -68,6 +71,10 @@ class Client:
         self.requeue_count = 0
         self.timeout_count = 0
         self.pub_counts: dict[str, int] = {}
+        # negotiated stream layers (for /stats and AUTH's tls / common_name)
+        self.tls_stream: trio.SSLStream[trio.abc.Stream] | None = None
+        self.snappy = False
+        self.deflate = False
         self._apply_settings(self.conn.settings)
         # output
         self._out: list[bytes] = []
@@ -191,9 +198,8 @@ class Client:
 
     async def _reader(self) -> None:
         conn = self.conn
-        receive = self.transport.receive
         while True:
-            data = await receive(RECEIVE_SIZE)
+            data = await self.transport.receive(RECEIVE_SIZE)
             self._last_read = trio.current_time()
             conn.receive_data(data)
             if not await self._process() or not data:
@@ -224,6 +230,8 @@ class Client:
             self.respond(encode_error(bytes(err)))
             await self._flush_quietly()
             return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            return False
         except ProtocolClosed as exc:
             log.error("[%s] - %s", self, exc)
             return False
@@ -236,16 +244,29 @@ class Client:
         return not self.closed
 
     async def _identify(self, cmd: Identify) -> None:
-        response = handlers.identify(self, cmd)
+        negotiation = handlers.identify(self, cmd)
         if not self.identified:
             # nsqd applies only the first IDENTIFY's timers and rates to the message pump.
             self.identified = True
             self._apply_settings(cmd.settings)
             self._next_heartbeat = trio.current_time() + self.heartbeat_interval
             self._wake()
-        self.respond(response)
+        if negotiation is None:
+            self.respond(OK_FRAME)
+        else:
+            self.respond(encode_response(negotiation.response))
+        await self.flush()
+        if negotiation is not None and (
+            negotiation.tls or negotiation.snappy or negotiation.deflate
+        ):
+            while self._sending:  # noqa: ASYNC110 -- a heartbeat going out ends in plaintext
+                await trio.sleep(0.001)
+            self._sending = True
+            try:
+                await upgrade(self, negotiation)
+            finally:
+                self._sending = False
         self.conn.resume()
-        await self._flush_quietly()
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from protocol import (
     Identify,
     MPub,
     MPubStart,
+    Negotiation,
     Nop,
     Pub,
     Rdy,
@@ -25,7 +26,6 @@ from protocol import (
     Sub,
     Touch,
     encode_error,
-    encode_response,
     negotiate,
 )
 from protocol.commands import Auth
@@ -37,20 +37,21 @@ if TYPE_CHECKING:
     from .client import Client
 
 
-def identify(client: Client, cmd: Identify) -> bytes:
-    """The response frame for IDENTIFY (upgrades are negotiated but not yet offered)."""
+def identify(client: Client, cmd: Identify) -> Negotiation | None:
+    """None for a plain OK reply; else the negotiated reply and upgrades."""
     settings = cmd.settings
     if not settings.feature_negotiation:
-        return OK_FRAME
-    opts = client.daemon.options
+        return None
+    daemon = client.daemon
+    opts = daemon.options
     features = ServerFeatures(
-        tls=False,
-        deflate=False,
-        snappy=False,
+        tls=daemon.tls_context is not None,
+        deflate=opts.deflate,
+        snappy=opts.snappy,
         max_deflate_level=opts.max_deflate_level,
-        auth_required=False,
+        auth_required=bool(opts.auth_http_address),
     )
-    return encode_response(negotiate(settings, features, client.daemon.limits).response)
+    return negotiate(settings, features, daemon.limits)
 
 
 def auth(client: Client, cmd: Auth) -> None:

@@ -1,0 +1,60 @@
+"""IDENTIFY's stream upgrades, in nsqd's order: TLS, then snappy or deflate, each followed by
+an OK frame sent through the new layer. The negotiation reply has already gone out in
+plaintext; bytes the client sent behind IDENTIFY are handed to the new layer, not lost."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol import OK_FRAME, ErrorCode, Negotiation, NSQError
+
+from .streams import DeflateStream, PrefixedStream, SnappyStream
+from .transport import StreamTransport
+
+if TYPE_CHECKING:
+    from .client import Client
+
+TLS_HANDSHAKE_TIMEOUT = 5.0
+
+
+async def upgrade(client: Client, negotiation: Negotiation) -> None:
+    conn = client.conn
+    prefix = conn.trailing_data
+    conn.clear_trailing_data()
+    stream: trio.abc.Stream = client.stream
+    try:
+        if negotiation.tls:
+            ctx = client.daemon.tls_context
+            assert ctx is not None
+            tls = trio.SSLStream(
+                PrefixedStream(stream, prefix), ctx, server_side=True, https_compatible=True
+            )
+            prefix = b""
+            with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+                await tls.do_handshake()
+            stream = tls
+            client.tls_stream = tls
+            conn.tls_active = True
+            await _switch(client, stream)
+        if negotiation.snappy:
+            stream = SnappyStream(stream, prefix)
+            prefix = b""
+            client.snappy = True
+            await _switch(client, stream)
+        if negotiation.deflate:
+            stream = DeflateStream(stream, negotiation.deflate_level, prefix)
+            prefix = b""
+            client.deflate = True
+            await _switch(client, stream)
+    except (trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
+        raise NSQError(ErrorCode.E_IDENTIFY_FAILED, f"IDENTIFY failed {exc}") from exc
+    if prefix:
+        conn.receive_data(prefix)
+
+
+async def _switch(client: Client, stream: trio.abc.Stream) -> None:
+    client.stream = stream
+    client.transport = StreamTransport(stream)
+    await client.transport.send(OK_FRAME, TLS_HANDSHAKE_TIMEOUT)
