@@ -26,6 +26,7 @@ from .log import log
 from .options import Options
 from .server import open_listeners, serve_tcp
 from .storage import Storage
+from .tls import server_context
 from .topic import Topic
 
 VERSION = "1.3.0"
@@ -63,6 +64,7 @@ class NSQD:
         self._nursery: trio.Nursery | None = None
         self._stopping = trio.Event()
         self.storage = Storage(self)
+        self.tls_context = server_context(options)
 
     # -- registry --------------------------------------------------------------------------
 
