@@ -18,10 +18,16 @@ from protocol import (
     HEARTBEAT_FRAME,
     NEED_DATA,
     OK_FRAME,
+    Auth,
     ClientSettings,
+    DPub,
+    ErrorCode,
     Identify,
+    MPubStart,
     NSQError,
     ProtocolClosed,
+    Pub,
+    Sub,
     V2Connection,
     encode_error,
     encode_response,
@@ -35,6 +41,7 @@ from .transport import Transport, transport_for
 from .upgrade import upgrade
 
 if TYPE_CHECKING:
+    from .auth import ClientAuth
     from .channel import Channel
     from .daemon import NSQD
     from .message import Message
@@ -44,6 +51,9 @@ RECEIVE_SIZE = 256 * 1024
 # as nsqd's message pump stops while a write blocks.
 HIGH_WATER = 4 * 1024 * 1024
 _pack_header = MESSAGE_FRAME_HEADER.pack
+# Commands that need the AUTH server's permission, by the verb nsqd names in its errors.
+# MPUB is checked before its body is read, as nsqd does.
+_AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
 
 
 class Client:
@@ -71,6 +81,11 @@ class Client:
         self.requeue_count = 0
         self.timeout_count = 0
         self.pub_counts: dict[str, int] = {}
+        self.auth: ClientAuth | None = None
+        if opts.auth_http_address:
+            from .auth import ClientAuth  # only needed when an auth server is configured
+
+            self.auth = ClientAuth(daemon, self)
         # negotiated stream layers (for /stats and AUTH's tls / common_name)
         self.tls_stream: trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False
@@ -216,9 +231,17 @@ class Client:
                     break
                 if cmd is CLOSED:
                     return False
-                if type(cmd) is Identify:
+                kind = type(cmd)
+                if kind is Identify:
                     await self._identify(cmd)
                     continue
+                if kind is Auth:
+                    await self._auth(cmd)
+                    continue
+                if self.auth is not None and kind in _AUTH_CHECKED:
+                    await self.auth.check(
+                        _AUTH_CHECKED[kind], cmd.topic, getattr(cmd, "channel", "")
+                    )
                 try:
                     execute(self, cmd)  # type: ignore[arg-type]
                 except NSQError as err:
@@ -267,6 +290,11 @@ class Client:
             finally:
                 self._sending = False
         self.conn.resume()
+
+    async def _auth(self, cmd: Auth) -> None:
+        if self.auth is None:
+            raise NSQError(ErrorCode.E_AUTH_DISABLED, "AUTH disabled")
+        self.respond(encode_response(await self.auth.auth(cmd.secret)))
 
     # -- writing ---------------------------------------------------------------------------
 

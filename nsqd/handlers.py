@@ -28,7 +28,6 @@ from protocol import (
     encode_error,
     negotiate,
 )
-from protocol.commands import Auth
 from protocol.errors import ErrorCode, NSQError
 
 from .diskqueue import DiskQueueError
@@ -52,10 +51,6 @@ def identify(client: Client, cmd: Identify) -> Negotiation | None:
         auth_required=bool(opts.auth_http_address),
     )
     return negotiate(settings, features, daemon.limits)
-
-
-def auth(client: Client, cmd: Auth) -> None:
-    raise NSQError(ErrorCode.E_AUTH_DISABLED, "AUTH disabled")
 
 
 def sub(client: Client, cmd: Sub) -> None:
@@ -149,7 +144,6 @@ _TABLE: dict[type, Callable[[Client, Any], None]] = {
     Touch: touch,
     Sub: sub,
     Cls: cls,
-    Auth: auth,
 }
 
 
