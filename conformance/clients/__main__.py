@@ -1,0 +1,5 @@
+import sys
+
+from conformance.clients.runner import main
+
+sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from conformance.clients.pynsq.checks import main
+
+sys.exit(main())
