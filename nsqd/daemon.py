@@ -23,6 +23,7 @@ from .backlog import Overflow
 from .channel import Channel
 from .client import Client
 from .log import log
+from .lookupd import Lookupd
 from .options import Options
 from .server import open_listeners, serve_tcp
 from .storage import Storage
@@ -65,6 +66,7 @@ class NSQD:
         self._stopping = trio.Event()
         self.storage = Storage(self)
         self.tls_context = server_context(options)
+        self.lookupd = Lookupd(self)
 
     # -- registry --------------------------------------------------------------------------
 
@@ -74,6 +76,7 @@ class NSQD:
             topic = Topic(self, name)
             self.topics[name] = topic
             log.info("TOPIC(%s): created", name)
+            self.lookupd.register(name)
             if not topic.ephemeral:
                 self.storage.metadata_changed()
         return topic
@@ -83,6 +86,7 @@ class NSQD:
         if topic is not None:
             log.info("TOPIC(%s): deleting", name)
             topic.delete()
+            self.lookupd.unregister(name)
             if not topic.ephemeral:
                 self.storage.metadata_changed()
 
@@ -91,11 +95,13 @@ class NSQD:
 
     def notify_channel_created(self, topic: Topic, channel: Channel) -> None:
         log.info("TOPIC(%s): new channel(%s)", topic.name, channel.name)
+        self.lookupd.register(topic.name, channel.name)
         if not channel.ephemeral:
             self.storage.metadata_changed()
 
     def notify_channel_deleted(self, topic: Topic, channel: Channel) -> None:
         log.info("CHANNEL(%s): deleting", channel.name)
+        self.lookupd.unregister(topic.name, channel.name)
         if not channel.ephemeral:
             self.storage.metadata_changed()
 
@@ -107,6 +113,14 @@ class NSQD:
 
     def remove_client(self, client: Client) -> None:
         self.clients.pop(client.id, None)
+
+    @property
+    def broadcast_tcp_port(self) -> int:
+        return self.options.broadcast_tcp_port or (self.tcp_address[1] if self.tcp_address else 0)
+
+    @property
+    def broadcast_http_port(self) -> int:
+        return self.options.broadcast_http_port or (http[1] if http else 0)
 
     def spawn(self, fn: Callable[[], Awaitable[Any]]) -> None:
         assert self._nursery is not None
@@ -126,6 +140,7 @@ class NSQD:
             root.start_soon(self._scanner)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
+            await root.start(self.lookupd.run)
             async with trio.open_nursery() as clients:
                 accepting = trio.CancelScope()
                 clients.start_soon(serve_tcp, self, tcp_listeners, clients, accepting)

@@ -1,0 +1,191 @@
+"""Registration with nsqlookupd: one task per --lookupd-tcp-address.
+
+Each peer task connects, IDENTIFYs, REGISTERs every topic and channel, then sends the
+register/unregister notifications as topics and channels come and go, and a PING every 15 s.
+When the connection breaks (a lookupd restart) it reconnects with backoff and replays the
+whole state, since nsqlookupd forgets a connection's registrations when it closes."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.lookup import (
+    MAGIC_V1,
+    PING,
+    ResponseDecoder,
+    encode_identify,
+    encode_register,
+    encode_unregister,
+    is_error,
+)
+
+from .log import log
+
+if TYPE_CHECKING:
+    from .daemon import NSQD
+
+PING_INTERVAL = 15.0
+IO_TIMEOUT = 1.0  # nsqd's dial and per-command deadline
+MAX_BACKOFF = 15.0
+
+
+class LookupPeer:
+    def __init__(self, daemon: NSQD, address: str) -> None:
+        self.daemon = daemon
+        self.address = address
+        self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
+        self.info: dict[str, object] = {}  # what nsqlookupd said about itself
+        self.scope = trio.CancelScope()
+        self.connected = False
+
+    def notify(self, command: bytes) -> None:
+        self._send.send_nowait(command)
+
+    async def run(self) -> None:
+        backoff = 1.0
+        with self.scope:
+            while True:
+                self.connected = False
+                try:
+                    await self._session()
+                except (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError) as exc:
+                    log.error("LOOKUPD(%s): %s", self.address, exc)
+                backoff = 1.0 if self.connected else min(backoff * 2, MAX_BACKOFF)
+                await trio.sleep(backoff)
+
+    async def _session(self) -> None:
+        host, _, port = self.address.rpartition(":")
+        with trio.fail_after(IO_TIMEOUT):
+            stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        log.info("LOOKUPD(%s): peer connected", self.address)
+        decoder = ResponseDecoder(self.daemon.options.max_body_size)
+        async with stream:
+            await stream.send_all(MAGIC_V1)
+            await self._command(stream, decoder, self._identify())
+            self.connected = True
+            while True:  # drop notifications queued while disconnected: the replay covers them
+                try:
+                    self._receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+            for command in self._registrations():
+                await self._command(stream, decoder, command)
+            next_ping = trio.current_time() + PING_INTERVAL
+            while True:
+                command = await self._next_command(stream, next_ping)
+                if command is None:
+                    command = PING
+                    next_ping = trio.current_time() + PING_INTERVAL
+                await self._command(stream, decoder, command)
+
+    async def _next_command(self, stream: trio.SocketStream, deadline: float) -> bytes | None:
+        """The next notification, or None when it is time to PING; meanwhile watch the
+        connection so a restarted nsqlookupd is noticed at once, not at the next PING."""
+        found: list[bytes] = []
+        broken: list[bool] = []
+
+        async def take(cancel: trio.CancelScope) -> None:
+            found.append(await self._receive.receive())
+            cancel.cancel()
+
+        async def watch(cancel: trio.CancelScope) -> None:
+            try:
+                await stream.receive_some(1)  # nsqlookupd never speaks unasked
+            except (trio.BrokenResourceError, OSError):
+                pass
+            broken.append(True)
+            cancel.cancel()
+
+        with trio.move_on_at(deadline):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(take, nursery.cancel_scope)
+                nursery.start_soon(watch, nursery.cancel_scope)
+        if found:
+            return found[0]
+        if broken:
+            raise trio.BrokenResourceError("nsqlookupd closed the connection")
+        return None
+
+    async def _command(
+        self, stream: trio.SocketStream, decoder: ResponseDecoder, command: bytes
+    ) -> bytes:
+        with trio.fail_after(IO_TIMEOUT):
+            await stream.send_all(command)
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    raise trio.BrokenResourceError("nsqlookupd closed the connection")
+                responses = decoder.feed(data)
+                if responses:
+                    break
+        response = responses[0]
+        verb = command.split(b"\n", 1)[0].decode()
+        if is_error(response):
+            log.error("LOOKUPD(%s): %s - %s", self.address, verb, response.decode())
+        elif command.startswith(b"IDENTIFY"):
+            self._remember(response)
+        return response
+
+    def _identify(self) -> bytes:
+        d, opts = self.daemon, self.daemon.options
+        return encode_identify(
+            opts.broadcast_address,
+            socket.gethostname(),
+            d.broadcast_http_port,
+            d.broadcast_tcp_port,
+            "1.3.0",
+        )
+
+    def _registrations(self) -> list[bytes]:
+        commands = []
+        for topic in list(self.daemon.topics.values()):
+            if not topic.channels:
+                commands.append(encode_register(topic.name))
+            commands.extend(encode_register(topic.name, c) for c in list(topic.channels))
+        return commands
+
+    def _remember(self, response: bytes) -> None:
+        try:
+            self.info = json.loads(response)
+        except ValueError:
+            self.info = {}
+
+
+class Lookupd:
+    """The set of peers; runtime changes come from PUT /config/nsqlookupd_tcp_addresses."""
+
+    def __init__(self, daemon: NSQD) -> None:
+        self.daemon = daemon
+        self.peers: dict[str, LookupPeer] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.set_addresses(self.daemon.options.lookupd_tcp_address)
+            task_status.started()
+            await trio.sleep_forever()
+
+    def set_addresses(self, addresses: list[str]) -> None:
+        assert self._nursery is not None
+        for address in list(self.peers):
+            if address not in addresses:
+                self.peers.pop(address).scope.cancel()
+        for address in addresses:
+            if address not in self.peers:
+                peer = LookupPeer(self.daemon, address)
+                self.peers[address] = peer
+                self._nursery.start_soon(peer.run)
+
+    def register(self, topic: str, channel: str | None = None) -> None:
+        for peer in self.peers.values():
+            peer.notify(encode_register(topic, channel))
+
+    def unregister(self, topic: str, channel: str | None = None) -> None:
+        for peer in self.peers.values():
+            peer.notify(encode_unregister(topic, channel))
