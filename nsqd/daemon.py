@@ -120,6 +120,7 @@ class NSQD:
 
     @property
     def broadcast_http_port(self) -> int:
+        http = getattr(self, "http_address", None)
         return self.options.broadcast_http_port or (http[1] if http else 0)
 
     def spawn(self, fn: Callable[[], Awaitable[Any]]) -> None:
