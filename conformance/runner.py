@@ -153,13 +153,13 @@ class ScenarioRunner:
 
     def _send(self, conn: _Conn, data: bytes, split: bool) -> str:
         assert conn.sock is not None
+        codec = conn.reader.codec  # compression negotiated by IDENTIFY applies both ways
+        chunks = [data[i : i + 1] for i in range(len(data))] if split else [data]
         try:
-            if split:
-                for i in range(len(data)):
-                    conn.sock.sendall(data[i : i + 1])
+            for chunk in chunks:
+                conn.sock.sendall(codec.encode(chunk) if codec else chunk)
+                if split:
                     time.sleep(SPLIT_GAP_S)
-            else:
-                conn.sock.sendall(data)
         except OSError as exc:  # the frames/close already sent are still read by _collect
             return f"send failed: {exc.strerror or exc}"
         return ""

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+from .compression import Codec, negotiated
+
 FRAME_RESPONSE: Final = 0
 FRAME_ERROR: Final = 1
 FRAME_MESSAGE: Final = 2
@@ -99,20 +101,28 @@ def render_frame(conn: str, ftype: int, body: bytes, ids: IdRegistry) -> tuple[E
 
 
 class FrameReader:
-    """Incremental frame splitter for one connection."""
+    """Incremental frame splitter for one connection. When an IDENTIFY JSON response negotiates
+    snappy or deflate, everything after that frame is decompressed first (`codec`)."""
 
     def __init__(self) -> None:
         self.buf = bytearray()
         self.broken = False
+        self.codec: Codec | None = None
+
+    def _decode(self, data: bytes) -> bytes:
+        if self.codec is None or self.broken:
+            return data
+        try:
+            return self.codec.decode(data)
+        except Exception:  # a corrupt stream: show the raw bytes as garbage
+            self.broken = True
+            return data
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """Add received bytes; return the complete frames as (type, data)."""
-        if self.broken:
-            self.buf += data
-            return []
-        self.buf += data
+        self.buf += self._decode(data)
         frames: list[tuple[int, bytes]] = []
-        while len(self.buf) >= 4:
+        while len(self.buf) >= 4 and not self.broken:
             (size,) = struct.unpack(">i", self.buf[:4])
             if size < 4 or size > MAX_FRAME:
                 self.broken = True
@@ -120,8 +130,15 @@ class FrameReader:
             if len(self.buf) < 4 + size:
                 break
             (ftype,) = struct.unpack(">i", self.buf[4:8])
-            frames.append((ftype, bytes(self.buf[8 : 4 + size])))
+            body = bytes(self.buf[8 : 4 + size])
+            frames.append((ftype, body))
             del self.buf[: 4 + size]
+            if self.codec is None and ftype == FRAME_RESPONSE:
+                self.codec = negotiated(body)
+                if self.codec is not None:  # the rest of the stream is compressed
+                    rest = bytes(self.buf)
+                    self.buf.clear()
+                    self.buf += self._decode(rest)
         return frames
 
     def take_garbage(self) -> bytes:
