@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         group = groups.get(flag.group) or parser.add_argument_group(flag.group)
         groups[flag.group] = group
         names = [f"-{flag.name}", f"--{flag.name}"]
-        text = flag.help + _default_text(flag)
+        text = (flag.help + _default_text(flag)).replace("%", "%%")  # argparse formats help
         if flag.kind == "bool":
             group.add_argument(
                 *names,

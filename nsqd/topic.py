@@ -71,18 +71,20 @@ class Topic:
 
     def _fan_out(self, msgs: list[Message], *, deferred: bool) -> None:
         """Every channel gets every message: the first channel the records themselves, the
-        others copies sharing the body."""
-        first = True
-        for channel in self._fanout:
-            batch = msgs if first else [m.copy() for m in msgs]
-            first = False
+        others copies sharing the body. All copies are made before any channel delivers (a
+        delivery counts an attempt on the record it sends)."""
+        channels = self._fanout
+        batches = [msgs] + [[m.copy() for m in msgs] for _ in channels[1:]]
+        for channel, batch in zip(channels, batches, strict=True):
             if deferred:
-                now_batch = [m for m in batch if not m.defer_ms]
+                ready_now = []
                 for m in batch:
                     if m.defer_ms:
                         delay, m.defer_ms = m.defer_ms, 0
                         channel.put_deferred(m, delay)
-                batch = now_batch
+                    else:
+                        ready_now.append(m)
+                batch = ready_now
             if batch:
                 channel.put_many(batch)
 
