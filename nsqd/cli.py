@@ -30,6 +30,7 @@ def _default_text(flag: Flag) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nsqd",
+        usage="nsqd [flags]",
         allow_abbrev=False,
         add_help=False,
         description="nsqd: a realtime distributed message queue daemon (NSQ v1.3 compatible)",
