@@ -38,6 +38,13 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _tmp_root() -> str | None:
+    """/dev/shm when usable: nsqd fsyncs nsqd.dat on every topic/channel creation (holding its
+    global lock), and a busy disk would otherwise stretch replies past the read windows."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 def reference_bin() -> Path:
     """The real nsqd, installing it first if needed (raises ReferenceInstallError)."""
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -48,11 +55,22 @@ def reference_bin() -> Path:
     return ensure_reference() / "nsqd"
 
 
+# `python -m nsqd`, minus the import hooks of an editable install (`pip install -e .`): they would
+# fill in modules missing from another --ours-root with this checkout's.
+_OURS_BOOTSTRAP: Final = (
+    "import runpy, sys; "
+    "sys.meta_path[:] = [f for f in sys.meta_path "
+    "if '__editable__' not in str(getattr(f, '__module__', ''))]; "
+    "sys.argv[0] = 'nsqd'; "
+    "runpy.run_module('nsqd', run_name='__main__', alter_sys=True)"
+)
+
+
 def command(target: str) -> list[str]:
     if target == "reference":
         return [str(reference_bin())]
     if target == "ours":
-        return [sys.executable, "-m", "nsqd"]
+        return [sys.executable, "-c", _OURS_BOOTSTRAP]
     raise ValueError(f"unknown target {target!r}")
 
 
@@ -121,7 +139,7 @@ def start(
     runs from (default: this checkout)."""
     argv0 = command(target)
     tcp_port, http_port = ports or free_ports(2)
-    tmp = Path(tempfile.mkdtemp(prefix=f"nsq-conformance-{target}-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"nsq-conformance-{target}-", dir=_tmp_root()))
     data = tmp / "data"
     data.mkdir()
     argv = [
