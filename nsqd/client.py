@@ -118,11 +118,19 @@ class Client:
         return self.conn.state
 
     def _apply_settings(self, s: ClientSettings) -> None:
+        """The message pump's settings: nsqd takes them from the first IDENTIFY only."""
         self.msg_timeout = s.msg_timeout_ms / 1000
         self.sample_rate = s.sample_rate
         self.heartbeat_interval = s.heartbeat_interval_ms / 1000 or math.inf
         self.output_buffer_size = s.output_buffer_size
+        # 0 (IDENTIFY -1): no timed flush, every message frame goes out at once
         self.flush_interval = s.output_buffer_timeout_ms / 1000
+        self._tick_origin = trio.current_time()  # nsqd's flush ticker starts here
+
+    @property
+    def read_timeout(self) -> float:
+        """Two heartbeat intervals of the latest IDENTIFY (nsqd's read deadline)."""
+        return 2 * (self.conn.settings.heartbeat_interval_ms / 1000 or math.inf)
 
     # -- delivery (called synchronously by the channel) ------------------------------------
 
@@ -170,17 +178,29 @@ class Client:
         self.in_flight += count
         self.message_count += count
         self._out_size += size
-        if self._out_size >= self.output_buffer_size or self.in_flight >= self.rdy:
+        if (
+            self._out_size >= self.output_buffer_size
+            or self.in_flight >= self.rdy
+            or not self.flush_interval
+        ):
             self._urgent = True
             self._wake()
         elif was_empty:
             self._wake()  # start the output-buffer-timeout clock
 
-    def respond(self, frame: bytes) -> None:
-        """Queue a response or error frame; it goes out at the end of this read."""
-        self._out.append(frame)
+    def respond(self, frame: bytes, before: int | None = None) -> None:
+        """Queue a response or error frame; it goes out at the end of this read. `before`
+        puts it ahead of frames queued since `out_mark()` (a publisher subscribed to its own
+        topic gets its OK before the message, as from nsqd)."""
+        if before is None or before >= len(self._out):
+            self._out.append(frame)
+        else:
+            self._out.insert(before, frame)
         self._out_size += len(frame)
         self._urgent = True
+
+    def out_mark(self) -> int:
+        return len(self._out)
 
     def _wake(self) -> None:
         if len(self._lot):
@@ -335,7 +355,7 @@ class Client:
         lot = self._lot
         while True:
             now = trio.current_time()
-            if now >= self._last_read + 2 * self.heartbeat_interval:
+            if now >= self._last_read + self.read_timeout:
                 # nsqd's read deadline: nothing from the client for two heartbeat intervals
                 log.info("[%s] read timeout: no command for two heartbeats", self)
                 self.close()
@@ -345,11 +365,14 @@ class Client:
                 self._next_heartbeat = now + self.heartbeat_interval
             if self._out and not self._sending:
                 if self._next_tick == math.inf and self.flush_interval > 0:
-                    self._next_tick = now + self.flush_interval  # nsqd's flush ticker
+                    # the next tick of nsqd's fixed flush ticker
+                    elapsed = now - self._tick_origin
+                    ticks = math.floor(elapsed / self.flush_interval) + 1
+                    self._next_tick = self._tick_origin + ticks * self.flush_interval
                 if self._urgent or now >= self._next_tick:
                     await self.flush()
                     continue
-            deadline = min(self._next_heartbeat, self._last_read + 2 * self.heartbeat_interval)
+            deadline = min(self._next_heartbeat, self._last_read + self.read_timeout)
             if self._out and not self._sending:
                 deadline = min(deadline, self._next_tick)
             with trio.move_on_at(deadline):

@@ -68,12 +68,13 @@ def _publish_failed(client: Client, verb: str, code: ErrorCode, exc: Exception) 
 
 
 def pub(client: Client, cmd: Pub) -> None:
+    mark = client.out_mark()
     try:
         client.daemon.get_topic(cmd.topic).publish([cmd.body])
     except DiskQueueError as exc:
         raise _publish_failed(client, "PUB", ErrorCode.E_PUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
-    client.respond(OK_FRAME)
+    client.respond(OK_FRAME, before=mark)
 
 
 def mpub_start(client: Client, cmd: MPubStart) -> None:
@@ -82,21 +83,23 @@ def mpub_start(client: Client, cmd: MPubStart) -> None:
 
 
 def mpub(client: Client, cmd: MPub) -> None:
+    mark = client.out_mark()
     try:
         client.daemon.get_topic(cmd.topic).publish(cmd.bodies)
     except DiskQueueError as exc:
         raise _publish_failed(client, "MPUB", ErrorCode.E_MPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
-    client.respond(OK_FRAME)
+    client.respond(OK_FRAME, before=mark)
 
 
 def dpub(client: Client, cmd: DPub) -> None:
+    mark = client.out_mark()
     try:
         client.daemon.get_topic(cmd.topic).publish_deferred(cmd.body, cmd.delay_ms)
     except DiskQueueError as exc:
         raise _publish_failed(client, "DPUB", ErrorCode.E_DPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
-    client.respond(OK_FRAME)
+    client.respond(OK_FRAME, before=mark)
 
 
 def rdy(client: Client, cmd: Rdy) -> None:
