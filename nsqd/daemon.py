@@ -76,10 +76,21 @@ class NSQD:
             topic = Topic(self, name)
             self.topics[name] = topic
             log.info("TOPIC(%s): created", name)
+            if self.lookupd.peers and not self.storage.loading:
+                topic.awaiting_lookup = True
+                self.spawn(lambda: self._precreate_channels(topic))
             self.lookupd.register(name)
             if not topic.ephemeral:
                 self.storage.metadata_changed()
         return topic
+
+    async def _precreate_channels(self, topic: Topic) -> None:
+        try:
+            for name in await self.lookupd.channels_for(topic.name):
+                if not name.endswith("#ephemeral") and not topic.deleted:
+                    topic.get_channel(name)
+        finally:
+            topic.lookup_done()
 
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name, None)

@@ -12,6 +12,7 @@ import math
 import socket
 from typing import TYPE_CHECKING
 
+import httpx
 import trio
 
 from protocol.lookup import (
@@ -181,6 +182,35 @@ class Lookupd:
                 peer = LookupPeer(self.daemon, address)
                 self.peers[address] = peer
                 self._nursery.start_soon(peer.run)
+
+    async def channels_for(self, topic: str) -> list[str]:
+        """Every channel the known nsqlookupds list for `topic` (errors are only logged)."""
+        opts = self.daemon.options
+        timeout = httpx.Timeout(
+            opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
+        )
+        names: list[str] = []
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            for peer in list(self.peers.values()):
+                host, port = peer.info.get("broadcast_address"), peer.info.get("http_port")
+                if not host or not port:
+                    continue
+                url = f"http://{host}:{port}/channels"
+                try:
+                    resp = await http.get(
+                        url,
+                        params={"topic": topic},
+                        headers={"Accept": "application/vnd.nsq; version=1.0"},
+                    )
+                    resp.raise_for_status()
+                    found = resp.json().get("channels") or []
+                except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                    log.error(
+                        "LOOKUPD(%s): failed to query channels of %s - %s", peer.address, topic, exc
+                    )
+                    continue
+                names.extend(c for c in found if isinstance(c, str) and c not in names)
+        return names
 
     def register(self, topic: str, channel: str | None = None) -> None:
         for peer in self.peers.values():

@@ -32,6 +32,7 @@ class Storage:
         self._metadata_dirty = False
         self._metadata_wakeup: trio.Event | None = None
         self.last_error: str | None = None  # the most recent disk write failure, for /ping
+        self.loading = False  # recreating nsqd.dat's topics: no lookupd queries, no rewrites
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -51,14 +52,18 @@ class Storage:
 
     def load(self) -> None:
         """Recreate the topics and channels of nsqd.dat; their disk queues reopen themselves."""
-        for rec in metadata.load(self.data_path):
-            topic = self.daemon.get_topic(rec.name)
-            if rec.paused:
-                topic.pause()
-            for name, paused in rec.channels:
-                channel = topic.get_channel(name)
-                if paused:
-                    channel.pause()
+        self.loading = True
+        try:
+            for rec in metadata.load(self.data_path):
+                topic = self.daemon.get_topic(rec.name)
+                if rec.paused:
+                    topic.pause()
+                for name, paused in rec.channels:
+                    channel = topic.get_channel(name)
+                    if paused:
+                        channel.pause()
+        finally:
+            self.loading = False
         self.persist_now()
 
     def close(self) -> None:

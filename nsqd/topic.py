@@ -34,12 +34,23 @@ class Topic:
         self.paused = False
         self.deleted = False
         self._pumping = False
+        # A new topic waits for nsqlookupd's list of its channels before fanning out, so the
+        # first messages reach every channel the cluster knows (nsqd's GetTopic).
+        self.awaiting_lookup = False
         self.guid = GUIDFactory(daemon.options.node_id)
         self.message_count = 0
         self.message_bytes = 0
 
     def __repr__(self) -> str:
         return f"Topic({self.name})"
+
+    @property
+    def _flowing(self) -> bool:
+        return bool(self._fanout) and not self.paused and not self.awaiting_lookup
+
+    def lookup_done(self) -> None:
+        self.awaiting_lookup = False
+        self._start_pump()
 
     @property
     def depth(self) -> int:
@@ -54,7 +65,7 @@ class Topic:
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
         msgs = [Message(i, b, ts) for i, b in zip(ids, bodies, strict=True)]
-        if self._fanout and not self.paused and not self.backlog:
+        if self._flowing and not self.backlog:
             self._fan_out(msgs, deferred=False)
         else:
             self.backlog.extend(msgs)
@@ -64,7 +75,7 @@ class Topic:
         msg.defer_ms = max(delay_ms, 0)
         self.message_count += 1
         self.message_bytes += len(body)
-        if self._fanout and not self.paused and not self.backlog:
+        if self._flowing and not self.backlog:
             self._fan_out([msg], deferred=True)
         else:
             self.backlog.put(msg)
@@ -113,13 +124,13 @@ class Topic:
     # -- the pump: topic backlog -> channels -----------------------------------------------
 
     def _start_pump(self) -> None:
-        if self.backlog and self._fanout and not self.paused and not self._pumping:
+        if self.backlog and self._flowing and not self._pumping:
             self._pumping = True
             self.daemon.spawn(self._pump)
 
     async def _pump(self) -> None:
         try:
-            while self.backlog and self._fanout and not self.paused and not self.deleted:
+            while self.backlog and self._flowing and not self.deleted:
                 chunk = self.backlog.take(_PUMP_CHUNK)
                 self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk))
                 await trio.lowlevel.checkpoint()
