@@ -22,6 +22,7 @@ from protocol import Limits
 from .backlog import Overflow
 from .channel import Channel
 from .client import Client
+from .http_api import HTTPServer
 from .log import log
 from .lookupd import Lookupd
 from .options import Options
@@ -145,6 +146,10 @@ class NSQD:
         tcp_listeners = await open_listeners(self.options.tcp_address)
         self.tcp_address = tcp_listeners[0].socket.getsockname()[:2]
         log.info("TCP: listening on %s:%d", *self.tcp_address)
+        http = HTTPServer(self) if self.options.http_address else None
+        self.http_address = await http.bind() if http is not None else None
+        if http is not None:
+            log.info("HTTP: listening on %s:%d", *self.http_address)
         async with trio.open_nursery() as root:
             self._nursery = root
             self.storage.load()
@@ -153,6 +158,8 @@ class NSQD:
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
             await root.start(self.lookupd.run)
+            if http is not None:
+                await root.start(http.serve)
             async with trio.open_nursery() as clients:
                 accepting = trio.CancelScope()
                 clients.start_soon(serve_tcp, self, tcp_listeners, clients, accepting)
@@ -162,6 +169,8 @@ class NSQD:
                 accepting.cancel()
                 for listener in tcp_listeners:
                     await listener.aclose()
+                if http is not None:
+                    http.close()
                 for client in list(self.clients.values()):
                     client.close()
                 clients.cancel_scope.deadline = trio.current_time() + 5

@@ -1,0 +1,547 @@
+"""/stats: a snapshot of topics, channels and clients with nsqd's keys in nsqd's order, rendered
+as nsqd's JSON or its text page; plus the memory block, end-to-end latency quantiles and the Go
+formatting helpers (durations, floats, JSON escaping) they need.
+
+The snapshot is built from plain dicts in the order nsqd's Go structs declare their fields, so
+`go_json` of it is byte-for-byte what nsqd's encoder writes for the same state."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections import deque
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .client import Client
+    from .daemon import NSQD
+    from .topic import Topic
+
+VERSION = "1.3.0"
+BUILD = f"nsqd v{VERSION} (built w/python{platform.python_version()})"
+
+# -- Go formatting ---------------------------------------------------------------------------
+
+_GO_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def go_json(value: Any) -> bytes:
+    """encoding/json.Marshal: compact, raw UTF-8, with <, >, & and U+2028/9 escaped."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if any(c in text for c in "<>&\u2028\u2029"):
+        text = text.translate(_GO_ESCAPES)
+    return text.encode("utf-8", "surrogateescape")
+
+
+def go_float(x: float) -> float | int:
+    """A float64 the way Go's JSON encoder prints it: integral values without a '.0'."""
+    if math.isfinite(x) and x == int(x) and abs(x) < 1e21:
+        return int(x)
+    return x
+
+
+def _frac(v: int, digits: int) -> str:
+    whole, frac = divmod(v, 10**digits)
+    text = f"{frac:0{digits}d}".rstrip("0")
+    return f"{whole}.{text}" if text else str(whole)
+
+
+def go_duration(ns: int) -> str:
+    """time.Duration.String: 0s, 850ns, 1.5µs, 65.643µs, 2.3ms, 58.2s, 1m5s, 2h0m1s."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    u = abs(ns)
+    if u < 1000:
+        return f"{sign}{u}ns"
+    if u < 1_000_000:
+        return f"{sign}{_frac(u, 3)}µs"
+    if u < 1_000_000_000:
+        return f"{sign}{_frac(u, 6)}ms"
+    minutes, rem = divmod(u, 60_000_000_000)
+    text = f"{_frac(rem, 9)}s"
+    if minutes:
+        hours, minutes = divmod(minutes, 60)
+        text = f"{minutes}m{text}"
+        if hours:
+            text = f"{hours}h{text}"
+    return sign + text
+
+
+def nanoseconds_to_human(v: float) -> str:
+    """nsq's stringy.NanoSecondToHuman, used for e2e% in the text page."""
+    if v > 1e9:
+        return f"{v / 1e9:0.1f}s"
+    if v > 1e6:
+        return f"{v / 1e6:0.1f}ms"
+    if v > 1e3:
+        return f"{v / 1e3:0.1f}us"
+    return f"{v:0.1f}ns"
+
+
+def rfc3339(ts: int) -> str:
+    """Go's time.Format(time.RFC3339) in local time: 2006-01-02T15:04:05Z07:00."""
+    dt = datetime.fromtimestamp(ts).astimezone()
+    offset = dt.utcoffset()
+    if offset is not None and offset.total_seconds() == 0:
+        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.isoformat(timespec="seconds")
+
+
+# -- end-to-end processing latency -----------------------------------------------------------
+
+_LOG_BASE = math.log(1.01)  # buckets 1% wide: the same order of error as nsqd's perks streams
+
+
+class E2ELatency:
+    """nsqd's e2e processing latency quantiles over a sliding window.
+
+    Two generations each covering half the window (the older one is dropped every half window,
+    as nsqd's two perks streams), each a histogram of 1%-wide log buckets holding a count and a
+    sum, so a bucket reports the mean of its samples: exact for a lone sample, within 1%
+    otherwise. Fixed memory, O(1) per FIN; the engine calls `insert(msg.timestamp)` on FIN."""
+
+    __slots__ = ("_current", "_last_move", "_previous", "half_window_ns", "percentiles")
+
+    def __init__(self, window_s: float, percentiles: list[float]) -> None:
+        self.percentiles = list(percentiles)
+        self.half_window_ns = max(1, int(window_s * 1e9 / 2))
+        self._current: dict[int, list[int]] = {}
+        self._previous: dict[int, list[int]] = {}
+        self._last_move = time.time_ns()
+
+    def _rotate(self, now: int) -> None:
+        while now > self._last_move + self.half_window_ns:
+            self._previous, self._current = self._current, {}
+            self._last_move += self.half_window_ns
+            if now > self._last_move + 2 * self.half_window_ns:  # long idle: skip ahead
+                self._previous = {}
+                self._last_move = now - self.half_window_ns
+
+    def insert(self, timestamp_ns: int, now_ns: int | None = None) -> None:
+        now = time.time_ns() if now_ns is None else now_ns
+        if now > self._last_move + self.half_window_ns:
+            self._rotate(now)
+        value = max(0, now - timestamp_ns)
+        bucket = int(math.log(value) / _LOG_BASE) if value > 1 else 0
+        cell = self._current.get(bucket)
+        if cell is None:
+            self._current[bucket] = [1, value]
+        else:
+            cell[0] += 1
+            cell[1] += value
+
+    def buckets(self) -> dict[int, list[int]]:
+        self._rotate(time.time_ns())
+        merged: dict[int, list[int]] = {}
+        for gen in (self._previous, self._current):
+            for bucket, (n, total) in gen.items():
+                cell = merged.setdefault(bucket, [0, 0])
+                cell[0] += n
+                cell[1] += total
+        return merged
+
+
+def e2e_result(buckets: dict[int, list[int]] | None, percentiles: list[float]) -> dict[str, Any]:
+    """{"count": N, "percentiles": [{"quantile": q, "value": ns}, ...]} (null without a stream)."""
+    if buckets is None:
+        return {"count": 0, "percentiles": None}
+    cells = sorted(buckets.items())
+    count = sum(n for _, (n, _) in cells)
+    out = []
+    for q in percentiles:
+        value = 0.0
+        if count:
+            rank = max(1, math.ceil(q * count))
+            seen = 0
+            for _, (n, total) in cells:
+                seen += n
+                if seen >= rank:
+                    value = total / n
+                    break
+        out.append({"quantile": go_float(q), "value": go_float(float(round(value)))})
+    return {"count": count, "percentiles": out}
+
+
+def _merge_buckets(into: dict[int, list[int]], other: dict[int, list[int]]) -> None:
+    for bucket, (n, total) in other.items():
+        cell = into.setdefault(bucket, [0, 0])
+        cell[0] += n
+        cell[1] += total
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+_GC_PAUSES: deque[int] = deque(maxlen=256)  # ns, as Go's MemStats.PauseNs ring
+_gc_started = 0
+
+
+def _gc_callback(phase: str, info: dict[str, int]) -> None:
+    global _gc_started
+    if phase == "start":
+        _gc_started = time.perf_counter_ns()
+    elif _gc_started:
+        _GC_PAUSES.append(time.perf_counter_ns() - _gc_started)
+
+
+def track_gc_pauses() -> None:
+    """Record collector pauses for gc_pause_usec_* (idempotent)."""
+    if _gc_callback not in gc.callbacks:
+        gc.callbacks.append(_gc_callback)
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _percentile(perc: float, sorted_values: list[int]) -> int:
+    n = len(sorted_values)
+    if n == 0:
+        return 0
+    index = min(math.floor(perc / 100.0 * n + 0.5), n - 1)
+    return sorted_values[index]
+
+
+def memory_stats() -> dict[str, int]:
+    """nsqd's memStats keys with Python's nearest equivalents: allocated blocks for heap
+    objects, resident memory for heap in use, collector pauses and runs (Go-only figures 0)."""
+    pauses = sorted(_GC_PAUSES)
+    return {
+        "heap_objects": sys.getallocatedblocks(),
+        "heap_idle_bytes": 0,
+        "heap_in_use_bytes": _rss_bytes(),
+        "heap_released_bytes": 0,
+        "gc_pause_usec_100": _percentile(100.0, pauses) // 1000,
+        "gc_pause_usec_99": _percentile(99.0, pauses) // 1000,
+        "gc_pause_usec_95": _percentile(95.0, pauses) // 1000,
+        "next_gc_bytes": 0,
+        "gc_total_runs": sum(s["collections"] for s in gc.get_stats()),
+    }
+
+
+# -- the snapshot ------------------------------------------------------------------------------
+
+
+def health(daemon: NSQD) -> str:
+    """nsqd's GetHealth: "OK", or "NOK - <the last disk write error>"."""
+    error = daemon.storage.last_error
+    return f"NOK - {error}" if error else "OK"
+
+
+def client_stats(client: Client, topic_filter: str = "") -> dict[str, Any]:
+    """clientV2.Stats: one ClientV2Stats object, keys in nsqd's order."""
+    s = client.settings
+    pub_counts = None
+    for topic, count in client.pub_counts.items():
+        if topic_filter and topic != topic_filter:
+            continue
+        pub_counts = [{"topic": topic, "count": count}]
+        break  # nsqd's quirk: at most one entry
+    d: dict[str, Any] = {
+        "client_id": s.client_id,
+        "hostname": s.hostname,
+        "version": "V2",
+        "remote_address": client.remote_address,
+        "state": int(client.state),
+        "ready_count": client.rdy,
+        "in_flight_count": client.in_flight,
+        "message_count": client.message_count,
+        "finish_count": client.finish_count,
+        "requeue_count": client.requeue_count,
+        "connect_ts": client.connect_ts,
+        "sample_rate": client.sample_rate,
+        "deflate": client.deflate,
+        "snappy": client.snappy,
+        "user_agent": s.user_agent,
+    }
+    auth = client.auth
+    if auth is not None:  # each omitted when false / empty
+        if auth.authed:
+            d["authed"] = True
+        if auth.identity:
+            d["auth_identity"] = auth.identity
+        if auth.identity_url:
+            d["auth_identity_url"] = auth.identity_url
+    if pub_counts:
+        d["pub_counts"] = pub_counts
+    d.update(_tls_stats(client.tls_stream))
+    return d
+
+
+# OpenSSL cipher name -> IANA number; nsqd names only the suites its own table lists
+# (prettyConnectionState.GetCipherSuite) and prints "Unknown <number>" for the rest, TLS 1.3's
+# included.
+_CIPHERS = {
+    "TLS_AES_128_GCM_SHA256": 0x1301,
+    "TLS_AES_256_GCM_SHA384": 0x1302,
+    "TLS_CHACHA20_POLY1305_SHA256": 0x1303,
+    "DES-CBC3-SHA": 0x000A,
+    "AES128-SHA": 0x002F,
+    "AES256-SHA": 0x0035,
+    "AES128-SHA256": 0x003C,
+    "AES128-GCM-SHA256": 0x009C,
+    "AES256-GCM-SHA384": 0x009D,
+    "ECDHE-ECDSA-AES128-SHA": 0xC009,
+    "ECDHE-ECDSA-AES256-SHA": 0xC00A,
+    "ECDHE-RSA-DES-CBC3-SHA": 0xC012,
+    "ECDHE-RSA-AES128-SHA": 0xC013,
+    "ECDHE-RSA-AES256-SHA": 0xC014,
+    "ECDHE-ECDSA-AES128-SHA256": 0xC023,
+    "ECDHE-RSA-AES128-SHA256": 0xC027,
+    "ECDHE-ECDSA-AES128-GCM-SHA256": 0xC02B,
+    "ECDHE-ECDSA-AES256-GCM-SHA384": 0xC02C,
+    "ECDHE-RSA-AES128-GCM-SHA256": 0xC02F,
+    "ECDHE-RSA-AES256-GCM-SHA384": 0xC030,
+    "ECDHE-RSA-CHACHA20-POLY1305": 0xCCA8,
+    "ECDHE-ECDSA-CHACHA20-POLY1305": 0xCCA9,
+}
+_NSQD_CIPHER_NAMES = {
+    0x0005: "TLS_RSA_WITH_RC4_128_SHA",
+    0x000A: "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    0x002F: "TLS_RSA_WITH_AES_128_CBC_SHA",
+    0x0035: "TLS_RSA_WITH_AES_256_CBC_SHA",
+    0xC007: "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    0xC009: "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    0xC00A: "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    0xC011: "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    0xC012: "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    0xC013: "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    0xC014: "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    0xC02F: "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    0xC02B: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+}
+_TLS_VERSIONS = {
+    "SSLv3": "SSL30",
+    "TLSv1": "TLS1.0",
+    "TLSv1.1": "TLS1.1",
+    "TLSv1.2": "TLS1.2",
+    "TLSv1.3": "TLS1.3",
+}
+
+
+def _tls_stats(stream: Any) -> dict[str, Any]:
+    """The tls_* fields of a client's stats, from its trio.SSLStream (None: plain TCP)."""
+    if stream is None:
+        return {
+            "tls": False,
+            "tls_cipher_suite": "",
+            "tls_version": "",
+            "tls_negotiated_protocol": "",
+            "tls_negotiated_protocol_is_mutual": False,
+        }
+    try:
+        cipher = stream.cipher()
+        version = stream.version() or ""
+        alpn = stream.selected_alpn_protocol() or ""
+    except Exception:  # the handshake has not completed
+        cipher, version, alpn = None, "", ""
+    number = _CIPHERS.get(cipher[0], 0) if cipher else 0
+    return {
+        "tls": True,
+        "tls_cipher_suite": _NSQD_CIPHER_NAMES.get(number, f"Unknown {number}"),
+        "tls_version": _TLS_VERSIONS.get(version, f"Unknown {version}"),
+        "tls_negotiated_protocol": alpn,
+        "tls_negotiated_protocol_is_mutual": True,  # Go: deprecated, always true
+    }
+
+
+def _channel_buckets(channel: Channel, percentiles: list[float]) -> dict[int, list[int]] | None:
+    if not percentiles:
+        return None
+    stream = getattr(channel, "e2e_latency", None)
+    return stream.buckets() if stream is not None else {}
+
+
+def channel_stats(
+    channel: Channel,
+    clients: list[dict[str, Any]] | None,
+    buckets: dict[int, list[int]] | None,
+    percentiles: list[float],
+) -> dict[str, Any]:
+    return {
+        "channel_name": channel.name,
+        "depth": channel.depth,
+        "backend_depth": channel.backlog.backend_depth,
+        "in_flight_count": len(channel.in_flight),
+        "deferred_count": len(channel.deferred),
+        "message_count": channel.message_count,
+        "requeue_count": channel.requeue_count,
+        "timeout_count": channel.timeout_count,
+        "client_count": len(channel.clients),
+        "clients": clients,
+        "paused": channel.paused,
+        "e2e_processing_latency": e2e_result(buckets, percentiles),
+    }
+
+
+def topic_stats(
+    topic: Topic,
+    channels: list[dict[str, Any]],
+    buckets: dict[int, list[int]] | None,
+    percentiles: list[float],
+) -> dict[str, Any]:
+    return {
+        "topic_name": topic.name,
+        "channels": channels,
+        "depth": topic.depth,
+        "backend_depth": topic.backlog.backend_depth,
+        "message_count": topic.message_count,
+        "message_bytes": topic.message_bytes,
+        "paused": topic.paused,
+        "e2e_processing_latency": e2e_result(buckets, percentiles),
+    }
+
+
+def snapshot(
+    daemon: NSQD, topic_filter: str = "", channel_filter: str = "", include_clients: bool = True
+) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
+    """NSQD.GetStats: (topics, producers); topics None when the topic filter matches nothing,
+    producers None when there are none or clients are not included."""
+    percentiles = daemon.options.e2e_processing_latency_percentile
+    if topic_filter:
+        found = daemon.topics.get(topic_filter)
+        if found is None:
+            return None, None
+        topics = [found]
+    else:
+        topics = [daemon.topics[name] for name in sorted(daemon.topics)]
+    out: list[dict[str, Any]] = []
+    for topic in topics:
+        if channel_filter:
+            only = topic.channels.get(channel_filter)
+            if only is None:
+                continue
+            channels = [only]
+        else:
+            channels = [topic.channels[name] for name in sorted(topic.channels)]
+        channel_out = []
+        for channel in channels:
+            clients = None
+            if include_clients:
+                clients = [
+                    client_stats(c, topic_filter)
+                    for _, c in sorted(channel.clients.items(), key=lambda kv: kv[0])
+                ]
+            channel_out.append(
+                channel_stats(channel, clients, _channel_buckets(channel, percentiles), percentiles)
+            )
+        # nsqd merges every channel's stream into the topic's, whatever the channel filter
+        merged: dict[int, list[int]] | None = None
+        if percentiles:
+            for channel in topic.channels.values():
+                stream = getattr(channel, "e2e_latency", None)
+                merged = {} if merged is None else merged
+                if stream is not None:
+                    _merge_buckets(merged, stream.buckets())
+        out.append(topic_stats(topic, channel_out, merged, percentiles))
+    producers = None
+    if include_clients:
+        found_producers = [
+            client_stats(c, topic_filter)
+            for _, c in sorted(daemon.clients.items(), key=lambda kv: kv[0])
+            if c.pub_counts
+        ]
+        producers = found_producers or None
+    return out, producers
+
+
+def stats_json(
+    daemon: NSQD,
+    topics: list[dict[str, Any]] | None,
+    producers: list[dict[str, Any]] | None,
+    memory: dict[str, int] | None,
+) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "version": VERSION,
+        "health": health(daemon),
+        "start_time": daemon.start_time,
+        "topics": topics,
+    }
+    if memory is not None:
+        d["memory"] = memory
+    d["producers"] = producers
+    return d
+
+
+# -- the text page -------------------------------------------------------------------------------
+
+
+def _e2e_text(e2e: dict[str, Any]) -> str:
+    return ", ".join(nanoseconds_to_human(p["value"]) for p in e2e["percentiles"] or ())
+
+
+def client_line(c: dict[str, Any], now: int) -> str:
+    """ClientV2Stats.String."""
+    connected = go_duration(max(0, now - c["connect_ts"]) * 1_000_000_000)
+    port = c["remote_address"].rpartition(":")[2]
+    ident = f"{c['hostname']}:{port} {c['user_agent']}"
+    pub_counts = c.get("pub_counts")
+    if pub_counts:
+        total = sum(p["count"] for p in pub_counts)
+        topics = ",".join(f"{p['topic']}={p['count']}" for p in pub_counts)
+        return (
+            f"[{c['version']} {ident:<21}] msgs: {total:<8d} topics: {topics} "
+            f"connected: {connected}"
+        )
+    return (
+        f"[{c['version']} {ident:<21}] state: {c['state']} inflt: {c['in_flight_count']:<4d} "
+        f"rdy: {c['ready_count']:<4d} fin: {c['finish_count']:<8d} "
+        f"re-q: {c['requeue_count']:<8d} msgs: {c['message_count']:<8d} connected: {connected}"
+    )
+
+
+def stats_text(
+    daemon: NSQD,
+    topics: list[dict[str, Any]] | None,
+    producers: list[dict[str, Any]] | None,
+    memory: dict[str, int] | None,
+) -> bytes:
+    """httpServer.printStats."""
+    now = int(time.time())
+    uptime = time.time_ns() - daemon.start_time * 1_000_000_000
+    w = [
+        f"{BUILD}\n",
+        f"start_time {rfc3339(daemon.start_time)}\n",
+        f"uptime {go_duration(uptime)}\n",
+        f"\nHealth: {health(daemon)}\n",
+    ]
+    if memory is not None:
+        w.append("\nMemory:\n")
+        w.extend(f"   {name:<25}\t{value}\n" for name, value in memory.items())
+    w.append("\nTopics:" if topics else "\nTopics: None\n")
+    for t in topics or ():
+        prefix = "*P " if t["paused"] else "   "
+        w.append(
+            f"\n{prefix}[{t['topic_name']:<15}] depth: {t['depth']:<5d} "
+            f"be-depth: {t['backend_depth']:<5d} msgs: {t['message_count']:<8d} "
+            f"e2e%: {_e2e_text(t['e2e_processing_latency'])}\n"
+        )
+        for c in t["channels"]:
+            prefix = "   *P " if c["paused"] else "      "
+            w.append(
+                f"{prefix}[{c['channel_name']:<25}] depth: {c['depth']:<5d} "
+                f"be-depth: {c['backend_depth']:<5d} inflt: {c['in_flight_count']:<4d} "
+                f"def: {c['deferred_count']:<4d} re-q: {c['requeue_count']:<5d} "
+                f"timeout: {c['timeout_count']:<5d} msgs: {c['message_count']:<8d} "
+                f"e2e%: {_e2e_text(c['e2e_processing_latency'])}\n"
+            )
+            w.extend(f"        {client_line(cl, now)}\n" for cl in c["clients"] or ())
+    if producers:
+        w.append("\nProducers:\n")
+        w.extend(f"   {client_line(p, now)}\n" for p in producers)
+    else:
+        w.append("\nProducers: None\n")
+    return "".join(w).encode("utf-8", "surrogateescape")

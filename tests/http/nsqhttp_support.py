@@ -1,0 +1,252 @@
+"""Helpers for the HTTP API tests: an nsqd subprocess (ours or the Go reference) on free
+127.0.0.1 ports, and a tiny blocking V2 TCP client. Every wait is bounded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 5.0
+IO_TIMEOUT = 5.0
+
+
+class ReferenceUnavailable(RuntimeError):
+    pass
+
+
+def reference_nsqd() -> Path:
+    spec = importlib.util.spec_from_file_location(
+        "nsq_reference", REPO_ROOT / "scripts" / "reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return Path(module.ensure_reference()) / "nsqd"
+    except module.ReferenceInstallError as exc:
+        raise ReferenceUnavailable(str(exc)) from exc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Daemon:
+    kind: str
+    proc: subprocess.Popen[bytes]
+    tcp_port: int
+    http_port: int
+    tmp: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.http_port}"
+
+    @property
+    def tcp_addr(self) -> tuple[str, int]:
+        return (HOST, self.tcp_port)
+
+    def log(self) -> str:
+        try:
+            return (self.tmp / "nsqd.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> int | None:
+        """SIGTERM; the exit status (None if it had to be killed)."""
+        rc: int | None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+            rc = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return rc
+
+
+def _wait_http(proc: subprocess.Popen[bytes], port: int) -> bool:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5) as s:
+                s.settimeout(1.0)
+                s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if s.recv(64).startswith(b"HTTP/1.1 "):
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.03)
+    return False
+
+
+def start(kind: str, *args: str) -> Daemon:
+    command = [str(reference_nsqd())] if kind == "reference" else [sys.executable, "-m", "nsqd"]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    last = ""
+    for _ in range(3):
+        tmp = Path(tempfile.mkdtemp(prefix=f"nsqd-http-{kind}-"))
+        (tmp / "data").mkdir()
+        tcp_port, http_port = free_port(), free_port()
+        argv = [
+            *command,
+            f"--tcp-address={HOST}:{tcp_port}",
+            f"--http-address={HOST}:{http_port}",
+            f"--https-address={HOST}:0",
+            f"--data-path={tmp / 'data'}",
+            *args,
+        ]
+        with open(tmp / "nsqd.log", "wb") as log:
+            proc = subprocess.Popen(
+                argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        daemon = Daemon(kind, proc, tcp_port, http_port, tmp)
+        if _wait_http(proc, http_port):
+            return daemon
+        last = daemon.log()
+        daemon.stop()
+    raise RuntimeError(f"{kind} nsqd did not start:\n{last}")
+
+
+# -- a minimal V2 TCP client ---------------------------------------------------------------------
+
+
+class TCPClient:
+    def __init__(self, addr: tuple[str, int], **identify: Any) -> None:
+        self.sock = socket.create_connection(addr, timeout=IO_TIMEOUT)
+        self.sock.settimeout(IO_TIMEOUT)
+        self.buf = b""
+        self.sock.sendall(b"  V2")
+        if identify:
+            body = json.dumps(identify).encode()
+            self.sock.sendall(b"IDENTIFY\n" + struct.pack(">i", len(body)) + body)
+            self.expect_response()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> TCPClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by nsqd")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def frame(self) -> tuple[int, bytes]:
+        """The next frame that is not a heartbeat (heartbeats are answered with NOP)."""
+        while True:
+            size, kind = struct.unpack(">ii", self._read(8))
+            data = self._read(size - 4)
+            if kind == 0 and data == b"_heartbeat_":
+                self.sock.sendall(b"NOP\n")
+                continue
+            return kind, data
+
+    def expect_response(self) -> bytes:
+        kind, data = self.frame()
+        assert kind == 0, (kind, data)
+        return data
+
+    def pub(self, topic: str, body: bytes) -> None:
+        self.sock.sendall(b"PUB %s\n%s%s" % (topic.encode(), struct.pack(">i", len(body)), body))
+        assert self.expect_response() == b"OK"
+
+    def sub(self, topic: str, channel: str) -> None:
+        self.sock.sendall(f"SUB {topic} {channel}\n".encode())
+        assert self.expect_response() == b"OK"
+
+    def rdy(self, count: int) -> None:
+        self.sock.sendall(f"RDY {count}\n".encode())
+
+    def message(self) -> tuple[bytes, int, bytes]:
+        """(id, attempts, body) of the next message frame."""
+        kind, data = self.frame()
+        assert kind == 2, (kind, data)
+        _, attempts = struct.unpack(">qH", data[:10])
+        return data[10:26], attempts, data[26:]
+
+    def fin(self, msg_id: bytes) -> None:
+        self.sock.sendall(b"FIN " + msg_id + b"\n")
+
+    def req(self, msg_id: bytes, delay_ms: int = 0) -> None:
+        self.sock.sendall(b"REQ " + msg_id + b" %d\n" % delay_ms)
+
+    def nop(self) -> None:
+        self.sock.sendall(b"NOP\n")
+
+
+def wait_until(predicate: Any, timeout: float = IO_TIMEOUT, interval: float = 0.02) -> Any:
+    """Poll predicate() until it returns something truthy (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+# -- comparing bodies with the reference -----------------------------------------------------------
+
+_MASKS = [
+    (re.compile(rb'"start_time":\d+'), b'"start_time":T'),
+    (re.compile(rb'"connect_ts":\d+'), b'"connect_ts":T'),
+    (re.compile(rb'"remote_address":"[^"]*"'), b'"remote_address":A'),
+    (re.compile(rb'"(http_port|tcp_port)":\d+'), rb'"\1":P'),
+    (re.compile(rb'"memory":\{[^}]*\}'), b'"memory":M'),
+    (re.compile(rb'"(hostname|broadcast_address)":"[^"]*"'), rb'"\1":H'),
+]
+
+
+def mask(body: bytes) -> bytes:
+    for pattern, repl in _MASKS:
+        body = pattern.sub(repl, body)
+    return body
+
+
+def key_paths(value: Any, prefix: str = "") -> list[str]:
+    """Every key path with its position, e.g. `topics[].channels[].clients[].state`."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            out.append(f"{prefix}.{key}")
+            out.extend(key_paths(sub, f"{prefix}.{key}"))
+    elif isinstance(value, list):
+        for sub in value:
+            for path in key_paths(sub, f"{prefix}[]"):
+                if path not in out:
+                    out.append(path)
+    return out
