@@ -15,6 +15,7 @@ import trio
 from protocol import ErrorCode, NSQError
 
 from .backlog import Backlog
+from .e2e import E2ELatency
 from .message import Message
 from .timeouts import TimeoutQueue
 
@@ -41,6 +42,12 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.max_msg_timeout = opts.max_msg_timeout
+        percentiles = opts.e2e_processing_latency_percentile
+        self.e2e_latency = (
+            E2ELatency(opts.e2e_processing_latency_window_time, percentiles)
+            if percentiles
+            else None
+        )
         self.max_consumers = opts.max_channel_consumers
 
     def __repr__(self) -> str:
@@ -168,6 +175,8 @@ class Channel:
             del by_id[msg_id]
             msg.client = None
             done += 1
+            if self.e2e_latency is not None:
+                self.e2e_latency.insert(msg.timestamp)
         client.in_flight -= done
         client.finish_count += done
         return errors

@@ -4,13 +4,18 @@ messages in nsqd's own record layout ([int64 ts][uint16 attempts][16-byte id][bo
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
-from .diskqueue import DiskQueue
+from .diskqueue import DiskQueue, DiskQueueError
 from .message import Message
 
 log = logging.getLogger("nsqd")
+
+
+class Health(Protocol):
+    last_error: str | None  # the latest disk write failure, None when healthy
 
 
 def encode(msg: Message) -> bytes:
@@ -26,7 +31,7 @@ class DiskOverflow:
     """Overflow store on disk. Keeps one record read ahead so a depth that is off after a
     crash (go-diskqueue's counter) never hides records: reading goes on until the file ends."""
 
-    __slots__ = ("_count", "_head", "closed", "queue")
+    __slots__ = ("_count", "_head", "_health", "closed", "queue")
 
     def __init__(
         self,
@@ -36,7 +41,9 @@ class DiskOverflow:
         max_msg_size: int,
         sync_every: int,
         sync_timeout: float,
+        health: Health,
     ) -> None:
+        self._health = health
         self.queue = DiskQueue(
             name,
             data_path,
@@ -66,7 +73,13 @@ class DiskOverflow:
                 log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
 
     def put(self, msg: Message) -> None:
-        self.queue.put(encode(msg))
+        try:
+            self.queue.put(encode(msg))
+        except DiskQueueError as exc:
+            self._health.last_error = str(exc)
+            raise
+        if self._health.last_error is not None:
+            self._health.last_error = None  # as nsqd: the next good write makes it healthy
         self._count += 1
         if self._head is None:
             self._advance()

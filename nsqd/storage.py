@@ -91,6 +91,7 @@ class Storage:
             opts.max_msg_size,
             opts.sync_every,
             opts.sync_timeout,
+            self,
         )
         self._queues[id(queue)] = queue
         return queue
