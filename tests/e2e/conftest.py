@@ -179,6 +179,7 @@ def start_daemon(kind: str, extra_args: tuple[str, ...] | list[str] = ()) -> Dae
         daemon.terminate(2)
         last = daemon.log_tail()
         log_path.unlink(missing_ok=True)
+    shutil.rmtree(data_path, ignore_errors=True)
     raise RuntimeError(f"{kind} nsqd did not start listening:\n{last}")
 
 
