@@ -328,7 +328,6 @@ class Client:
         if self._sending:
             return  # the task already sending picks up what was added
         self._sending = True
-        blocked = False
         try:
             while self._out:
                 data = b"".join(self._out)
@@ -337,13 +336,14 @@ class Client:
                 self._urgent = False
                 self._next_tick = math.inf
                 self._sending_size = len(data)
-                blocked = blocked or len(data) >= HIGH_WATER
                 await self.transport.send(data, max(self.heartbeat_interval, 1.0))
                 self._sending_size = 0
         finally:
             self._sending = False
-        if blocked and self.channel is not None and not self.closed:
-            self.channel.refresh(self)
+        channel = self.channel
+        if channel is not None and channel.backlog and self.can_take():
+            # it may have stopped taking messages while its output passed HIGH_WATER
+            channel.refresh(self)
 
     async def _writer(self) -> None:
         try:
