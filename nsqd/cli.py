@@ -5,19 +5,45 @@ from __future__ import annotations
 
 import argparse
 import gc
+import socket
 import sys
 import tomllib
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
 from .log import log, setup
-from .options import FLAGS, FLAGS_BY_CFG, Flag, OptionError, Options, convert, format_duration
+from .options import (
+    FLAGS,
+    FLAGS_BY_CFG,
+    Flag,
+    OptionError,
+    Options,
+    convert,
+    default_node_id,
+    format_duration,
+)
 
 VERSION_STRING = "nsqd v1.3.0 (trio-nsqd, python)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is an OptionError (main prints it and exits 1, not 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise OptionError(f"{message} (see nsqd --help)")
+
+
 def _default_text(flag: Flag) -> str:
+    # the defaults nsqd's help shows for options whose default is computed or not a plain string
+    if flag.name == "node-id":
+        return f" (default {default_node_id()})"
+    if flag.name == "broadcast-address":
+        return f' (default "{socket.gethostname()}")'
+    if flag.kind == "log_level":
+        return f" (default {str(flag.default).upper()})"
+    if flag.kind == "tls_version":
+        return f" (default {flag.default})"
     if flag.default in (None, "", [], False) or flag.kind == "list":
         return ""
     if flag.kind == "duration":
@@ -28,7 +54,7 @@ def _default_text(flag: Flag) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nsqd",
         usage="nsqd [flags]",
         allow_abbrev=False,
@@ -67,23 +93,46 @@ def resolve(argv: list[str]) -> Options:
     opts = Options()
     config_path = args.get("config")
     if config_path:
-        with open(config_path, "rb") as f:
-            config = tomllib.load(f)
+        try:
+            with open(config_path, "rb") as f:
+                config = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise OptionError(f"failed to load config file {config_path} - {exc}") from None
         for key, value in config.items():
             flag = FLAGS_BY_CFG.get(key)
             if flag is None:
                 continue  # nsqd ignores keys it has no option for
-            opts.values[flag.attr] = convert(flag, value, from_config=True)
+            try:
+                opts.values[flag.attr] = convert(flag, value, from_config=True)
+            except OptionError as exc:
+                raise OptionError(
+                    f"config file {config_path}: invalid value {_show(value)} for {key} - {exc}"
+                ) from None
     for flag in FLAGS:
         raw: Any = args.get(flag.attr)
         if raw is None:
             continue
+        items = raw if flag.kind in ("list", "floats") else [raw]
+        converted = []
+        for item in items:
+            try:
+                converted.append(convert(flag, item))
+            except OptionError as exc:
+                raise OptionError(f'invalid value "{item}" for flag -{flag.name}: {exc}') from None
         if flag.kind in ("list", "floats"):
-            opts.values[flag.attr] = [x for item in raw for x in convert(flag, item)]
+            opts.values[flag.attr] = [x for values in converted for x in values]
         else:
-            opts.values[flag.attr] = convert(flag, raw)
+            opts.values[flag.attr] = converted[0]
     opts.finalize()
     return opts
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ import trio
 
 from protocol import Limits
 
+from . import statsd
 from .backlog import Overflow
 from .channel import Channel
 from .client import Client
@@ -157,6 +158,7 @@ class NSQD:
             root.start_soon(self._scanner)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
+            root.start_soon(statsd.run, self)
             await root.start(self.lookupd.run)
             if http is not None:
                 await root.start(http.serve)

@@ -58,11 +58,26 @@ def parse_bool(text: str) -> bool:
     raise OptionError(f'parse error: invalid boolean "{text}"')
 
 
-def parse_int(text: str) -> int:
+def parse_int(text: str, *, base_prefixes: bool = True) -> int:
+    """Go's strconv.ParseInt: base 0 (0x.., 0o.., 0b.. too) for flags, base 10 in config files."""
     try:
-        return int(text, 0) if text.lower().startswith(("0x", "0o", "0b")) else int(text)
+        if base_prefixes and text.lstrip("+-").lower().startswith(("0x", "0o", "0b")):
+            return int(text, 0)
+        if not text.lstrip("+-").isdigit():
+            raise ValueError(text)
+        return int(text)
     except ValueError:
         raise OptionError(f'parse error: invalid integer "{text}"') from None
+
+
+def go_float(value: float) -> str:
+    """Go's %v of a float64 (2 -> "2", 0.99 -> "0.99")."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+TLS_VERSIONS = ("tls1.0", "tls1.1", "tls1.2", "tls1.3")
 
 
 def format_duration(seconds: float) -> str:
@@ -92,7 +107,8 @@ def default_node_id() -> int:
 @dataclass(frozen=True, slots=True)
 class Flag:
     name: str  # flag name without dashes
-    kind: str  # str | int | bool | duration | list | floats | tls_required
+    # str | int | bool | duration | list | floats | tls_required | log_level | tls_version
+    kind: str
     default: Any
     help: str
     group: str
@@ -121,7 +137,13 @@ _B, _D, _M, _C, _S, _E, _T, _X = (
 FLAGS: list[Flag] = [
     Flag("config", "str", "", "path to config file", _B),
     Flag("version", "bool", False, "print version string", _B),
-    Flag("log-level", "str", "info", "set log verbosity: debug, info, warn, error, or fatal", _B),
+    Flag(
+        "log-level",
+        "log_level",
+        "info",
+        "set log verbosity: debug, info, warn, error, or fatal",
+        _B,
+    ),
     Flag("log-prefix", "str", "[nsqd] ", "log message prefix", _B),
     Flag("verbose", "bool", False, "[deprecated] has no effect, use --log-level", _B),
     Flag(
@@ -136,8 +158,21 @@ FLAGS: list[Flag] = [
     Flag(
         "https-address", "str", "0.0.0.0:4152", "<addr>:<port> to listen on for HTTPS clients", _B
     ),
-    Flag("http-address", "str", "0.0.0.0:4151", "<addr>:<port> to listen on for HTTP clients", _B),
-    Flag("tcp-address", "str", "0.0.0.0:4150", "<addr>:<port> to listen on for TCP clients", _B),
+    Flag(
+        "http-address",
+        "str",
+        "0.0.0.0:4151",
+        "address to listen on for HTTP clients "
+        "(<addr>:<port> for TCP/IP or <path> for unix socket)",
+        _B,
+    ),
+    Flag(
+        "tcp-address",
+        "str",
+        "0.0.0.0:4150",
+        "address to listen on for TCP clients (<addr>:<port> for TCP/IP or <path> for unix socket)",
+        _B,
+    ),
     Flag(
         "auth-http-address",
         "list",
@@ -322,7 +357,7 @@ FLAGS: list[Flag] = [
     ),
     Flag(
         "tls-min-version",
-        "str",
+        "tls_version",
         "tls1.0",
         "minimum SSL/TLS version acceptable ('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3')",
         _T,
@@ -341,27 +376,58 @@ FLAGS_BY_NAME = {f.name: f for f in FLAGS}
 FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS}
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
-    """Coerce a flag string or a config-file value to the option's type."""
+    """Coerce a flag string or a config-file value to the option's type (go-options' coerce
+    for config values: a TOML integer for a duration is milliseconds, a string list may be
+    comma separated)."""
     kind = flag.kind
+    if from_config and not isinstance(value, str | bool | int | float | list):
+        raise OptionError(f"invalid value type {type(value).__name__}")
     if kind == "duration":
-        if from_config and isinstance(value, int) and not isinstance(value, bool):
+        if from_config and _is_int(value):
             return value / 1000  # go-options: a bare config integer is milliseconds
+        if from_config and not isinstance(value, str):
+            raise OptionError("invalid value type, want a duration string or milliseconds")
         return parse_duration(str(value))
     if kind == "int":
-        if isinstance(value, bool):
-            raise OptionError(f"invalid value {value!r} for {flag.name}")
-        return value if isinstance(value, int) else parse_int(str(value))
+        if _is_int(value):
+            return value
+        if isinstance(value, str):
+            return parse_int(value, base_prefixes=not from_config)
+        raise OptionError(f"invalid value type {type(value).__name__}, want an integer")
     if kind == "bool":
-        return value if isinstance(value, bool) else parse_bool(str(value))
+        if isinstance(value, bool):
+            return value
+        if from_config and _is_int(value):
+            return value == 0  # go-options' coerceBool quirk: an integer is true when 0
+        if isinstance(value, str):
+            return parse_bool(value)
+        raise OptionError(f"invalid value type {type(value).__name__}, want a boolean")
     if kind == "list":
-        return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise OptionError("invalid value, want an array of strings")
+            return list(value)
+        if from_config and isinstance(value, str):
+            return value.split(",")
+        return [str(value)]
     if kind == "floats":
         items = value if isinstance(value, list) else str(value).split(",")
-        try:
-            return [float(v) for v in items if str(v).strip()]
-        except ValueError:
-            raise OptionError(f"invalid value {value!r} for {flag.name}") from None
+        out = []
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                raise OptionError(f"invalid value {item!r}, want a float")
+            if isinstance(item, str) and not item.strip():
+                continue
+            try:
+                out.append(float(item))
+            except ValueError:
+                raise OptionError(f'parse error: invalid float "{item}"') from None
+        return out
     if kind == "tls_required":
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -369,6 +435,20 @@ def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
         if text == "tcp-https":
             return text
         return "true" if parse_bool(text) else "false"
+    if kind == "log_level":
+        text = str(value)
+        if text.lower() not in LOG_LEVELS:
+            raise OptionError(f"invalid log level '{text}' (debug, info, warn, error, fatal)")
+        return text.lower()
+    if kind == "tls_version":
+        text = str(value)
+        if text and text.lower() not in TLS_VERSIONS:
+            raise OptionError(f'unknown tlsVersionOption "{text}"')
+        return text.lower()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        raise OptionError("invalid value, want a string")
     return str(value)
 
 
@@ -413,12 +493,12 @@ class Options:
             raise OptionError("cannot require TLS client connections without TLS key and cert")
         for p in v["e2e_processing_latency_percentile"]:
             if not 0 < p <= 1:
-                raise OptionError(f"invalid E2E processing latency percentile: {p}")
+                raise OptionError(f"invalid E2E processing latency percentile: {go_float(p)}")
         v["e2e_processing_latency_percentile"] = sorted(
             v["e2e_processing_latency_percentile"], reverse=True
         )
-        if v["log_level"].lower() not in ("debug", "info", "warn", "error", "fatal"):
-            raise OptionError(f"invalid log level {v['log_level']!r}")
+        if v["log_level"].lower() not in LOG_LEVELS:
+            raise OptionError(f"invalid log level '{v['log_level']}'")
         for key in ("mem_queue_size", "max_msg_size", "max_body_size", "max_rdy_count"):
             if v[key] < 0:
                 raise OptionError(f"--{key.replace('_', '-')} must be >= 0")

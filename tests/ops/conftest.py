@@ -1,0 +1,302 @@
+"""Operations tests: processes (our nsqd, the real nsqd/nsqlookupd/nsqadmin v1.3.0) on free
+127.0.0.1 ports, every wait bounded, every process stopped at teardown."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# tests/protocol (no __init__.py) would shadow the real `protocol` package: checkout first.
+if sys.path[:1] != [str(REPO_ROOT)]:
+    sys.path.insert(0, str(REPO_ROOT))
+if getattr(sys.modules.get("protocol"), "__file__", "") is None:
+    del sys.modules["protocol"]
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 5.0
+OURS = [sys.executable, "-m", "nsqd"]
+
+
+def _reference_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "reference", REPO_ROOT / "scripts" / "reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ref_dir: Path | None = None
+
+
+def reference_bin(tool: str) -> Path:
+    """A real NSQ v1.3.0 tool, installed into .reference/bin first if missing."""
+    global _ref_dir
+    if _ref_dir is None:
+        module = _reference_module()
+        try:
+            _ref_dir = Path(module.ensure_reference())
+        except module.ReferenceInstallError as exc:
+            pytest.skip(f"reference NSQ tools unavailable: {exc}")
+    return _ref_dir / tool
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+        except Exception as exc:  # keep polling; shown if it never succeeds
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {last!r}")
+        time.sleep(step)
+
+
+def port_open(port: int, host: str = HOST) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers={"Accept": "application/vnd.nsq; version=1.0"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def http_json(url: str, timeout: float = 5.0) -> Any:
+    status, body = http_get(url, timeout)
+    assert status == 200, (url, status, body)
+    return json.loads(body)
+
+
+def http_post(url: str, body: bytes = b"", timeout: float = 5.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@dataclass
+class Proc:
+    name: str
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n: int = 30) -> str:
+        return "\n".join(self.log().splitlines()[-n:])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def addr(self, which: str) -> str:
+        return f"{HOST}:{self.ports[which]}"
+
+    def stop(self) -> int | None:
+        """SIGTERM (SIGKILL after STOP_TIMEOUT); the exit status, None if it had to be killed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT)
+            return None
+
+
+def spawn(
+    name: str,
+    argv: list[str],
+    workdir: Path,
+    ports: dict[str, int],
+    wait_for: str | None = "tcp",
+    cwd: Path = REPO_ROOT,
+) -> Proc:
+    """Start `argv`; returns once ports[wait_for] accepts connections (unless None)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    p = Proc(name, proc, workdir, ports, argv)
+    if wait_for is not None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not port_open(ports[wait_for]):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                p.stop()
+                raise AssertionError(f"{name} did not start ({argv}):\n{p.log_tail()}")
+            time.sleep(0.05)
+    return p
+
+
+class Launcher:
+    """Starts processes for one test and stops them all at its end."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.procs: list[Proc] = []
+
+    def nsqd(self, kind: str = "ours", *args: str, name: str | None = None) -> Proc:
+        tcp, http = free_port(), free_port()
+        name = name or f"nsqd-{kind}-{len(self.procs)}"
+        data = self.workdir / f"{name}-data"
+        data.mkdir(parents=True, exist_ok=True)
+        argv = [*(OURS if kind == "ours" else [str(reference_bin("nsqd"))])]
+        argv += [
+            f"--tcp-address={HOST}:{tcp}",
+            f"--http-address={HOST}:{http}",
+            f"--https-address={HOST}:{free_port()}",
+            f"--data-path={data}",
+            *args,
+        ]
+        p = spawn(name, argv, self.workdir, {"tcp": tcp, "http": http})
+        self.procs.append(p)
+        return p
+
+    def nsqlookupd(self, *args: str, tcp: int = 0, http: int = 0) -> Proc:
+        tcp, http = tcp or free_port(), http or free_port()
+        argv = [
+            str(reference_bin("nsqlookupd")),
+            f"--tcp-address={HOST}:{tcp}",
+            f"--http-address={HOST}:{http}",
+            f"--broadcast-address={HOST}",
+            *args,
+        ]
+        p = spawn(f"nsqlookupd-{len(self.procs)}", argv, self.workdir, {"tcp": tcp, "http": http})
+        wait_until(lambda: port_open(http), START_TIMEOUT, "nsqlookupd HTTP")
+        self.procs.append(p)
+        return p
+
+    def nsqadmin(self, lookupd: Proc) -> Proc:
+        http = free_port()
+        argv = [
+            str(reference_bin("nsqadmin")),
+            f"--http-address={HOST}:{http}",
+            f"--lookupd-http-address={lookupd.addr('http')}",
+        ]
+        p = spawn(f"nsqadmin-{len(self.procs)}", argv, self.workdir, {"http": http}, "http")
+        self.procs.append(p)
+        return p
+
+    def stop_all(self) -> list[str]:
+        problems = []
+        for p in reversed(self.procs):
+            rc = p.stop()
+            if rc not in (0, -signal.SIGTERM):
+                problems.append(f"{p.name} exited {rc}:\n{p.log_tail()}")
+        self.procs.clear()
+        return problems
+
+
+@pytest.fixture
+def launcher() -> Iterator[Launcher]:
+    workdir = Path(tempfile.mkdtemp(prefix="nsqd-ops-"))
+    la = Launcher(workdir)
+    try:
+        yield la
+    finally:
+        problems = la.stop_all()
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert not problems, "\n".join(problems)
+
+
+# -- a minimal synchronous V2 client ----------------------------------------------------------
+
+
+class V2:
+    def __init__(self, port: int, timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection((HOST, port), timeout=timeout)
+        self.sock.sendall(b"  V2")
+        self.buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("nsqd closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def frame(self) -> tuple[int, bytes]:
+        """The next frame that is not a heartbeat (answered with NOP)."""
+        while True:
+            size, kind = struct.unpack(">ii", self._read(8))
+            data = self._read(size - 4)
+            if kind == 0 and data == b"_heartbeat_":
+                self.sock.sendall(b"NOP\n")
+                continue
+            return kind, data
+
+    def pub(self, topic: str, body: bytes) -> None:
+        self.sock.sendall(f"PUB {topic}\n".encode() + struct.pack(">i", len(body)) + body)
+        assert self.frame() == (0, b"OK")
+
+    def sub(self, topic: str, channel: str) -> None:
+        self.sock.sendall(f"SUB {topic} {channel}\n".encode())
+        assert self.frame() == (0, b"OK")
+
+    def rdy(self, n: int) -> None:
+        self.sock.sendall(f"RDY {n}\n".encode())
+
+    def message(self) -> tuple[bytes, bytes]:
+        """(id, body) of the next message."""
+        kind, data = self.frame()
+        assert kind == 2, (kind, data)
+        return data[10:26], data[26:]
+
+    def fin(self, msg_id: bytes) -> None:
+        self.sock.sendall(b"FIN " + msg_id + b"\n")
