@@ -44,6 +44,8 @@ def _default_text(flag: Flag) -> str:
         return f" (default {str(flag.default).upper()})"
     if flag.kind == "tls_version":
         return f" (default {flag.default})"
+    if flag.kind == "tls_required":
+        return ""  # nsqd's help shows it as a false bool
     if flag.default in (None, "", [], False) or flag.kind == "list":
         return ""
     if flag.kind == "duration":
@@ -68,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         groups[flag.group] = group
         names = [f"-{flag.name}", f"--{flag.name}"]
         text = (flag.help + _default_text(flag)).replace("%", "%%")  # argparse formats help
-        if flag.kind == "bool":
+        if flag.kind in ("bool", "tls_required"):  # a bare --tls-required means true too
             group.add_argument(
                 *names,
                 dest=flag.attr,
@@ -100,8 +102,8 @@ def resolve(argv: list[str]) -> Options:
             raise OptionError(f"failed to load config file {config_path} - {exc}") from None
         for key, value in config.items():
             flag = FLAGS_BY_CFG.get(key)
-            if flag is None:
-                continue  # nsqd ignores keys it has no option for
+            if flag is None or key in ("config", "version"):
+                continue  # nsqd ignores keys it has no option for (these two are flags only)
             try:
                 opts.values[flag.attr] = convert(flag, value, from_config=True)
             except OptionError as exc:

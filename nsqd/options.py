@@ -43,6 +43,8 @@ def parse_duration(text: str) -> float:
     while pos < len(s):
         m = _DURATION_PART.match(s, pos)
         if m is None:
+            if re.fullmatch(r"(\d+(\.\d*)?|\.\d+)", s[pos:]):
+                raise OptionError(f'time: missing unit in duration "{text}"')
             raise OptionError(f'time: invalid duration "{text}"')
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()

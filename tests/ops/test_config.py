@@ -1,0 +1,340 @@
+"""Flags and config file: nsqd's flag set and defaults (against the real `nsqd --help`), TOML
+keys, precedence flags > file > defaults, bad values refused with a message and exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from nsqd.cli import resolve
+from nsqd.options import FLAGS, OptionError, Options
+
+from .conftest import HOST, OURS, REPO_ROOT, Launcher, free_port, http_get, reference_bin
+
+EXAMPLE = REPO_ROOT / "config" / "nsqd.toml"
+RUN_TIMEOUT = 20
+
+
+def run(argv: list[str], timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="1000")
+    return subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def help_table(text: str) -> dict[str, str]:
+    """flag name -> the default its help shows ("" when none)."""
+    table = {}
+    for block in re.split(r"\n(?=  -\S)", text):
+        m = re.match(r"\s*-(-?)([a-z0-9-]+)", block)
+        if not m or not block.startswith("  -"):
+            continue
+        defaults = re.findall(r"\(default ([^)]*)\)", block)
+        table[m.group(2)] = defaults[-1] if defaults else ""
+    return table
+
+
+# -- --help and --version -----------------------------------------------------------------------
+
+
+def test_help_lists_every_reference_flag_with_its_default() -> None:
+    ref = run([str(reference_bin("nsqd")), "--help"])
+    ours = run([*OURS, "--help"])
+    assert ours.returncode == 0, ours.stderr
+    ref_table = help_table(ref.stdout + ref.stderr)
+    our_table = help_table(ours.stdout)
+    our_table.pop("h", None)
+    assert len(ref_table) > 50
+    assert set(our_table) == set(ref_table)
+    assert our_table == ref_table
+    # grouped by topic, as nsqd's options are
+    for group in ("basic:", "disk queue:", "statsd:", "TLS:", "end to end latency:"):
+        assert f"\n{group}\n" in ours.stdout
+
+
+def test_flag_table_matches_options() -> None:
+    assert {f.cfg_key for f in FLAGS} >= {
+        "id",
+        "nsqlookupd_tcp_addresses",
+        "auth_http_addresses",
+        "e2e_processing_latency_percentiles",
+    }
+
+
+def test_version() -> None:
+    out = run([*OURS, "--version"])
+    assert out.returncode == 0
+    assert out.stdout.startswith("nsqd v1.3.0")
+
+
+# -- precedence ------------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "nsqd.toml"
+    path.write_text(text)
+    return path
+
+
+def test_config_file_keys_and_precedence(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path,
+        """
+id = 77
+msg_timeout = "30s"
+max_msg_timeout = 120000             # integer milliseconds
+mem_queue_size = 5
+max_msg_size = "2048"                # strings are coerced, as go-options does
+nsqlookupd_tcp_addresses = ["127.0.0.1:4160", "127.0.0.1:5160"]
+auth_http_addresses = "a:1,b:2"      # a string list may be comma separated
+e2e_processing_latency_percentiles = [0.5, 1.0, 0.99]
+tls_required = "tcp-https"
+tls_cert = "/x/cert.pem"
+tls_key = "/x/key.pem"
+tls_min_version = "TLS1.2"
+log_level = "WARN"
+snappy = false
+statsd_prefix = "p.%s"
+unknown_key = "ignored"
+""",
+    )
+    o = resolve([f"--config={cfg}"])
+    assert o.node_id == 77
+    assert o.msg_timeout == 30.0
+    assert o.max_msg_timeout == 120.0
+    assert o.mem_queue_size == 5
+    assert o.max_msg_size == 2048
+    assert o.lookupd_tcp_address == ["127.0.0.1:4160", "127.0.0.1:5160"]
+    assert o.auth_http_address == ["a:1", "b:2"]
+    assert o.e2e_processing_latency_percentile == [1.0, 0.99, 0.5]
+    assert o.tls_required == "tcp-https"
+    assert o.tls_min_version == "tls1.2"
+    assert o.log_level == "warn"
+    assert o.snappy is False
+    assert o.statsd_prefix == "p.%s"
+    assert o.deflate is True  # not in the file: the default
+
+    o = resolve(
+        [
+            f"--config={cfg}",
+            "--msg-timeout=5s",
+            "-node-id",
+            "3",
+            "--lookupd-tcp-address=127.0.0.1:1",
+            "--lookupd-tcp-address=127.0.0.1:2",
+            "--snappy",
+            "--tls-required=false",
+            "--log-level=debug",
+            "--e2e-processing-latency-percentile=0.9,0.95",
+        ]
+    )
+    assert o.msg_timeout == 5.0
+    assert o.node_id == 3
+    assert o.lookupd_tcp_address == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert o.snappy is True
+    assert o.tls_required == "false"
+    assert o.log_level == "debug"
+    assert o.e2e_processing_latency_percentile == [0.95, 0.9]
+    assert o.mem_queue_size == 5  # still from the file
+    assert o.max_msg_timeout == 120.0
+
+
+def test_tls_required_bool_in_file_and_client_auth_policy(tmp_path: Path) -> None:
+    cfg = write(tmp_path, 'tls_required = true\ntls_cert = "c"\ntls_key = "k"\n')
+    assert resolve([f"--config={cfg}"]).tls_required == "true"
+    cfg = write(tmp_path, 'tls_client_auth_policy = "require"\ntls_cert = "c"\ntls_key = "k"\n')
+    assert resolve([f"--config={cfg}"]).tls_required == "true"  # the policy forces TLS
+
+
+def test_defaults_without_config() -> None:
+    o = resolve([])
+    d = Options()
+    d.finalize()
+    assert o.values == d.values
+    assert o.msg_timeout == 60.0 and o.max_req_timeout == 3600.0
+    assert o.tcp_address == "0.0.0.0:4150" and o.http_address == "0.0.0.0:4151"
+    assert 0 <= o.node_id < 1024
+
+
+@pytest.mark.parametrize("kind", ["ours", "reference"])
+def test_precedence_seen_by_the_running_daemon(
+    launcher: Launcher, tmp_path: Path, kind: str
+) -> None:
+    cfg = write(
+        tmp_path,
+        'msg_timeout = "30s"\nmax_rdy_count = 77\nmem_queue_size = 123\n'
+        "max_msg_size = 4096\nid = 12\n",
+    )
+    nsqd = launcher.nsqd(kind, f"--config={cfg}", "--max-rdy-count=55", "--msg-timeout=45s")
+    base = f"http://{nsqd.addr('http')}/config"
+    got = {}
+    for key in ("msg_timeout", "max_rdy_count", "mem_queue_size", "max_msg_size", "id"):
+        status, body = http_get(f"{base}/{key}")
+        assert status == 200, (key, status, body)
+        got[key] = json.loads(body)
+    assert got == {
+        "msg_timeout": 45_000_000_000,
+        "max_rdy_count": 55,
+        "mem_queue_size": 123,
+        "max_msg_size": 4096,
+        "id": 12,
+    }
+
+
+# -- bad values ------------------------------------------------------------------------------
+
+BAD_FLAGS = [
+    (["--msg-timeout=soon"], 'invalid value "soon" for flag -msg-timeout'),
+    (["--msg-timeout=60"], "missing unit"),
+    (["--mem-queue-size=lots"], 'invalid value "lots" for flag -mem-queue-size'),
+    (["--deflate=maybe"], 'invalid value "maybe" for flag -deflate'),
+    (["--tls-required=sometimes"], 'invalid value "sometimes" for flag -tls-required'),
+    (["--node-id=1024"], "--node-id must be [0,1024)"),
+    (["--node-id=-1"], "--node-id must be [0,1024)"),
+    (["--e2e-processing-latency-percentile=1.5"], "invalid E2E processing latency percentile: 1.5"),
+    (["--e2e-processing-latency-percentile=0"], "invalid E2E processing latency percentile: 0"),
+    (["--max-deflate-level=10"], "--max-deflate-level must be [1,9]"),
+    (["--max-deflate-level=0"], "--max-deflate-level must be [1,9]"),
+    (["--log-level=loud"], "invalid log level 'loud'"),
+    (["--tls-min-version=ssl3.0"], 'unknown tlsVersionOption "ssl3.0"'),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["--tls-required"], "cannot require TLS client connections without TLS key and cert"),
+    (["--config=/nonexistent/nsqd.toml"], "failed to load config file /nonexistent/nsqd.toml"),
+]
+
+BAD_FILES = [
+    ('msg_timeout = "soon"', 'invalid value "soon" for msg_timeout'),
+    ('sync_timeout = "1500"', "missing unit"),
+    ("msg_timeout = 1.5", "msg_timeout"),
+    ('mem_queue_size = "lots"', 'invalid value "lots" for mem_queue_size'),
+    ('mem_queue_size = "0x10"', "mem_queue_size"),
+    ("mem_queue_size = 1.5", "mem_queue_size"),
+    ('deflate = "maybe"', 'invalid value "maybe" for deflate'),
+    ('tls_required = "sometimes"', "tls_required"),
+    ("id = 1024", "--node-id must be [0,1024)"),
+    ("e2e_processing_latency_percentiles = [1.0, 2.0]", "percentile: 2"),
+    ("max_deflate_level = 12", "--max-deflate-level must be [1,9]"),
+    ('log_level = "loud"', "log_level"),
+    ('tls_min_version = "tls9"', "tls_min_version"),
+    ("x = = 1", "failed to load config file"),
+    ("[unclosed", "failed to load config file"),
+]
+
+
+def _assert_refused(out: subprocess.CompletedProcess[str], message: str) -> None:
+    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
+    assert message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_FLAGS, ids=[a[0] for a, _ in BAD_FLAGS])
+def test_bad_flag_refused(args: list[str], message: str) -> None:
+    _assert_refused(run([*OURS, *args]), message)
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_FILES, ids=[t for t, _ in BAD_FILES])
+def test_bad_config_value_refused(tmp_path: Path, text: str, message: str) -> None:
+    cfg = write(tmp_path, text + "\n")
+    out = run([*OURS, f"--config={cfg}"])
+    _assert_refused(out, message)
+    assert str(cfg) in out.stderr or "must be" in out.stderr or "percentile" in out.stderr
+
+
+def test_reference_refuses_the_same_config_values(tmp_path: Path) -> None:
+    """The real nsqd exits non-zero on every one of BAD_FILES too (it is fast to check)."""
+    for text, _ in BAD_FILES:
+        cfg = write(tmp_path, text + "\n")
+        out = run(
+            [
+                str(reference_bin("nsqd")),
+                f"--config={cfg}",
+                f"--data-path={tmp_path}",
+                f"--tcp-address={HOST}:{free_port()}",
+                f"--http-address={HOST}:{free_port()}",
+                f"--https-address={HOST}:{free_port()}",
+            ],
+            timeout=10,
+        )
+        assert out.returncode != 0, text
+
+
+def test_unreadable_config_refused(tmp_path: Path) -> None:
+    out = run([*OURS, f"--config={tmp_path}"])  # a directory
+    _assert_refused(out, f"failed to load config file {tmp_path}")
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    _assert_refused(run([*OURS, f"--config={binary}"]), "failed to load config file")
+
+
+def test_in_process_errors_are_option_errors(tmp_path: Path) -> None:
+    with pytest.raises(OptionError, match="unrecognized"):
+        resolve(["--bogus"])
+    cfg = write(tmp_path, "nsqlookupd_tcp_addresses = [1, 2]\n")
+    with pytest.raises(OptionError, match="nsqlookupd_tcp_addresses"):
+        resolve([f"--config={cfg}"])
+
+
+# -- the example config file -------------------------------------------------------------------
+
+
+def test_example_config_documents_every_key_with_our_defaults() -> None:
+    text = EXAMPLE.read_text()
+    config = tomllib.loads(text)
+    for flag in FLAGS:
+        if flag.name in ("config", "version", "worker-id"):
+            continue
+        assert re.search(rf"^#? ?{flag.cfg_key} = ", text, re.M), flag.cfg_key
+    loaded = resolve([f"--config={EXAMPLE}"])
+    defaults = Options()
+    defaults.finalize()
+    for key in config:
+        flag = next(f for f in FLAGS if f.cfg_key == key)
+        assert loaded.values[flag.attr] == defaults.values[flag.attr], key
+
+
+@pytest.mark.parametrize("kind", ["ours", "reference"])
+def test_example_config_starts(launcher: Launcher, kind: str) -> None:
+    nsqd = launcher.nsqd(kind, f"--config={EXAMPLE}")
+    status, body = http_get(f"http://{nsqd.addr('http')}/ping")
+    assert (status, body) == (200, b"OK")
+
+
+# -- logging ---------------------------------------------------------------------------------
+
+LINE = re.compile(r"^(?P<prefix>.*?)\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} (?P<level>[A-Z]+): ")
+
+
+@pytest.mark.parametrize("kind", ["ours", "reference"])
+def test_log_level_and_prefix(launcher: Launcher, kind: str) -> None:
+    dead = f"{HOST}:{free_port()}"  # nothing listens: nsqd logs its lookupd errors
+    nsqd = launcher.nsqd(kind, "--log-level=warn", "--log-prefix=[custom] ")
+    other = launcher.nsqd(kind, f"--lookupd-tcp-address={dead}", "--log-level=WARN")
+    launcher.procs.remove(nsqd)
+    launcher.procs.remove(other)
+    assert nsqd.stop() == 0
+    time.sleep(1.5)  # a connection attempt to the dead lookupd fails and is logged
+    assert other.stop() == 0
+    for proc, prefix in ((nsqd, "[custom] "), (other, "[nsqd] ")):
+        lines = [line for line in proc.log().splitlines() if line.strip()]
+        levels = []
+        for line in lines:
+            m = LINE.match(line)
+            if m:
+                assert m["prefix"] == prefix, line
+                levels.append(m["level"])
+        assert "INFO" not in levels and "DEBUG" not in levels, lines
+    assert "ERROR" in [LINE.match(x)["level"] for x in other.log().splitlines() if LINE.match(x)]
