@@ -32,6 +32,9 @@ class Channel:
         opts = topic.daemon.options
         overflow = topic.daemon.new_overflow(f"{topic.name}:{name}", self.ephemeral)
         self.backlog = Backlog(opts.mem_queue_size, overflow)
+        # --mem-queue-size=0: every message goes through the disk queue, as in nsqd (ephemeral
+        # channels, which have no disk, still hand messages to a waiting consumer).
+        self._hand_off = opts.mem_queue_size > 0 or self.ephemeral
         self.in_flight = TimeoutQueue()
         self.deferred = TimeoutQueue()
         self.clients: dict[int, Client] = {}
@@ -66,11 +69,13 @@ class Channel:
     def put_many(self, msgs: list[Message]) -> None:
         """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
         self.message_count += len(msgs)
-        if self._ready and not self.backlog and not self.paused:
+        if self._ready and not self.backlog and not self.paused and self._hand_off:
             msgs = self._hand_out(msgs)  # straight to consumers with credit
             if not msgs:
                 return
         self.backlog.extend(msgs)
+        if self._ready:
+            self._dispatch()
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1

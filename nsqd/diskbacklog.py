@@ -4,6 +4,7 @@ messages in nsqd's own record layout ([int64 ts][uint16 attempts][16-byte id][bo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
@@ -28,10 +29,11 @@ def decode(data: bytes) -> Message:
 
 
 class DiskOverflow:
-    """Overflow store on disk. Keeps one record read ahead so a depth that is off after a
-    crash (go-diskqueue's counter) never hides records: reading goes on until the file ends."""
+    """Overflow store on disk. A record leaves the queue (its read position moves, and a sync
+    persists that) only when get() hands it out, as in go-diskqueue: nothing is read ahead, so a
+    crash or a clean restart loses or reorders nothing."""
 
-    __slots__ = ("_count", "_head", "_health", "closed", "queue")
+    __slots__ = ("_count", "_health", "_sync_wanted", "closed", "queue")
 
     def __init__(
         self,
@@ -42,8 +44,10 @@ class DiskOverflow:
         sync_every: int,
         sync_timeout: float,
         health: Health,
+        sync_wanted: Callable[[], None],
     ) -> None:
         self._health = health
+        self._sync_wanted = sync_wanted
         self.queue = DiskQueue(
             name,
             data_path,
@@ -54,23 +58,8 @@ class DiskOverflow:
             sync_timeout=sync_timeout,
             logger=log,
         )
-        self._head: Message | None = None
-        self._count = 0
+        self._count = max(self.queue.depth(), 0)
         self.closed = False
-        self._advance()
-        self._count = max(self.queue.depth(), 0) + (self._head is not None)
-
-    def _advance(self) -> None:
-        while True:
-            data = self.queue.read()
-            if data is None:
-                self._head = None
-                return
-            try:
-                self._head = decode(data)
-                return
-            except Exception as exc:  # a record nsqd could not have written: skip it
-                log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
 
     def put(self, msg: Message) -> None:
         try:
@@ -81,36 +70,35 @@ class DiskOverflow:
         if self._health.last_error is not None:
             self._health.last_error = None  # as nsqd: the next good write makes it healthy
         self._count += 1
-        if self._head is None:
-            self._advance()
+        if self.queue.needs_sync():
+            self._sync_wanted()  # --sync-every reached: fsync now, not at the next poll
 
     def get(self) -> Message | None:
-        msg = self._head
-        if msg is None:
-            self._count = 0  # a depth counter that was off after a crash ends here
-            return None
-        self._advance()
-        self._count = max(self._count - 1, self._head is not None)
-        return msg
+        while True:
+            data = self.queue.read()
+            if data is None:
+                self._count = 0  # a depth counter that was off after a crash ends here
+                return None
+            try:
+                msg = decode(data)
+            except Exception as exc:  # a record nsqd could not have written: skip it
+                log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
+                continue
+            self._count = max(self._count - 1, 0)
+            return msg
 
     def __len__(self) -> int:
         return self._count
 
     def clear(self) -> None:
         self.queue.empty()
-        self._head = None
         self._count = 0
 
     def close(self) -> None:
-        """Clean stop: the read-ahead record goes back to the queue so nothing is lost."""
-        if self._head is not None:
-            self.queue.put(encode(self._head))
-            self._head = None
         self.closed = True
         self.queue.close()
 
     def delete(self) -> None:
-        self._head = None
         self._count = 0
         self.closed = True
         self.queue.delete()

@@ -33,6 +33,7 @@ class Storage:
         self._metadata_wakeup: trio.Event | None = None
         self.last_error: str | None = None  # the most recent disk write failure, for /ping
         self.loading = False  # recreating nsqd.dat's topics: no lookupd queries, no rewrites
+        self._sync_wakeup = trio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -92,14 +93,21 @@ class Storage:
             opts.sync_every,
             opts.sync_timeout,
             self,
+            self.sync_wanted,
         )
         self._queues[id(queue)] = queue
         return queue
 
+    def sync_wanted(self) -> None:
+        self._sync_wakeup.set()
+
     async def syncer(self) -> None:
-        """fsync queues that reached --sync-every ops or --sync-timeout, off the event loop."""
+        """fsync queues that reached --sync-every ops (woken at once) or --sync-timeout
+        (checked every 100 ms), in a worker thread so the event loop never waits on the disk."""
         while True:
-            await trio.sleep(SYNC_CHECK_INTERVAL)
+            with trio.move_on_after(SYNC_CHECK_INTERVAL):
+                await self._sync_wakeup.wait()
+            self._sync_wakeup = trio.Event()
             for key, overflow in list(self._queues.items()):
                 if overflow.closed:
                     del self._queues[key]
