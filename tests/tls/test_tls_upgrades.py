@@ -85,8 +85,6 @@ def transcript(daemon: Daemon, certs: Certs, body: dict[str, Any], topic: str) -
                 c.start_tls(certs.client_context())
                 oks.append(("tls", c.read_frame()))
             if reply["snappy"]:
-                if not reply["tls_v1"]:
-                    c._buf[:0] = b""  # (nothing parsed past the JSON frame)
                 c.start_snappy()
                 oks.append(("snappy", c.read_frame()))
                 out["snappy_wire"] = b"".join(c.raw_received)
