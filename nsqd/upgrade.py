@@ -34,6 +34,12 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
             prefix = b""
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
                 await tls.do_handshake()
+            if client.daemon.options.tls_client_auth_policy and not tls.getpeercert(True):
+                # "require": Python's ssl asks for a certificate but cannot insist on one
+                raise NSQError(
+                    ErrorCode.E_IDENTIFY_FAILED,
+                    "IDENTIFY failed tls: client didn't provide a certificate",
+                )
             stream = tls
             client.tls_stream = tls
             conn.tls_active = True
