@@ -178,6 +178,10 @@ class NSQD:
                 clients.cancel_scope.deadline = trio.current_time() + 5
             root.cancel_scope.cancel()
         self.storage.close()
+        auth_http = getattr(self, "_auth_http", None)  # created by nsqd.auth on first use
+        if auth_http is not None:
+            with trio.move_on_after(1):
+                await auth_http.aclose()
         log.info("exiting")
 
     def stop(self) -> None:
