@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 bash scripts/install_reference.sh
+bash scripts/install_browser.sh  # headless Chromium for the nsqadmin check in tests/ops
 python -m pytest "$@"
