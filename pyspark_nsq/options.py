@@ -1,0 +1,142 @@
+"""The connector's options, validated once into frozen (picklable) dataclasses.
+
+Spark hands options as a case-insensitive mapping of strings; plain dicts work too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from protocol import is_valid_name
+
+from .addresses import Address, parse_list
+
+DEFAULT_RDY = 2500  # nsqd's default --max-rdy-count
+DEFAULT_MSG_TIMEOUT_MS = 60_000  # nsqd's default --msg-timeout
+MAX_BODY_BYTES = 5 * 1024 * 1024  # nsqd's default --max-body-size
+
+
+class OptionError(ValueError):
+    """A missing or invalid connector option."""
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    value = options.get(name)
+    if value is None:
+        value = options.get(name.lower())
+    if value is None:
+        return None
+    value = str(value).strip()
+    return value or None
+
+
+def _opt_int(options: Mapping[str, str], name: str, minimum: int) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option {name}: {raw!r} is not an integer") from None
+    if value < minimum:
+        raise OptionError(f"option {name}: {value} is below {minimum}")
+    return value
+
+
+def _int(options: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    value = _opt_int(options, name, minimum)
+    return default if value is None else value
+
+
+def _name(options: Mapping[str, str], name: str, *, required: bool) -> str | None:
+    value = _get(options, name)
+    if value is None:
+        if required:
+            raise OptionError(f"option {name!r} is required")
+        return None
+    if not is_valid_name(value.encode()):
+        raise OptionError(
+            f"option {name}: {value!r} is not a valid NSQ name "
+            "(1-64 of [.a-zA-Z0-9_-], optionally ending in #ephemeral)"
+        )
+    return value
+
+
+def _addresses(options: Mapping[str, str]) -> tuple[tuple[Address, ...], tuple[Address, ...]]:
+    try:
+        nsqd = tuple(parse_list(_get(options, "nsqd"), what="nsqd address"))
+        lookupd = tuple(parse_list(_get(options, "lookupd"), what="nsqlookupd address"))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if not nsqd and not lookupd:
+        raise OptionError("set option 'nsqd' (host:port[,host:port...]) or 'lookupd'")
+    return nsqd, lookupd
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    topic: str
+    channel: str
+    nsqd: tuple[Address, ...] = ()
+    nsqd_http: tuple[Address, ...] = ()  # same order as nsqd; default: TCP port + 1
+    lookupd: tuple[Address, ...] = ()
+    max_messages_per_trigger: int | None = None
+    rdy: int = DEFAULT_RDY
+    msg_timeout_ms: int = DEFAULT_MSG_TIMEOUT_MS
+    num_partitions: int = 2
+    poll_timeout_ms: int = 0
+    available_now_idle_ms: int = 10_000
+    lookupd_poll_interval_ms: int = 30_000
+    connect_timeout_ms: int = 5_000
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        nsqd, lookupd = _addresses(options)
+        try:
+            http = tuple(parse_list(_get(options, "nsqdHttp"), what="nsqd HTTP address"))
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        if http and len(http) != len(nsqd):
+            raise OptionError("option nsqdHttp must list one HTTP address per nsqd address")
+        if not http:
+            http = tuple(Address(a.host, a.port + 1) for a in nsqd)
+        topic = _name(options, "topic", required=True)
+        channel = _name(options, "channel", required=True)
+        assert topic is not None and channel is not None
+        return cls(
+            topic=topic,
+            channel=channel,
+            nsqd=nsqd,
+            nsqd_http=http,
+            lookupd=lookupd,
+            max_messages_per_trigger=_opt_int(options, "maxMessagesPerTrigger", 1),
+            rdy=_int(options, "rdy", DEFAULT_RDY, 1),
+            msg_timeout_ms=_int(options, "msgTimeoutMs", DEFAULT_MSG_TIMEOUT_MS, 1000),
+            num_partitions=_int(options, "numPartitions", 2, 1),
+            poll_timeout_ms=_int(options, "pollTimeoutMs", 0, 0),
+            available_now_idle_ms=_int(options, "availableNowIdleMs", 10_000, 0),
+            lookupd_poll_interval_ms=_int(options, "lookupdPollIntervalMs", 30_000, 100),
+            connect_timeout_ms=_int(options, "connectTimeoutMs", 5_000, 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    nsqd: tuple[Address, ...] = ()
+    lookupd: tuple[Address, ...] = ()
+    topic: str | None = None  # overrides a `topic` column, as Kafka's sink does
+    batch_size: int = 1000
+    max_body_bytes: int = MAX_BODY_BYTES
+    connect_timeout_ms: int = 5_000
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        nsqd, lookupd = _addresses(options)
+        return cls(
+            nsqd=nsqd,
+            lookupd=lookupd,
+            topic=_name(options, "topic", required=False),
+            batch_size=_int(options, "batchSize", 1000, 1),
+            max_body_bytes=_int(options, "maxBodyBytes", MAX_BODY_BYTES, 16),
+            connect_timeout_ms=_int(options, "connectTimeoutMs", 5_000, 1),
+        )

@@ -1,0 +1,209 @@
+"""The streaming reader: offsets are {"seq": n}, a count of messages handed to Spark.
+
+Where things run (see README "Spark"): every method but `read` runs in one long-lived Python
+process on the driver, which holds the nsqd connections and the messages; `read` runs on
+executors and only unpacks the rows that `partitions` put into each `NsqPartition`.
+
+FIN after commit: `latestOffset(start, limit)` is called on every trigger with `start` = the
+end of the last batch Spark committed, so everything up to `start` is FINed there; `commit(end)`
+does the same (Spark calls it one batch late, and never for the final batch)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .consumer import Consumer, Held
+from .http import channel_counts
+from .options import SourceOptions
+from .schema import check_source_schema
+
+log = logging.getLogger("pyspark_nsq")
+
+
+@dataclass
+class NsqPartition(InputPartition):
+    """The rows of one Spark task, columnar (ids are nsqd's 16 hex characters)."""
+
+    ids: list[str]
+    bodies: list[bytes]
+    timestamps_us: list[int]
+    attempts: list[int]
+    topic: str
+    channel: str
+
+
+def _offset(seq: int) -> dict[str, int]:
+    return {"seq": seq}
+
+
+def _trace(topic: str, event: str, **fields: Any) -> None:
+    """Append one JSON line per reader call to $PYSPARK_NSQ_TRACE (debugging and tests)."""
+    path = os.environ.get("PYSPARK_NSQ_TRACE")
+    if path:
+        line = json.dumps(
+            {"pid": os.getpid(), "t": time.time(), "topic": topic, "event": event, **fields}
+        )
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        check_source_schema(schema)
+        self.opts = options
+        self.schema = schema
+        self._consumer: Consumer | None = None
+        self._base = 0
+        self._available_now = False
+        self._target: int | None = None
+
+    # The planner pickles this object for the executors: never with connections or threads.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_consumer"] = None
+        return state
+
+    def _started(self, *, rdy_open: bool = True) -> Consumer:
+        if self._consumer is None:
+            consumer = Consumer(self.opts)
+            consumer.note_offset(self._base)
+            consumer.start(rdy_open=rdy_open)
+            self._consumer = consumer
+        return self._consumer
+
+    def initialOffset(self) -> dict[str, int]:
+        _trace(self.opts.topic, "initialOffset")
+        return _offset(0)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_messages_per_trigger:
+            return ReadMaxRows(self.opts.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int] | None = None,
+                     limit: ReadLimit | None = None) -> dict[str, int]:
+        start_seq = int((start or {}).get("seq", self._base))
+        self._base = max(self._base, start_seq)
+        consumer = self._started()
+        fins = consumer.fin_through(start_seq)  # Spark has committed every batch up to start
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if self._available_now:
+            self._wait_available_now(consumer)
+        elif not consumer.buffered() and self.opts.poll_timeout_ms:
+            consumer.wait_for_data(self.opts.poll_timeout_ms / 1000)
+        end = start_seq
+        if not isinstance(limit, ReadMinRows) or consumer.buffered() >= limit.min_rows:
+            end = consumer.take(start_seq, max_rows)
+        _trace(self.opts.topic, "latestOffset", start=start_seq, end=end, limit=repr(limit),
+               fin=fins, accepted=consumer.accepted, redelivered=consumer.redelivered)
+        return _offset(end)
+
+    def _wait_available_now(self, consumer: Consumer) -> None:
+        """An unchanged offset ends an availableNow query: while fewer messages than the
+        target have arrived, wait for more (up to availableNowIdleMs without any arriving)."""
+        idle = self.opts.available_now_idle_ms / 1000
+        while not consumer.buffered():
+            if self._target is not None and consumer.accepted >= self._target:
+                return
+            if not consumer.wait_for_data(idle):
+                if self._target is not None:
+                    log.warning("availableNow: %d of %d messages arrived, ending the run",
+                                consumer.accepted, self._target)
+                return
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Target = topic depth + channel depth + in flight, summed over the nsqds (their
+        /stats), counted while this reader is subscribed with RDY 0; no more than that many
+        messages are read in this run."""
+        self._available_now = True
+        consumer = self._started(rdy_open=False)
+        _trace(self.opts.topic, "prepareForTriggerAvailableNow")
+        target = 0
+        try:
+            for link in consumer.links():
+                counts = channel_counts(link.producer.http, self.opts.topic, self.opts.channel,
+                                        self.opts.connect_timeout_ms / 1000)
+                if counts is not None:
+                    target += counts.topic_depth + counts.depth + counts.in_flight
+            self._target = target
+            consumer.limit_accepted(target)
+        except (OSError, ValueError) as exc:
+            log.warning("availableNow: no channel counts from nsqd's /stats (%s); reading "
+                        "until nothing arrives for availableNowIdleMs", exc)
+            self._target = None
+        _trace(self.opts.topic, "target", target=self._target)
+        consumer.set_rdy_open(True)
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        return None if self._consumer is None else _offset(self._consumer.latest())
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[NsqPartition]:
+        s, e = int(start["seq"]), int(end["seq"])
+        self._base = max(self._base, e)
+        held = [] if self._consumer is None else self._consumer.rows(s, e)
+        _trace(self.opts.topic, "partitions", start=s, end=e, held=len(held))
+        if not held:  # e.g. a fresh process replaying the last uncommitted batch: its
+            return []  # messages were never FINed and come back from nsqd
+        if len(held) < e - s:
+            log.warning("batch (%d, %d]: %d of %d messages no longer held; nsqd redelivers "
+                        "the rest", s, e, len(held), e - s)
+        n = max(1, min(self.opts.num_partitions, len(held)))
+        size = -(-len(held) // n)
+        return [self._partition(held[i : i + size]) for i in range(0, len(held), size)]
+
+    def _partition(self, held: list[Held]) -> NsqPartition:
+        return NsqPartition(
+            ids=[h.id.decode("ascii", "replace") for h in held],
+            bodies=[h.body for h in held],
+            timestamps_us=[h.timestamp_ns // 1000 for h in held],
+            attempts=[h.attempts for h in held],
+            topic=self.opts.topic,
+            channel=self.opts.channel,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        assert isinstance(partition, NsqPartition)
+        n = len(partition.ids)
+        if not n:
+            return
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        columns = {
+            "id": lambda t: pa.array(partition.ids, t),
+            "body": lambda t: pa.array(partition.bodies, t),
+            "timestamp": lambda t: pa.array(partition.timestamps_us, t),
+            "attempts": lambda t: pa.array(partition.attempts, t),
+            "topic": lambda t: pa.array([partition.topic] * n, t),
+            "channel": lambda t: pa.array([partition.channel] * n, t),
+        }
+        arrays = [columns[f.name](f.type) for f in arrow_schema]
+        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+    def commit(self, end: dict[str, int]) -> None:
+        fins = 0 if self._consumer is None else self._consumer.fin_through(int(end["seq"]))
+        _trace(self.opts.topic, "commit", end=int(end["seq"]), fin=fins)
+
+    def stop(self) -> None:
+        _trace(self.opts.topic, "stop")
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+

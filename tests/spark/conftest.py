@@ -1,0 +1,75 @@
+"""Fixtures for the PySpark connector tests: one local[2] Spark session and one of our nsqd
+processes for the whole run (every test uses its own topic), and a reader trace file."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+# The checkout first (pyspark_nsq and protocol), then this folder (spark_support).
+for path in (str(HERE), str(HERE.parents[1])):
+    if path in sys.path:
+        sys.path.remove(path)
+    sys.path.insert(0, path)
+if getattr(sys.modules.get("protocol"), "__file__", "") is None:  # a namespace stand-in
+    del sys.modules["protocol"]
+
+from spark_support import Proc, build_session, our_nsqd, spark_env  # noqa: E402
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e .[spark])")
+pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install -e .[spark])")
+
+_topics = itertools.count()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        skip = pytest.mark.skip(reason="no Java runtime for Spark")
+        for item in items:
+            if "tests/spark" in str(item.fspath):
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("trace") / "reader.jsonl"
+
+
+@pytest.fixture(scope="session")
+def spark(trace_path: Path) -> Iterator[Any]:
+    """One session for the run. The environment must be set before the JVM starts: its
+    Python workers inherit it (this interpreter, PYTHONPATH with the repo, loopback)."""
+    saved = dict(os.environ)
+    os.environ.update(spark_env({"PYSPARK_NSQ_TRACE": str(trace_path)}))
+    session = build_session("pyspark_nsq-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def nsqd() -> Iterator[Proc]:
+    daemon = our_nsqd()
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    name = request.node.name.replace("[", "_").replace("]", "")[:40]
+    return f"{name}_{int(time.time())}_{next(_topics)}"

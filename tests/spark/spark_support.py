@@ -1,0 +1,203 @@
+"""Helpers for the Spark connector tests: daemons on free 127.0.0.1 ports, publishing,
+draining, bounded waits, and the Spark session settings shared with the child job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.2,
+               what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def spark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Workers run this interpreter, find `pyspark_nsq` on PYTHONPATH, and stay on loopback."""
+    env = dict(os.environ)
+    path = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env.update(extra or {})
+    return env
+
+
+SPARK_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "1g",
+}
+
+
+def build_session(app: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName(app)
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+@dataclass
+class Proc:
+    name: str
+    proc: subprocess.Popen[bytes]
+    tcp_port: int
+    http_port: int
+    workdir: Path
+
+    @property
+    def tcp(self) -> str:
+        return f"127.0.0.1:{self.tcp_port}"
+
+    @property
+    def http(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join((self.workdir / "log").read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _wait_port(proc: subprocess.Popen[bytes], port: int) -> bool:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
+                  *, data_flag: str = "--data-path") -> Proc:
+    """An nsqd (ours or Go's) or nsqlookupd on free loopback ports."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
+    for _ in range(3):
+        tcp, http = free_port(), free_port()
+        args = [*command, f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"]
+        if data_flag:
+            args.append(f"{data_flag}={workdir}")
+        with open(workdir / "log", "ab") as log:
+            proc = subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        started = Proc(name, proc, tcp, http, workdir)
+        if _wait_port(proc, tcp):
+            return started
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    raise RuntimeError(f"{name} did not start:\n{started.log_tail()}")
+
+
+def our_nsqd() -> Proc:
+    return start_process("nsqd", [sys.executable, "-m", "nsqd"])
+
+
+def publish(nsqd: Proc, topic: str, bodies: Sequence[bytes]) -> None:
+    from pyspark_nsq.addresses import Address
+    from pyspark_nsq.conn import Publisher
+
+    with Publisher(Address.parse(nsqd.tcp)) as pub:
+        pub.publish_many(topic, bodies)
+
+
+def drain(nsqd_tcp: str, topic: str, channel: str, expected: int,
+          timeout: float = 60.0, settle: float = 0.5) -> list[bytes]:
+    """Consume and FIN until `expected` messages arrived (then `settle` more seconds for
+    extras); returns their bodies."""
+    from pyspark_nsq.consumer import Consumer
+    from pyspark_nsq.options import SourceOptions
+
+    opts = SourceOptions.parse({"nsqd": nsqd_tcp, "topic": topic, "channel": channel})
+    consumer = Consumer(opts)
+    consumer.start()
+    bodies: list[bytes] = []
+    seq = 0
+    try:
+        def take() -> bool:
+            nonlocal seq
+            end = consumer.take(seq, None)
+            bodies.extend(h.body for h in consumer.rows(seq, end))
+            consumer.fin_through(end)
+            seq = end
+            return len(bodies) >= expected
+
+        wait_until(take, timeout, 0.1, f"{expected} messages on {topic}/{channel}")
+        time.sleep(settle)
+        take()
+    finally:
+        consumer.close()
+    return bodies
+
+
+def channel_stats(nsqd: Proc, topic: str, channel: str) -> Any:
+    """(topic depth, channel depth, in flight, timeouts) from /stats, or None without it."""
+    import urllib.request
+
+    url = f"http://{nsqd.http}/stats?format=json&topic={topic}&channel={channel}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            doc = json.loads(response.read())
+    except OSError:
+        return None
+    for t in doc.get("topics") or []:
+        if t["topic_name"] == topic:
+            for c in t.get("channels") or []:
+                if c["channel_name"] == channel:
+                    return c
+    return None
+
+
+def read_trace(path: Path, topic: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in events if e.get("topic") == topic]

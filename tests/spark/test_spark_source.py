@@ -1,0 +1,188 @@
+"""The nsq streaming source in a real local Spark session against our nsqd."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_support import Proc, channel_stats, publish, read_trace, wait_until
+
+from pyspark_nsq.schema import SOURCE_DDL
+
+N = 10_000
+
+
+def bodies(n: int, prefix: str = "event") -> list[bytes]:
+    return [b'{"%s":%d}' % (prefix.encode(), i) for i in range(n)]
+
+
+def source(spark: Any, nsqd: Proc, topic: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("nsq")  # found by Spark's pyspark_* scan: no register()
+        .option("nsqd", nsqd.tcp)
+        .option("nsqdHttp", nsqd.http)
+        .option("topic", topic)
+        .option("channel", "spark")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def committed_rows(spark: Any, out: Path) -> Any:
+    if not (out / "_spark_metadata").exists():
+        return None
+    return spark.read.schema(SOURCE_DDL).parquet(str(out))
+
+
+def count_rows(spark: Any, out: Path) -> int:
+    df = committed_rows(spark, out)
+    return 0 if df is None else df.count()
+
+
+def stop(query: Any) -> None:
+    query.stop()
+    query.awaitTermination(30)
+
+
+def test_stream_10k_into_parquet_exactly_once(spark: Any, nsqd: Proc, topic: str,
+                                              tmp_path: Path) -> None:
+    """Messages published while the query runs land in Parquet once each, with every column."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    publish(nsqd, topic, bodies(1))  # the topic exists before the channel: nothing is lost
+    query = (
+        source(spark, nsqd, topic)
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        expected = bodies(N)
+        publish(nsqd, topic, expected[1:])
+        started = time.monotonic()
+        wait_until(lambda: count_rows(spark, out) >= N, 120, 1.0, f"{N} rows in parquet")
+        elapsed = time.monotonic() - started
+    finally:
+        stop(query)
+    df = spark.read.parquet(str(out))
+    rows = df.collect()
+    assert len(rows) == N
+    assert len({r.id for r in rows}) == N
+    assert sorted(bytes(r.body) for r in rows) == sorted(expected)
+    assert {(r.topic, r.channel, r.attempts) for r in rows} == {(topic, "spark", 1)}
+    assert all(r.timestamp is not None for r in rows)
+    assert len(rows[0].id) == 16
+    print(f"\n{N} rows NSQ -> parquet in {elapsed:.1f}s (incl. first-batch start-up)")
+
+
+def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tmp_path: Path,
+                                          trace_path: Path) -> None:
+    """availableNow drains what was there at the start, in batches of at most
+    maxMessagesPerTrigger, ends by itself and leaves every message FINed."""
+    n = 3000
+    publish(nsqd, topic, bodies(n))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    query = (
+        source(spark, nsqd, topic, maxMessagesPerTrigger="1000", availableNowIdleMs="5000")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "availableNow query did not end"
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == n
+    assert max(sizes) <= 1000 and len(sizes) >= 3
+    df = spark.read.parquet(str(out))
+    assert df.count() == n and df.select("id").distinct().count() == n
+    events = read_trace(trace_path, topic)
+    assert sum(e.get("fin", 0) for e in events) == n, "every message FINed after its commit"
+    stats = channel_stats(nsqd, topic, "spark")
+    if stats is not None:  # nsqd's HTTP API answers
+        assert [e["target"] for e in events if e["event"] == "target"] == [n]
+        assert (stats["depth"], stats["in_flight_count"], stats["timeout_count"]) == (0, 0, 0)
+
+
+def test_stop_and_restart_from_checkpoint(spark: Any, nsqd: Proc, topic: str,
+                                          tmp_path: Path) -> None:
+    """Stopping mid-stream and restarting from the checkpoint loses nothing; the batch that
+    was committed but not yet FINed comes back from nsqd (at-least-once)."""
+    publish(nsqd, topic, bodies(N))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def start() -> Any:
+        return (
+            source(spark, nsqd, topic, maxMessagesPerTrigger="1000", msgTimeoutMs="3000")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(ckpt))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+
+    query = start()
+    try:
+        wait_until(lambda: count_rows(spark, out) >= 3000, 90, 0.5, "3000 rows before stop")
+    finally:
+        stop(query)
+    before = count_rows(spark, out)
+    assert before < N, "stopped too late to test anything"
+    query = start()
+    try:
+        wait_until(
+            lambda: (d := committed_rows(spark, out)) is not None
+            and d.select("id").distinct().count() >= N,
+            120, 1.0, f"all {N} ids after restart",
+        )
+    finally:
+        stop(query)
+    rows = spark.read.parquet(str(out)).collect()
+    got = [bytes(r.body) for r in rows]
+    assert set(got) == set(bodies(N)), "a message is missing after restart"
+    duplicates = len(got) - len(set(got))
+    print(f"\nstop/restart: {before} rows before the stop, {len(got)} rows in total, "
+          f"{duplicates} duplicates (redelivered after the stop)")
+    assert duplicates <= 2000
+
+
+def test_bad_source_options_and_schema(spark: Any, nsqd: Proc, topic: str,
+                                       tmp_path: Path) -> None:
+    def run(df: Any) -> None:
+        query = df.writeStream.format("noop").trigger(availableNow=True).start()
+        try:
+            query.awaitTermination(60)
+        finally:
+            query.stop()
+
+    with pytest.raises(Exception, match="option 'channel' is required"):
+        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic)
+            .load())
+    with pytest.raises(Exception, match="unknown column 'value'"):
+        run(spark.readStream.format("nsq").schema("value binary").option("nsqd", nsqd.tcp)
+            .option("topic", topic).option("channel", "c").load())
+    with pytest.raises(Exception, match="is not a valid NSQ name"):
+        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", "a b")
+            .option("channel", "c").load())
+    with pytest.raises(Exception, match=r"use spark\.readStream"):
+        spark.read.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).load().count()
+
+
+def test_schema_subset(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> None:
+    """readStream.schema(...) may pick and reorder the source's columns."""
+    publish(nsqd, topic, bodies(10))
+    query = (
+        spark.readStream.format("nsq").schema("body binary, attempts int")
+        .option("nsqd", nsqd.tcp).option("nsqdHttp", nsqd.http).option("topic", topic)
+        .option("channel", "spark").option("availableNowIdleMs", "3000").load()
+        .writeStream.format("memory").queryName("subset_" + topic[-6:].replace("_", ""))
+        .trigger(availableNow=True).start()
+    )
+    assert query.awaitTermination(60)
+    rows = spark.sql(f"select * from {query.name}").collect()
+    assert sorted(bytes(r.body) for r in rows) == sorted(bodies(10))
+    assert rows[0].__fields__ == ["body", "attempts"]
