@@ -118,6 +118,15 @@ class Connection:
                 raise ConnectionError(f"{self.address}: unexpected message frame")
             return frame
 
+    def shutdown_write(self) -> None:
+        sock = self._sock
+        if sock is not None:
+            with self._send_lock:
+                try:
+                    sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+
     def close(self) -> None:
         self.closed = True
         sock, self._sock = self._sock, None

@@ -137,6 +137,15 @@ class Link:
         finally:
             self.close()
 
+    def finish(self, timeout: float = 2.0) -> None:
+        """Close gracefully: end our side, let nsqd read every command sent so far (a reset
+        could drop them) and close its side, reading what it still sends meanwhile."""
+        if self.conn is not None and self.alive:
+            self.conn.shutdown_write()
+            if self.thread is not None and self.thread is not threading.current_thread():
+                self.thread.join(timeout)
+        self.close()
+
     def close(self) -> None:
         was_alive, self.alive = self.alive, False
         if self.conn is not None:
@@ -202,13 +211,17 @@ class Consumer:
         """Requeue what no offset range holds yet, and disconnect. Messages in ranges Spark
         may not have committed stay in flight: nsqd redelivers them after msg_timeout."""
         self._stop.set()
+        self.set_rdy_open(False)  # else nsqd refills the window the REQs free
         with self._cond:
             pending = list(self._buffer)
             self._buffer.clear()
+            for held in pending:
+                self._held.pop((held.link.address, held.id), None)
             links = list(self._links.values())
         self._send_grouped(pending, lambda h: commands.req(h.id, 0))
+        self.requeued += len(pending)
         for link in links:
-            link.close()
+            link.finish()
 
     # -- called by the link threads -----------------------------------------------------
 
@@ -223,7 +236,9 @@ class Consumer:
                     held.link, held.touched, held.attempts = link, now, msg.attempts
                     self.redelivered += 1
                     continue
-                if self._accept_limit is not None and self.accepted >= self._accept_limit:
+                if self._stop.is_set() or (
+                    self._accept_limit is not None and self.accepted >= self._accept_limit
+                ):
                     requeue.append(msg.id)
                     continue
                 held = Held(link, msg.id, msg.body, msg.timestamp, msg.attempts, now)

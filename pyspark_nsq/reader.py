@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -63,6 +66,25 @@ def _trace(topic: str, event: str, **fields: Any) -> None:
             f.write(line + "\n")
 
 
+def _on_sigterm(cleanup: Callable[[], None]) -> None:
+    """Run `cleanup` on SIGTERM, then the previous handler (or die of SIGTERM as before)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        try:
+            cleanup()
+        finally:
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_source_schema(schema)
@@ -85,7 +107,15 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             consumer.note_offset(self._base)
             consumer.start(rdy_open=rdy_open)
             self._consumer = consumer
+            _on_sigterm(self._terminated)
         return self._consumer
+
+    def _terminated(self) -> None:
+        """Spark ends this process with SIGTERM when the query stops (stop() is not called):
+        hand back at once what no offset range holds; the rest times out on nsqd."""
+        _trace(self.opts.topic, "sigterm", buffered=self._consumer.buffered()
+               if self._consumer else 0)
+        self.stop()
 
     def initialOffset(self) -> dict[str, int]:
         _trace(self.opts.topic, "initialOffset")

@@ -186,3 +186,32 @@ def test_schema_subset(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> No
     rows = spark.sql(f"select * from {query.name}").collect()
     assert sorted(bytes(r.body) for r in rows) == sorted(bodies(10))
     assert rows[0].__fields__ == ["body", "attempts"]
+
+
+def test_slow_batch_keeps_messages_in_flight_with_touch(spark: Any, nsqd: Proc, topic: str,
+                                                        tmp_path: Path) -> None:
+    """A batch that takes 3x msgTimeoutMs: TOUCH keeps its messages (and the ones waiting in
+    the reader's buffer) in flight, so nsqd times none out and nothing is delivered twice."""
+    n = 1000
+    publish(nsqd, topic, bodies(n))
+    seen: list[bytes] = []
+
+    def slow_sink(batch: Any, batch_id: int) -> None:
+        rows = batch.collect()
+        seen.extend(bytes(r.body) for r in rows)
+        if rows and len(seen) == len(rows):
+            time.sleep(6.0)
+
+    query = (
+        source(spark, nsqd, topic, msgTimeoutMs="2000", maxMessagesPerTrigger="200",
+               rdy="500", availableNowIdleMs="5000")
+        .writeStream.foreachBatch(slow_sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert sorted(seen) == sorted(bodies(n)), "lost or duplicated messages"
+    stats = channel_stats(nsqd, topic, "spark")
+    if stats is not None:
+        assert (stats["timeout_count"], stats["in_flight_count"], stats["depth"]) == (0, 0, 0)
