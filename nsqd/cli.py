@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         print(VERSION_STRING)
         return 0
     setup(opts.log_level, opts.log_prefix)
+    log.info("%s", VERSION_STRING)  # nsqd's first two lines
+    log.info("ID: %d", opts.node_id)
     from .daemon import NSQD
 
     # Millions of queued message records make the cyclic collector's passes costly, and the

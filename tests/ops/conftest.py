@@ -201,6 +201,7 @@ class Launcher:
         ]
         p = spawn(name, argv, self.workdir, {"tcp": tcp, "http": http})
         self.procs.append(p)
+        wait_until(lambda: port_open(http), START_TIMEOUT, f"{name} HTTP")
         return p
 
     def nsqlookupd(self, *args: str, tcp: int = 0, http: int = 0) -> Proc:
