@@ -11,8 +11,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from . import helpers
 
 VERSION = "1.3.0"
@@ -257,13 +255,11 @@ def test_ephemeral_never_written(kind: str, data_dir: Path) -> None:
 
 
 def test_deleted_and_emptied_stay_gone(kind: str, data_dir: Path) -> None:
-    """HTTP delete/empty (skipped without the HTTP API): a deleted topic or channel leaves the
+    """HTTP delete/empty: a deleted topic or channel leaves the
     data path at once and nsqd.dat; nothing deleted or emptied comes back after a restart."""
     flags = ("--mem-queue-size=10",)
     daemon = helpers.start(kind, data_dir, *flags)
-    if not daemon.has_http():
-        daemon.stop()
-        pytest.skip("no HTTP API (GET /ping) to delete or empty with")
+    assert daemon.has_http(), "no HTTP API (GET /ping) to delete or empty with"
     for topic, channel in (
         ("doomed", "ch"),
         ("kept", "emptied"),

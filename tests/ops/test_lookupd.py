@@ -200,7 +200,7 @@ def gonsq_consumer() -> Path:
         "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
     )
     if go is None:
-        pytest.skip("no Go toolchain to build the go-nsq consumer")
+        pytest.fail("no Go toolchain to build the go-nsq consumer", pytrace=False)
     env = dict(
         os.environ, GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-buildvcs=false -mod=readonly"
     )

@@ -40,7 +40,7 @@ def chromium() -> str:
         )
         found = shutil.which("chromium")
     if found is None:
-        pytest.skip("chromium is not installed (scripts/install_browser.sh)")
+        pytest.fail("chromium could not be installed (scripts/install_browser.sh)", pytrace=False)
     return found
 
 

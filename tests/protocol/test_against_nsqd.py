@@ -54,7 +54,15 @@ from protocol import (
 REPO = Path(__file__).resolve().parents[2]
 NSQD = Path(os.environ.get("NSQD_REFERENCE_BIN", REPO / ".reference" / "bin" / "nsqd"))
 
-pytestmark = pytest.mark.skipif(not NSQD.is_file(), reason=f"no reference nsqd at {NSQD}")
+if not NSQD.is_file():
+    # Install it (scripts/install_reference.sh); an install failure fails this module loudly.
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location("reference", REPO / "scripts" / "reference.py")
+    assert _spec is not None and _spec.loader is not None
+    _reference = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_reference)
+    NSQD = Path(_reference.ensure_reference()) / "nsqd"
 
 Frame = tuple[int, bytes]
 
