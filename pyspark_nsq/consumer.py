@@ -55,6 +55,7 @@ class Link:
         self.rdy = 0
         self.msg_timeout = consumer.opts.msg_timeout_ms / 1000
         self.thread: threading.Thread | None = None
+        self.closing = False
 
     def open(self, rdy_open: bool) -> None:
         opts = self.consumer.opts
@@ -132,7 +133,7 @@ class Link:
                 if messages:
                     self.consumer.on_messages(self, messages)
         except (ConnectionClosed, OSError, ValueError) as exc:
-            if self.alive:
+            if self.alive and not self.closing:
                 log.warning("%s: connection lost: %s", self.address, exc)
         finally:
             self.close()
@@ -141,6 +142,7 @@ class Link:
         """Close gracefully: end our side, let nsqd read every command sent so far (a reset
         could drop them) and close its side, reading what it still sends meanwhile."""
         if self.conn is not None and self.alive:
+            self.closing = True
             self.conn.shutdown_write()
             if self.thread is not None and self.thread is not threading.current_thread():
                 self.thread.join(timeout)
@@ -310,6 +312,26 @@ class Consumer:
     def wait_for_data(self, timeout: float) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: bool(self._buffer), timeout)
+
+    def window_full(self) -> bool:
+        """Every connection's RDY window is used up by messages not yet FINed."""
+        with self._cond:
+            window = sum(link.rdy for link in self._links.values())
+            return bool(window) and len(self._held) >= window
+
+    def wait_for_refill(self, want: int, quiet: float = 0.03, limit: float = 0.5) -> None:
+        """After FINs freed a full window, nsqd refills it: wait until `want` messages are
+        buffered, or none arrived for `quiet` seconds, or `limit` passed (bigger batches)."""
+        deadline = time.monotonic() + limit
+        with self._cond:
+            while len(self._buffer) < want:
+                before = len(self._buffer)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(min(quiet, remaining))
+                if len(self._buffer) == before:
+                    return
 
     def buffered(self) -> int:
         with self._cond:

@@ -131,8 +131,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start_seq = int((start or {}).get("seq", self._base))
         self._base = max(self._base, start_seq)
         consumer = self._started()
+        full = consumer.window_full()
         fins = consumer.fin_through(start_seq)  # Spark has committed every batch up to start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if full and fins:  # the FINs reopen the window: let nsqd refill it for a full batch
+            consumer.wait_for_refill(min(fins, max_rows or fins))
         if self._available_now:
             self._wait_available_now(consumer)
         elif not consumer.buffered() and self.opts.poll_timeout_ms:

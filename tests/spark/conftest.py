@@ -1,5 +1,8 @@
 """Fixtures for the PySpark connector tests: one local[2] Spark session and one of our nsqd
-processes for the whole run (every test uses its own topic), and a reader trace file."""
+processes for the whole run (every test uses its own topic), and a reader trace file.
+
+pyspark and pyarrow come with the test extra (pip install -e .[test]); a missing one, or a
+missing Java runtime, fails these tests rather than skipping them."""
 
 from __future__ import annotations
 
@@ -25,18 +28,7 @@ if getattr(sys.modules.get("protocol"), "__file__", "") is None:  # a namespace 
 
 from spark_support import Proc, build_session, our_nsqd, spark_env  # noqa: E402
 
-pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e .[spark])")
-pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install -e .[spark])")
-
 _topics = itertools.count()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        skip = pytest.mark.skip(reason="no Java runtime for Spark")
-        for item in items:
-            if "tests/spark" in str(item.fspath):
-                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +40,9 @@ def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spark(trace_path: Path) -> Iterator[Any]:
     """One session for the run. The environment must be set before the JVM starts: its
     Python workers inherit it (this interpreter, PYTHONPATH with the repo, loopback)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("no Java runtime for Spark (Java 17: apt-get install openjdk-17-jre)",
+                    pytrace=False)
     saved = dict(os.environ)
     os.environ.update(spark_env({"PYSPARK_NSQ_TRACE": str(trace_path)}))
     session = build_session("pyspark_nsq-tests")

@@ -1,9 +1,9 @@
-"""Discovery through the real nsqlookupd v1.3.0 (from .reference/bin; skipped without it), with
-our nsqd registering with it: the JSON shapes parsed are the real ones."""
+"""Discovery through the real nsqlookupd v1.3.0 (.reference/bin, scripts/install_reference.sh)
+with our nsqd registering with it: the JSON shapes parsed are the real ones."""
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,14 +17,19 @@ from pyspark_nsq.consumer import Consumer
 from pyspark_nsq.http import channel_counts, lookup
 from pyspark_nsq.options import SourceOptions
 
-BIN = REPO_ROOT / ".reference" / "bin"
-
 
 def _binary(name: str) -> Path:
-    path = BIN / name
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"reference {name} not installed (scripts/install_reference.sh)")
-    return path
+    """A reference tool from .reference/bin, installed if missing (the test fails if it
+    cannot be)."""
+    spec = importlib.util.spec_from_file_location("reference", REPO_ROOT / "scripts" /
+                                                  "reference.py")
+    assert spec is not None and spec.loader is not None
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    try:
+        return Path(reference.ensure_reference()) / name
+    except reference.ReferenceInstallError as exc:
+        pytest.fail(f"reference NSQ tools could not be installed: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,6 @@ def test_lookupd_and_stats_json_shapes() -> None:
 
 
 def test_schema_checks_and_partition_read() -> None:
-    pytest.importorskip("pyspark")
     from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
     from pyspark_nsq.reader import NsqPartition, NsqStreamReader
@@ -142,7 +141,6 @@ def test_schema_checks_and_partition_read() -> None:
 
 
 def test_reader_pickles_without_its_connections() -> None:
-    pytest.importorskip("pyspark")
     import pickle
 
     from pyspark_nsq.reader import NsqStreamReader
