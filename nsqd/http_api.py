@@ -1,4 +1,5 @@
-"""nsqd's HTTP API as an ASGI app, served by hypercorn's trio worker.
+"""nsqd's HTTP API, served by nsqd.http_server (h11 on Trio) on --http-address and, with a
+certificate, --https-address.
 
 Handlers take a Request and return data or raise HTTPError; `render_v1` renders the result
 as nsqd's V1 format: a string as a raw body, None as an empty 200, anything else as JSON, an
@@ -7,17 +8,17 @@ follows the httprouter nsqd uses: exact paths plus `/config/:opt`, 405 with an A
 OPTIONS answered from the route table, a trailing slash or a wrong-case / unclean path
 redirected (301 for GET, 307 otherwise), everything else 404 NOT_FOUND.
 
-Each connection and each request is its own task inside hypercorn, so a slow or broken HTTP
-client never holds up the TCP protocol."""
+`API.handle(request)` returns `(status, headers, body)`. Each HTTP connection is its own task,
+so a slow or broken HTTP client never holds up the TCP protocol."""
 
 from __future__ import annotations
 
 import gc
 import json
 import logging
-import math
 import re
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -26,14 +27,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 
 from protocol.gostr import go_quote
 from protocol.names import is_valid_name
 
-from . import stats
+from . import http_server, stats
 from .diskqueue import DiskQueueError
+from .http_server import BodyError
 from .log import LEVELS, log
 from .options import FLAGS
 from .server import open_listeners
@@ -41,9 +41,8 @@ from .server import open_listeners
 if TYPE_CHECKING:
     from .daemon import NSQD
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Headers = list[tuple[bytes, bytes]]
+Response = tuple[int, Headers, bytes]
 
 
 class HTTPError(Exception):
@@ -57,10 +56,6 @@ class HTTPError(Exception):
 
 class JSONBody(bytes):
     """Handler data that is already encoded JSON (e.g. `null` for an option's nil list)."""
-
-
-class Disconnected(Exception):
-    """The client went away before its request body arrived."""
 
 
 # -- query strings and bodies ------------------------------------------------------------------
@@ -101,80 +96,25 @@ def parse_query(qs: bytes) -> dict[str, list[str]]:
     return values
 
 
-class Request:
-    __slots__ = ("_query", "method", "params", "path", "receive", "scope")
+class Request(http_server.Request):
+    """A request as the handlers see it: the query parsed as Go does, the route's parameter."""
 
-    def __init__(self, scope: Scope, receive: Receive, params: str = "") -> None:
-        self.scope = scope
-        self.receive = receive
-        self.method: str = scope["method"]
-        self.path: str = scope["path"]
-        self.params = params
+    __slots__ = ("_query", "params")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self._query: dict[str, list[str]] | None = None
+        self.params = ""
 
     def query(self) -> dict[str, list[str]]:
         if self._query is None:
-            self._query = parse_query(self.scope["query_string"])
+            self._query = parse_query(self.query_string)
         return self._query
 
     def arg(self, name: str) -> str | None:
         """The first value of a query parameter, None if absent (nsqd's ReqParams.Get)."""
         values = self.query().get(name)
         return values[0] if values else None
-
-    def content_length(self) -> int | None:
-        for name, value in self.scope["headers"]:
-            if name == b"content-length":
-                return int(value)
-        return None
-
-    async def read(self, limit: int) -> bytes:
-        """At most `limit` bytes of the body (io.LimitReader): more may remain unread."""
-        chunks: list[bytes] = []
-        size = 0
-        while size < limit:
-            message = await self.receive()
-            if message["type"] != "http.request":
-                raise Disconnected
-            chunk = message.get("body", b"")
-            if chunk:
-                chunks.append(chunk)
-                size += len(chunk)
-            if not message.get("more_body", False):
-                break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return body[:limit] if size > limit else body
-
-    async def drain(self) -> None:
-        """Read and drop the whole body, as nsqd's NewReqParams does (keeps keep-alive)."""
-        while True:
-            message = await self.receive()
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                return
-
-
-class BodyReader:
-    """Exact-size reads over the request body, for the binary /mpub format."""
-
-    __slots__ = ("_buf", "_done", "_req")
-
-    def __init__(self, req: Request) -> None:
-        self._req = req
-        self._buf = bytearray()
-        self._done = False
-
-    async def read_exact(self, n: int) -> bytes | None:
-        while len(self._buf) < n and not self._done:
-            message = await self._req.receive()
-            if message["type"] != "http.request":
-                raise Disconnected
-            self._buf += message.get("body", b"")
-            self._done = not message.get("more_body", False)
-        if len(self._buf) < n:
-            return None
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
-        return data
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -193,14 +133,7 @@ def http_date() -> bytes:
     return _date_cache[1]
 
 
-async def send_response(
-    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def render_v1(status: int, data: Any) -> tuple[list[tuple[bytes, bytes]], bytes]:
+def render_v1(status: int, data: Any) -> tuple[Headers, bytes]:
     """http_api.RespondV1: headers (Go's order) and body."""
     if status != 200:
         body = stats.go_json({"message": str(data)})
@@ -223,9 +156,9 @@ V1, PLAIN, RAW = "v1", "plain", "raw"  # how a route's result is rendered
 _OK_HEADERS_TAIL = [(b"Content-Length", b"2"), _TEXT]
 
 
-async def respond_ok(send: Send) -> None:
+def respond_ok() -> Response:
     """The /pub and /mpub success: a raw `OK`."""
-    await send_response(send, 200, [_V1, (b"Date", http_date()), *_OK_HEADERS_TAIL], b"OK")
+    return 200, [_V1, (b"Date", http_date()), *_OK_HEADERS_TAIL], b"OK"
 
 
 # -- options for /config -------------------------------------------------------------------------
@@ -238,7 +171,7 @@ _LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
 _FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS if f.cfg_key not in _NOT_IN_GO_OPTIONS}
 
 
-def _raw_headers(content_type: bytes, body: bytes) -> list[tuple[bytes, bytes]]:
+def _raw_headers(content_type: bytes, body: bytes) -> Headers:
     return [
         (b"Content-Type", content_type),
         (b"X-Content-Type-Options", b"nosniff"),
@@ -292,7 +225,7 @@ def _http_address(daemon: NSQD) -> tuple[str, int] | None:
 
 
 class API:
-    """The route table and nsqd's handlers; `app` is the ASGI callable."""
+    """The route table and nsqd's handlers; `handle` answers one request."""
 
     def __init__(self, daemon: NSQD) -> None:
         self.daemon = daemon
@@ -301,6 +234,7 @@ class API:
         self.max_body_size: int = opts.max_body_size
         self.max_req_timeout_ns = round(opts.max_req_timeout * 1e9)
         self.tls_required = opts.tls_required == "true"
+        self.https_port = 0  # the bound --https-address port, for TLS_REQUIRED
         # path -> method -> (handler, logged, rendering: V1, PLAIN or RAW)
         H = Callable[[Request], Awaitable[Any]]
         self.routes: dict[str, dict[str, tuple[H, bool, str]]] = {
@@ -335,71 +269,56 @@ class API:
         )
         self.lower_paths = {p.lower(): p for p in self.routes}
 
-    # -- ASGI entry --------------------------------------------------------------------------
+    # -- entry --------------------------------------------------------------------------------
 
-    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            if scope["type"] == "lifespan":
-                await _lifespan(receive, send)
-            return
+    async def handle(self, req: Request) -> Response:
         # the benchmarked path first
-        if scope["path"] == "/pub" and scope["method"] == "POST" and not self.tls_required:
-            req = Request(scope, receive)
+        if req.path == "/pub" and req.method == "POST" and (req.tls or not self.tls_required):
             try:
                 await self.pub(req)
             except HTTPError as err:
-                await send_response(send, err.status, *render_v1(err.status, err.message))
-                return
-            except Disconnected:
-                return
+                return err.status, *render_v1(err.status, err.message)
+            except BodyError:
+                return 500, *render_v1(500, "INTERNAL_ERROR")
             except Exception:
                 log.exception("HTTP: error in POST /pub")
-                await send_response(send, 500, *render_v1(500, "INTERNAL_ERROR"))
-                return
-            await respond_ok(send)
-            return
+                return 500, *render_v1(500, "INTERNAL_ERROR")
+            return respond_ok()
         try:
-            await self._dispatch(scope, receive, send)
-        except Disconnected:
-            return
+            return await self._dispatch(req)
+        except BodyError:  # nsqd answers a body it cannot read with a 500
+            return 500, *render_v1(500, "INTERNAL_ERROR")
         except Exception:
-            log.exception("HTTP: error in %s %s", scope.get("method"), scope.get("path"))
-            await send_response(send, 500, *render_v1(500, "INTERNAL_ERROR"))
+            log.exception("HTTP: error in %s %s", req.method, req.path)
+            return 500, *render_v1(500, "INTERNAL_ERROR")
 
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.tls_required:
-            await self._tls_required(send)
-            return
-        method: str = scope["method"]
-        path: str = scope["path"]
+    async def _dispatch(self, req: Request) -> Response:
+        if self.tls_required and not req.tls:
+            return self._tls_required()
+        method = req.method
+        path = req.path
         route, params = self._match(path, method)
         if route is not None:
             handler, logged, rendering = route
-            await self._run(handler, Request(scope, receive, params), logged, rendering, send)
-            return
+            req.params = params
+            return await self._run(handler, req, logged, rendering)
         if path == "*":
             if method == "OPTIONS":
-                headers = [(b"Content-Length", b"0"), (b"Date", http_date())]
-                await send_response(send, 200, headers, b"")
-            else:
-                allow = ", ".join(sorted({*self.methods, "OPTIONS"})).encode()
-                await self._error(scope, send, 405, "METHOD_NOT_ALLOWED", allow)
-            return
+                return 200, [(b"Content-Length", b"0"), (b"Date", http_date())], b""
+            allow = ", ".join(sorted({*self.methods, "OPTIONS"})).encode()
+            return self._error(req, 405, "METHOD_NOT_ALLOWED", allow)
         if method in self.methods and method != "CONNECT" and path != "/":
             location = self._redirect_path(path, method)
             if location is not None:
-                await self._redirect(scope, send, method, location)
-                return
+                return self._redirect(req, method, location)
         allowed = self._allowed(path, method)
         if method == "OPTIONS":
             if allowed:
                 headers = [(b"Allow", allowed), (b"Date", http_date()), (b"Content-Length", b"0")]
-                await send_response(send, 200, headers, b"")
-                return
+                return 200, headers, b""
         elif allowed:
-            await self._error(scope, send, 405, "METHOD_NOT_ALLOWED", allowed)
-            return
-        await self._error(scope, send, 404, "NOT_FOUND")
+            return self._error(req, 405, "METHOD_NOT_ALLOWED", allowed)
+        return self._error(req, 404, "NOT_FOUND")
 
     def _match(self, path: str, method: str) -> tuple[Any, str]:
         methods = self.routes.get(path)
@@ -445,12 +364,12 @@ class API:
                 return "/config/" + opt
         return None
 
-    async def _redirect(self, scope: Scope, send: Send, method: str, path: str) -> None:
+    def _redirect(self, req: Request, method: str, path: str) -> Response:
         location = quote(path, safe="/$&+,:;=@")
-        if scope["query_string"]:
-            location += "?" + scope["query_string"].decode("latin-1")
+        if req.query_string:
+            location += "?" + req.query_string.decode("latin-1")
         status = 301 if method == "GET" else 307
-        headers: list[tuple[bytes, bytes]] = []
+        headers: Headers = []
         body = b""
         if method in ("GET", "HEAD"):
             headers.append((b"Content-Type", b"text/html; charset=utf-8"))
@@ -459,23 +378,20 @@ class API:
             text = "Moved Permanently" if status == 301 else "Temporary Redirect"
             body = f'<a href="{_html_escape(location)}">{text}</a>.\n\n'.encode()
         headers += [(b"Date", http_date()), (b"Content-Length", b"%d" % len(body))]
-        await send_response(send, status, headers, body)
+        return status, headers, body
 
-    async def _error(
-        self, scope: Scope, send: Send, status: int, message: str, allow: bytes = b""
-    ) -> None:
+    def _error(self, req: Request, status: int, message: str, allow: bytes = b"") -> Response:
         start = time.perf_counter_ns()
         headers, body = render_v1(status, message)
         if allow:
             headers.insert(0, (b"Allow", allow))
-        _log_request(scope, status, start)
-        await send_response(send, status, headers, body)
+        _log_request(req, status, start)
+        return status, headers, body
 
-    async def _tls_required(self, send: Send) -> None:
-        port = int(self.daemon.options.https_address.rpartition(":")[2] or 0)
-        body = b'{"message": "TLS_REQUIRED", "https_port": %d}' % port
+    def _tls_required(self) -> Response:
+        body = b'{"message": "TLS_REQUIRED", "https_port": %d}' % self.https_port
         headers = [_JSON, _V1, (b"Date", http_date()), (b"Content-Length", b"%d" % len(body))]
-        await send_response(send, 403, headers, body)
+        return 403, headers, body
 
     async def _run(
         self,
@@ -483,8 +399,7 @@ class API:
         req: Request,
         logged: bool,
         rendering: str,
-        send: Send,
-    ) -> None:
+    ) -> Response:
         start = time.perf_counter_ns()
         status = 200
         try:
@@ -492,8 +407,7 @@ class API:
         except HTTPError as err:
             status, data = err.status, err.message
         if rendering == RAW:
-            await send_response(send, *data)
-            return
+            return data
         if rendering == PLAIN:  # http_api.PlainText: the text as is, no nsq header
             if data is None:  # nsqd's wrapper panics on an empty result (the debug endpoints)
                 log.error("panic in HTTP handler - unknown response type <nil>")
@@ -502,12 +416,11 @@ class API:
                 body = data.encode() if isinstance(data, str) else data
                 headers = [(b"Date", http_date()), (b"Content-Length", b"%d" % len(body)), _TEXT]
                 if logged:
-                    _log_request(req.scope, status, start)
-                await send_response(send, status, headers, body)
-                return
+                    _log_request(req, status, start)
+                return status, headers, body
         if logged:
-            _log_request(req.scope, status, start)
-        await send_response(send, status, *render_v1(status, data))
+            _log_request(req, status, start)
+        return status, *render_v1(status, data)
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -518,7 +431,6 @@ class API:
         return health
 
     async def info(self, req: Request) -> dict[str, Any]:
-        await req.drain()
         d = self.daemon
         opts = d.options
         http = _http_address(d)
@@ -559,7 +471,7 @@ class API:
             raise HTTPError(413, "MSG_TOO_BIG")
         if not body:
             raise HTTPError(400, "MSG_EMPTY")
-        qs: bytes = req.scope["query_string"]
+        qs = req.query_string
         if qs.startswith(b"topic=") and not qs.translate(None, _PLAIN_QUERY_BYTES):
             name = qs[6:].decode()  # the common case: just ?topic=<valid name>
             if not is_valid_name(qs[6:]):
@@ -639,8 +551,7 @@ class API:
         return [b for b in blocks if b]  # pragma: no cover - the loop always raises
 
     async def _read_binary_mpub(self, req: Request) -> list[bytes]:
-        reader = BodyReader(req)
-        head = await reader.read_exact(4)
+        head = await _read_exact(req, 4)
         if head is None:
             raise HTTPError(413, "BAD_BODY")
         count = int.from_bytes(head, "big", signed=True)
@@ -649,20 +560,20 @@ class API:
             raise HTTPError(413, "BAD_BODY")
         bodies = []
         for _ in range(count):
-            head = await reader.read_exact(4)
+            head = await _read_exact(req, 4)
             if head is None:
                 raise HTTPError(413, "BAD_MESSAGE")
             size = int.from_bytes(head, "big", signed=True)
             if size <= 0 or size > self.max_msg_size:
                 raise HTTPError(413, "BAD_MESSAGE")
-            body = await reader.read_exact(size)
+            body = await _read_exact(req, size)
             if body is None:
                 raise HTTPError(413, "BAD_MESSAGE")
             bodies.append(body)
         return bodies
 
     async def stats(self, req: Request) -> Any:
-        await req.drain()
+        await _read_params(req)
         query = req.query()
 
         def first(name: str) -> str:
@@ -682,7 +593,7 @@ class API:
     # -- topics ------------------------------------------------------------------------------
 
     async def _existing_topic_arg(self, req: Request, validate: bool) -> Any:
-        await req.drain()
+        await _read_params(req)
         name = req.arg("topic")
         if name is None:
             raise HTTPError(400, "MISSING_ARG_TOPIC")
@@ -694,7 +605,6 @@ class API:
         return topic
 
     async def topic_create(self, req: Request) -> None:
-        await req.drain()
         name, _ = self._topic_from_query(req)
         self.daemon.get_topic(name)
 
@@ -724,7 +634,7 @@ class API:
 
     async def _topic_channel_args(self, req: Request) -> tuple[Any, str]:
         """getExistingTopicFromQuery: (existing topic, validated channel name)."""
-        await req.drain()
+        await _read_params(req)
         topic_name = req.arg("topic")
         if topic_name is None:
             raise HTTPError(400, "MISSING_ARG_TOPIC")
@@ -779,7 +689,7 @@ class API:
         """Go's block profiler rate: nothing to set here; nsqd's answer on success is a 500."""
         body = await req.read(1 << 20)
         values = req.query()
-        for name, value in req.scope["headers"]:
+        for name, value in req.headers:
             if name == b"content-type" and value.startswith(b"application/x-www-form-urlencoded"):
                 form = parse_query(body)
                 values = {**values, **form} if "rate" in form else values
@@ -792,11 +702,9 @@ class API:
             raise HTTPError(400, f"invalid block rate : strconv.Atoi: parsing {quoted}: {reason}")
 
     async def free_memory(self, req: Request) -> None:
-        await req.drain()
         gc.collect()
 
-    async def pprof_index(self, req: Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        await req.drain()
+    async def pprof_index(self, req: Request) -> Response:
         body = (
             b"<html>\n<head>\n<title>/debug/pprof/</title>\n</head>\n<body>\n/debug/pprof/<br>\n"
             b"<p>Go's runtime profiles do not exist in this Python nsqd; only "
@@ -804,13 +712,11 @@ class API:
         )
         return 200, _raw_headers(b"text/html; charset=utf-8", body), body
 
-    async def pprof_cmdline(self, req: Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        await req.drain()
+    async def pprof_cmdline(self, req: Request) -> Response:
         body = "\x00".join(sys.orig_argv).encode("utf-8", "surrogateescape")
         return 200, _raw_headers(b"text/plain; charset=utf-8", body), body
 
-    async def pprof_unavailable(self, req: Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        await req.drain()
+    async def pprof_unavailable(self, req: Request) -> Response:
         return 404, *render_v1(404, "NOT_FOUND")
 
     # -- /config/:opt ------------------------------------------------------------------------
@@ -850,6 +756,22 @@ _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}
 _INT64 = re.compile(r"[+-]?[0-9]+\Z")
+
+
+async def _read_params(req: Request) -> None:
+    """http_api.NewReqParams reads the whole body: one it cannot read is INVALID_REQUEST."""
+    try:
+        await req.drain()
+    except BodyError:
+        raise HTTPError(400, "INVALID_REQUEST") from None
+
+
+async def _read_exact(req: Request, n: int) -> bytes | None:
+    """readMPUBBinary's reads: a body that cannot be read counts as one that ends early."""
+    try:
+        return await req.read_exact(n)
+    except BodyError:
+        return None
 
 
 def _parse_int64(text: str) -> int | None:
@@ -893,85 +815,71 @@ def clean_path(path: str) -> str:
     return clean
 
 
-def _log_request(scope: Scope, status: int, start_ns: int) -> None:
+def _log_request(req: Request, status: int, start_ns: int) -> None:
     """http_api.Log: `200 GET /stats?format=json (127.0.0.1:51234) 65.643µs`."""
     if not log.isEnabledFor(logging.INFO):
         return
     elapsed = time.perf_counter_ns() - start_ns
-    uri = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
-    if scope["query_string"]:
-        uri += "?" + scope["query_string"].decode("latin-1")
-    client = scope.get("client") or ("", 0)
+    uri = req.raw_path.decode("latin-1")
+    if req.query_string:
+        uri += "?" + req.query_string.decode("latin-1")
     log.info(
         "%d %s %s (%s:%d) %s",
         status,
-        scope["method"],
+        req.method,
         uri,
-        client[0],
-        client[1],
+        req.client[0],
+        req.client[1],
         stats.go_duration(elapsed),
     )
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 # -- the server ----------------------------------------------------------------------------------
 
 
 class HTTPServer:
-    """nsqd's HTTP listener: `bind` (in NSQD.run, before the task tree starts), `serve` in the
-    root nursery, `close` on shutdown."""
+    """nsqd's HTTP and HTTPS listeners: `bind` (in NSQD.run, before the task tree starts),
+    `serve` in the root nursery, `close` on shutdown. HTTPS is served on --https-address when
+    the daemon has a TLS context (--tls-cert and --tls-key), as nsqd does."""
 
     def __init__(self, daemon: NSQD) -> None:
         self.daemon = daemon
         self.api = API(daemon)
         self.address: tuple[str, int] | None = None
-        self._fds: list[int] = []
-        self._closing = trio.Event()
+        self.https_address: tuple[str, int] | None = None
+        self._listeners: list[tuple[trio.SocketListener, ssl.SSLContext | None]] = []
+        opts = daemon.options
+        self.server = http_server.Server(
+            self.api.handle,
+            request_class=Request,
+            require_client_cert=opts.tls_client_auth_policy == "require",
+        )
         stats.track_gc_pauses()
 
     async def bind(self) -> tuple[str, int]:
-        """Listen on --http-address (nsqd's error text if that fails); the bound address."""
-        listeners = await open_listeners(self.daemon.options.http_address)
+        """Listen on --http-address, and --https-address with TLS (nsqd's error text if that
+        fails); the bound HTTP address."""
+        opts = self.daemon.options
+        listeners = await open_listeners(opts.http_address)
         self.address = listeners[0].socket.getsockname()[:2]
-        self._fds = [listener.socket.detach() for listener in listeners]
+        self._listeners = [(listener, None) for listener in listeners]
+        context = self.daemon.tls_context
+        if context is not None and opts.https_address:
+            secure = await open_listeners(opts.https_address)
+            self.https_address = secure[0].socket.getsockname()[:2]
+            self.api.https_port = self.https_address[1]
+            self._listeners += [(listener, context) for listener in secure]
         return self.address
 
-    def config(self) -> Config:
-        config = Config()
-        config.bind = [f"fd://{fd}" for fd in self._fds]
-        config.include_server_header = False  # nsqd sends none
-        config.include_date_header = False  # the app sends Go's `Date` itself
-        config.keep_alive_timeout = math.inf  # net/http keeps idle connections open
-        config.keep_alive_max_requests = 2**62
-        config.h11_max_incomplete_size = (1 << 20) + 4096  # net/http's header limit
-        config.backlog = socket.SOMAXCONN
-        config.accesslog = None  # requests are logged in nsqd's format by the app
-        hypercorn_log = logging.getLogger("nsqd.hypercorn")
-        hypercorn_log.setLevel(logging.WARNING)  # not its "Running on ..." banner
-        config.errorlog = hypercorn_log
-        config.graceful_timeout = 1.0
-        return config
-
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await serve(
-            self.api.app,  # type: ignore[arg-type]
-            self.config(),
-            shutdown_trigger=self._closing.wait,
-            task_status=task_status,
-            mode="asgi",
-        )
+        if self.https_address is not None:
+            log.info("HTTPS: listening on %s:%d", *self.https_address)
+        await self.server.serve(self._listeners, task_status=task_status)
 
     def close(self) -> None:
         """Stop accepting; requests under way get a moment to finish."""
-        if self.address is not None and not self._closing.is_set():
+        if self.address is not None and not self.server.closing:
             log.info("HTTP: closing %s:%d", *self.address)
-        self._closing.set()
+            if self.https_address is not None:
+                log.info("HTTPS: closing %s:%d", *self.https_address)
+        self.server.close()

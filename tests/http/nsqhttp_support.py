@@ -132,6 +132,16 @@ def start(kind: str, *args: str) -> Daemon:
     raise RuntimeError(f"{kind} nsqd did not start:\n{last}")
 
 
+def https_port(daemon: Daemon) -> int:
+    """The bound --https-address port, from the `HTTPS: listening on host:port` log line."""
+
+    def logged() -> int:
+        match = re.search(r"HTTPS: listening on \S+:(\d+)", daemon.log())
+        return int(match.group(1)) if match else 0
+
+    return wait_until(logged)
+
+
 # -- a minimal V2 TCP client ---------------------------------------------------------------------
 
 

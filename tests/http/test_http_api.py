@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -619,9 +620,10 @@ def test_debug_endpoints_answer_like_nsqd(http: httpx.Client, nsqd: Daemon) -> N
 
 def test_tls_required_refuses_plain_http(tmp_path: Any) -> None:
     trustme = pytest.importorskip("trustme")
-    from nsqhttp_support import start
+    from nsqhttp_support import https_port, start
 
-    cert = trustme.CA().issue_cert("127.0.0.1")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
     cert.private_key_pem.write_to_path(tmp_path / "key.pem")
     cert.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
     daemon = start(
@@ -631,11 +633,16 @@ def test_tls_required_refuses_plain_http(tmp_path: Any) -> None:
         "--tls-required=true",
     )
     try:
+        port = https_port(daemon)
         for method, path in (("GET", "/ping"), ("POST", "/pub?topic=x"), ("GET", "/nope")):
             r = httpx.request(method, daemon.url + path, content=b"x", timeout=5)
             assert r.status_code == 403
-            assert r.content == b'{"message": "TLS_REQUIRED", "https_port": 0}'
+            assert r.content == b'{"message": "TLS_REQUIRED", "https_port": %d}' % port
             assert (r.headers["content-type"], r.headers["x-nsq-content-type"]) == (JSON, V1)
+        ctx = ssl.create_default_context()
+        ca.configure_trust(ctx)
+        r = httpx.post(f"https://{HOST}:{port}/pub?topic=x", content=b"x", verify=ctx, timeout=5)
+        assert (r.status_code, r.text) == (200, "OK")  # HTTPS is not refused
     finally:
         assert daemon.stop() == 0
 

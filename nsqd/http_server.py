@@ -1,0 +1,561 @@
+"""A small HTTP/1.1 server on Trio and h11, for nsqd's HTTP and HTTPS listeners.
+
+One task per connection and none per request: the connection task parses with h11, calls
+`handler(request)` and writes the `(status, headers, body)` it returns. Keep-alive and pipelined
+requests are answered in order on the same connection. The handler reads the body itself
+(`Request.read(limit)` reads at most `limit` bytes, so a size limit holds while reading); what
+it leaves unread is discarded afterwards as net/http does (up to 256 KiB, else the connection is
+closed after the response).
+
+What a client may hold, and for how long: an idle keep-alive connection `idle_timeout`, a request
+head `header_timeout` from its first byte, a body `body_timeout` without progress and
+`request_timeout` in all, a response `write_timeout` to be taken, a TLS handshake
+`header_timeout`. Then the connection is closed without an answer (net/http, as nsqd runs it,
+has no timeouts). None of this blocks any other task (the TCP protocol runs elsewhere).
+
+Answers match Go's net/http where h11 lets them: the status line's reason phrase, no Server
+header, and for a request h11 rejects net/http's plain-text `400 Bad Request` (or 431, 501, 505)
+with `Connection: close` and no length, after which the connection is closed."""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import unquote
+
+import h11
+import trio
+
+from .log import log
+from .transport import Transport, transport_for
+
+Headers = list[tuple[bytes, bytes]]
+Response = tuple[int, Headers, bytes]
+
+IDLE_TIMEOUT = 300.0
+HEADER_TIMEOUT = 60.0
+BODY_TIMEOUT = 60.0
+REQUEST_TIMEOUT = 300.0
+WRITE_TIMEOUT = 60.0
+MAX_HEADER_BYTES = (1 << 20) + 4096  # net/http's DefaultMaxHeaderBytes and its slack
+MAX_POST_HANDLER_READ = 256 << 10  # net/http discards at most this much unread body
+CLOSE_LINGER = 0.5  # after a final answer, how long unread input is drained (RST avoidance)
+RECEIVE_SIZE = 65536
+
+# Go's http.StatusText where Python's phrase differs
+_GO_REASONS = {413: "Request Entity Too Large", 418: "I'm a teapot", 422: "Unprocessable Entity"}
+_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+_REASONS.update((code, text.encode()) for code, text in _GO_REASONS.items())
+
+_GO_ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+_BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
+# httpguts.ValidHostHeader's bytes
+_HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
+_NEED_DATA = h11.NEED_DATA
+_Request = h11.Request
+_Data = h11.Data
+_EndOfMessage = h11.EndOfMessage
+_SEND_BODY = h11.SEND_BODY
+_DONE = h11.DONE
+_END = h11.EndOfMessage()
+_INTERNAL_ERROR = (
+    500,
+    [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Content-Length", b"21")],
+    b"Internal Server Error",
+)
+_CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+
+
+class BodyError(Exception):
+    """The request body could not be read: the client went away or sent a malformed body."""
+
+
+class Request:
+    """One request: its head as parsed, and its body to be read by the handler."""
+
+    __slots__ = (
+        "_conn",
+        "client",
+        "headers",
+        "http_version",
+        "method",
+        "path",
+        "query_string",
+        "raw_path",
+        "target",
+        "tls",
+    )
+
+    def __init__(
+        self,
+        conn: Connection,
+        event: h11.Request,
+        headers: Headers,
+        path: str,
+        raw_path: bytes,
+        query_string: bytes,
+    ) -> None:
+        self._conn = conn
+        self.method: str = event.method.decode("ascii")
+        self.target: bytes = event.target
+        self.http_version: bytes = event.http_version
+        self.headers = headers  # names in lower case
+        self.path = path
+        self.raw_path = raw_path
+        self.query_string = query_string
+        self.client: tuple[str, int] = conn.client
+        self.tls: bool = conn.tls
+
+    def header(self, name: bytes) -> bytes | None:
+        """The first value of a header (`name` in lower case), None if absent."""
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+    def content_length(self) -> int | None:
+        value = self.header(b"content-length")
+        return None if value is None else int(value)  # h11 checked it is a number
+
+    async def read(self, limit: int) -> bytes:
+        """At most `limit` bytes of the body (io.LimitReader): more may remain unread."""
+        conn = self._conn
+        chunk = await conn.body_chunk()
+        if len(chunk) >= limit or not chunk:
+            if len(chunk) > limit:
+                conn.unread = chunk[limit:]
+                return chunk[:limit]
+            return chunk
+        chunks = [chunk]
+        size = len(chunk)
+        while size < limit:
+            chunk = await conn.body_chunk()
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        body = b"".join(chunks)
+        if size > limit:
+            conn.unread = body[limit:]
+            body = body[:limit]
+        return body
+
+    async def read_exact(self, n: int) -> bytes | None:
+        """Exactly `n` bytes of the body, or None if it ends first."""
+        data = await self.read(n)
+        while 0 < len(data) < n:
+            more = await self.read(n - len(data))
+            if not more:
+                break
+            data += more
+        return data if len(data) == n else None
+
+    async def drain(self) -> None:
+        """Read and drop the whole body (as nsqd's NewReqParams does; keeps keep-alive)."""
+        conn = self._conn
+        while await conn.body_chunk():
+            pass
+
+
+Handler = Callable[[Any], Awaitable[Response]]
+
+
+class Connection:
+    """One client connection: reads requests with h11, answers them in order."""
+
+    __slots__ = (
+        "body_deadline",
+        "body_read",
+        "client",
+        "eof",
+        "h11",
+        "idle",
+        "scope",
+        "server",
+        "stream",
+        "tls",
+        "transport",
+        "unread",
+    )
+
+    def __init__(
+        self, server: Server, stream: trio.abc.Stream, client: tuple[str, int], tls: bool
+    ) -> None:
+        self.server = server
+        self.stream = stream
+        self.transport: Transport = transport_for(stream)
+        self.client = client
+        self.tls = tls
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.scope = trio.CancelScope()  # its deadline is the read timeout of the moment
+        self.idle = False  # waiting for the next request: close() may end it at once
+        self.unread = b""  # body bytes read past a handler's limit
+        self.body_read = 0
+        self.body_deadline = math.inf
+        self.eof = False
+
+    async def _fill(self, deadline: float) -> None:
+        """Feed h11 the next bytes from the client (b"" at end of stream), if they come before
+        `deadline` (else the connection's scope is cancelled)."""
+        scope = self.scope
+        scope.deadline = deadline
+        data = await self.transport.receive(RECEIVE_SIZE)
+        scope.deadline = math.inf
+        self.eof = not data
+        self.h11.receive_data(data)
+
+    async def body_chunk(self, deadline: float | None = None) -> bytes:
+        """The next piece of the request body, waiting for bytes until `deadline` (by default
+        the body timeouts); b"" at its end. BodyError if it cannot be read."""
+        if self.unread:
+            data, self.unread = self.unread, b""
+            return data
+        conn = self.h11
+        if conn.their_state is _DONE:
+            return b""
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise BodyError(str(exc)) from None
+            kind = type(event)
+            if kind is _Data:
+                data = bytes(event.data)
+                self.body_read += len(data)
+                return data
+            if kind is _EndOfMessage:
+                return b""
+            if event is _NEED_DATA:
+                if conn.they_are_waiting_for_100_continue:
+                    try:
+                        await self._send(conn.send(_CONTINUE))
+                    except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+                        raise BodyError("cannot send 100 Continue") from exc
+                if deadline is None:
+                    until = trio.current_time() + self.server.body_timeout
+                    await self._fill(min(until, self.body_deadline))
+                else:
+                    await self._fill(deadline)
+                continue
+            raise BodyError("connection closed")  # ConnectionClosed, or no body here
+
+    async def _send(self, data: bytes) -> None:
+        await self.transport.send(data, self.server.write_timeout)
+
+    async def _next_request(self) -> h11.Request | None:
+        """The next request's head; None when the connection is done."""
+        conn = self.h11
+        event = conn.next_event()
+        if event is _NEED_DATA:
+            server = self.server
+            if server.closing:
+                return None
+            self.idle = True
+            await self._fill(trio.current_time() + server.idle_timeout)
+            self.idle = False
+            event = conn.next_event()
+            if event is _NEED_DATA:
+                with trio.move_on_after(server.header_timeout):
+                    while event is _NEED_DATA:
+                        await self._fill(math.inf)
+                        event = conn.next_event()
+                if event is _NEED_DATA:
+                    return None  # a request head that never completed
+        return event if type(event) is _Request else None
+
+    async def run(self) -> None:
+        conn = self.h11
+        server = self.server
+        handler = server.handler
+        request_class = server.request_class
+        while True:
+            try:
+                event = await self._next_request()
+            except h11.RemoteProtocolError as exc:
+                if not self.eof:  # net/http does not answer a request cut short
+                    await self._reject(_go_error(exc))
+                return
+            if event is None:
+                return
+            head = _check_head(event)
+            if type(head) is bytes:
+                await self._reject(head)
+                return
+            self.body_read = 0
+            self.body_deadline = trio.current_time() + server.request_timeout
+            request = request_class(self, event, *head)
+            try:
+                status, headers, body = await handler(request)
+            except (trio.BrokenResourceError, trio.TooSlowError):
+                raise  # the client is gone or does not read: no answer to give
+            except Exception:
+                log.exception("HTTP: error in %s %s", request.method, request.path)
+                status, headers, body = _INTERNAL_ERROR
+            linger = conn.their_state is not _DONE and not await self._finish_body(request)
+            if linger:
+                headers = [*headers, (b"Connection", b"close")]
+            data = conn.send(_response(status, headers))
+            if body and event.method != b"HEAD":
+                data += conn.send(_Data(data=body))
+            data += conn.send(_END)
+            await self._send(data)
+            if conn.our_state is not _DONE or conn.their_state is not _DONE:
+                if linger and isinstance(self.stream, trio.SocketStream):
+                    await _linger(self.stream)
+                return
+            conn.start_next_cycle()
+            self.unread = b""
+
+    async def _finish_body(self, request: Request) -> bool:
+        """After the handler: discard what is left of the body as net/http does; False if the
+        connection cannot be kept (too much left, a malformed body, or no 100 Continue sent)."""
+        conn = self.h11
+        if conn.their_state is not _SEND_BODY:
+            return False
+        length = request.content_length()
+        if length is None and request.header(b"transfer-encoding") is None:
+            length = 0  # no body at all
+        if length != 0 and conn.they_are_waiting_for_100_continue:
+            return False  # the client waits for a 100 Continue that never came
+        if length is not None and length - self.body_read >= MAX_POST_HANDLER_READ:
+            return False
+        budget = MAX_POST_HANDLER_READ + 1
+        with trio.move_on_after(self.server.body_timeout):
+            try:
+                while budget > 0:
+                    chunk = await self.body_chunk(math.inf)
+                    if not chunk:
+                        return True
+                    budget -= len(chunk)
+            except BodyError:
+                return False
+        return False
+
+    async def _reject(self, answer: bytes) -> None:
+        """net/http's answer to a request it cannot parse, then a lingering close."""
+        await self._send(answer)
+        if isinstance(self.stream, trio.SocketStream):
+            await _linger(self.stream)
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """Half-close and drop the client's unread input for a moment, so that closing with data
+    unread (a TCP reset) does not destroy the last answer before the client reads it."""
+    with trio.move_on_after(CLOSE_LINGER):
+        try:
+            await stream.send_eof()
+            while await stream.receive_some(RECEIVE_SIZE):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+_responses: dict[tuple[int, tuple[tuple[bytes, bytes], ...]], h11.Response] = {}
+
+
+def _response(status: int, headers: Headers) -> h11.Response:
+    """h11's Response event; the same answers repeat (/pub's `OK` within one Date second),
+    and an event is immutable, so recent ones are kept rather than validated again."""
+    key = (status, tuple(headers))
+    response = _responses.get(key)
+    if response is None:
+        if len(_responses) >= 64:
+            _responses.clear()
+        response = h11.Response(status_code=status, headers=headers, reason=_reason(status))
+        _responses[key] = response
+    return response
+
+
+def _reason(status: int) -> bytes:
+    return _REASONS.get(status, b"status code %d" % status)
+
+
+def _check_head(event: h11.Request) -> tuple[Headers, str, bytes, bytes] | bytes:
+    """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
+    request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
+    the path, a Host header with characters a host cannot have."""
+    if not event.http_version.startswith(b"1."):
+        return _go_status_error(505, "unsupported protocol version")
+    raw_path, _, query = event.target.partition(b"?")
+    if not raw_path.startswith(b"/"):
+        if raw_path.startswith((b"http://", b"https://")):  # absolute form
+            raw_path = b"/" + raw_path.split(b"/", 3)[3] if raw_path.count(b"/") > 2 else b"/"
+        elif raw_path != b"*":
+            return _go_error(None)
+    headers = list(event.headers)
+    for name, value in headers:
+        if _CONTROL.search(value):  # h11 lets control characters other than NUL through
+            return _go_error(None)
+        if name == b"host" and value.translate(None, _HOST_BYTES):
+            return _go_status_error(400, "malformed Host header")
+    if b"%" not in raw_path:
+        return headers, raw_path.decode("ascii"), raw_path, query
+    if _BAD_ESCAPE.search(raw_path):
+        return _go_error(None)
+    return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
+
+
+def _go_status_error(status: int, text: str) -> bytes:
+    line = b"%d %s: %s" % (status, _reason(status), text.encode())
+    return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
+
+
+def _go_error(exc: h11.RemoteProtocolError | None) -> bytes:
+    """What net/http writes for a request it could not read."""
+    hint = exc.error_status_hint if exc is not None else 400
+    if hint == 431:
+        line = b"431 Request Header Fields Too Large"
+        return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
+    if hint == 501:
+        return (
+            b"HTTP/1.1 501 Not Implemented" + _GO_ERROR_HEADERS + b"Unsupported transfer encoding"
+        )
+    text = str(exc) if exc is not None else ""
+    if text.startswith("Missing mandatory Host"):
+        return _go_status_error(400, "missing required Host header")
+    bad_line = _BAD_HEADER_LINE.match(text)
+    if bad_line:  # net/http names a header name with a space in it (only that)
+        line: bytes = ast.literal_eval(bad_line.group(1))
+        name, colon, _ = line.partition(b":")
+        if colon and b" " in name and _TOKEN.fullmatch(name.replace(b" ", b"")):
+            return _go_status_error(400, "invalid header name")
+    return b"HTTP/1.1 400 Bad Request" + _GO_ERROR_HEADERS + b"400 Bad Request"
+
+
+_HTTP_TO_HTTPS = (
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+)
+_HTTP_STARTS = (b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO")  # tlsRecordHeaderLooksLikeHTTP
+
+
+async def _plain_http_first(stream: trio.SocketStream) -> bool:
+    """Whether a client on the HTTPS port starts with a plain HTTP request (Go answers that
+    with a 400 rather than a TLS alert). Peeks, so the TLS handshake still sees every byte."""
+    sock = stream.socket
+    while True:
+        head = await sock.recv(5, socket.MSG_PEEK)
+        if not head or head[0] == 0x16 or len(head) == 5:  # 0x16: a TLS handshake record
+            return head in _HTTP_STARTS
+        await trio.sleep(0.01)  # a few bytes of something: wait for five
+
+
+def _peer(stream: trio.SocketStream) -> tuple[str, int]:
+    try:
+        peer = stream.socket.getpeername()
+        return peer[0], peer[1]
+    except OSError:
+        return "", 0
+
+
+class Server:
+    """Serves `handler` on listeners, plain or TLS, until `close()`."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        request_class: type[Request] = Request,
+        idle_timeout: float = IDLE_TIMEOUT,
+        header_timeout: float = HEADER_TIMEOUT,
+        body_timeout: float = BODY_TIMEOUT,
+        request_timeout: float = REQUEST_TIMEOUT,
+        write_timeout: float = WRITE_TIMEOUT,
+        require_client_cert: bool = False,
+        grace: float = 1.0,
+    ) -> None:
+        self.handler = handler
+        self.request_class = request_class
+        self.idle_timeout = idle_timeout
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.request_timeout = request_timeout
+        self.write_timeout = write_timeout
+        self.require_client_cert = require_client_cert
+        self.grace = grace
+        self.closing = False
+        self._closed = trio.Event()
+        self._connections: set[Connection] = set()
+
+    async def serve(
+        self,
+        listeners: list[tuple[trio.SocketListener, ssl.SSLContext | None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept on every listener (with a TLS context: HTTPS) until `close()`; then requests
+        under way get `grace` seconds to finish."""
+        async with trio.open_nursery() as connections:
+            async with trio.open_nursery() as acceptors:
+                for listener, context in listeners:
+                    acceptors.start_soon(self._accept, listener, context, connections)
+                task_status.started()
+                await self._closed.wait()
+                acceptors.cancel_scope.cancel()
+            for listener, _ in listeners:
+                await listener.aclose()
+            connections.cancel_scope.deadline = trio.current_time() + self.grace
+
+    async def _accept(
+        self,
+        listener: trio.SocketListener,
+        context: ssl.SSLContext | None,
+        connections: trio.Nursery,
+    ) -> None:
+        async def handle(stream: trio.SocketStream) -> None:
+            await self._connection(stream, context)
+
+        await trio.serve_listeners(handle, [listener], handler_nursery=connections)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    def close(self) -> None:
+        """Stop accepting; close idle connections now, the others after their request."""
+        self.closing = True
+        self._closed.set()
+        for conn in self._connections:
+            if conn.idle:
+                conn.scope.cancel()
+
+    async def _connection(self, stream: trio.SocketStream, context: ssl.SSLContext | None) -> None:
+        client = _peer(stream)
+        outer: trio.abc.Stream = stream
+        conn: Connection | None = None
+        try:
+            if context is not None:
+                tls = trio.SSLStream(stream, context, server_side=True, https_compatible=True)
+                outer = tls
+                with trio.move_on_after(self.header_timeout) as handshake:
+                    if await _plain_http_first(stream):
+                        await stream.send_all(_HTTP_TO_HTTPS)
+                        await _linger(stream)
+                        return
+                    await tls.do_handshake()
+                if handshake.cancelled_caught:
+                    return
+                if self.require_client_cert and not tls.getpeercert(binary_form=True):
+                    return  # Go's RequireAnyClientCert
+            conn = Connection(self, outer, client, context is not None)
+            self._connections.add(conn)
+            with conn.scope:
+                await conn.run()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+            pass  # the client went away, or would not take its answer
+        except Exception:
+            log.exception("HTTP: connection from %s:%d", *client)
+        finally:
+            if conn is not None:
+                self._connections.discard(conn)
+            with trio.CancelScope(shield=True) as closing:
+                closing.deadline = trio.current_time() + 1.0
+                await outer.aclose()
