@@ -248,6 +248,13 @@ class Consumer:
                 self._buffer.append(held)
                 self.accepted += 1
             self._cond.notify_all()
+            links: list[Link] = []
+            limit = self._accept_limit
+            if self._rdy_open and limit is not None and self.accepted >= limit:
+                self._rdy_open = False  # the run's quota is in: stop the flow
+                links = list(self._links.values())
+        for other in links:  # RDY 0 before the REQs, or nsqd would send them straight back
+            other.send(commands.rdy(0))
         if requeue:
             self.requeued += len(requeue)
             link.send(b"".join(commands.req(i, 0) for i in requeue))

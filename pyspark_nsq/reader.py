@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .addresses import Address
 from .consumer import Consumer, Held
 from .http import channel_counts
 from .options import SourceOptions
@@ -163,17 +164,14 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         """Target = topic depth + channel depth + in flight, summed over the nsqds (their
         /stats), counted while this reader is subscribed with RDY 0; no more than that many
-        messages are read in this run."""
+        messages are read in this run (later ones are requeued at once)."""
         self._available_now = True
         consumer = self._started(rdy_open=False)
         _trace(self.opts.topic, "prepareForTriggerAvailableNow")
         target = 0
         try:
             for link in consumer.links():
-                counts = channel_counts(link.producer.http, self.opts.topic, self.opts.channel,
-                                        self.opts.connect_timeout_ms / 1000)
-                if counts is not None:
-                    target += counts.topic_depth + counts.depth + counts.in_flight
+                target += self._available(link.producer.http)
             self._target = target
             consumer.limit_accepted(target)
         except (OSError, ValueError) as exc:
@@ -181,7 +179,24 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         "until nothing arrives for availableNowIdleMs", exc)
             self._target = None
         _trace(self.opts.topic, "target", target=self._target)
-        consumer.set_rdy_open(True)
+        if self._target != 0:
+            consumer.set_rdy_open(True)
+
+    def _available(self, http: Address) -> int:
+        """One nsqd's share of the target. While the topic still copies a backlog into a new
+        channel, the copy in hand counts in neither depth (Go's nsqd): wait (up to 2 s) for
+        the topic's depth to reach 0, and keep the largest sum seen."""
+        deadline = time.monotonic() + 2.0
+        best = 0
+        while True:
+            counts = channel_counts(http, self.opts.topic, self.opts.channel,
+                                    self.opts.connect_timeout_ms / 1000)
+            if counts is None:
+                return best
+            best = max(best, counts.topic_depth + counts.depth + counts.in_flight)
+            if counts.topic_depth == 0 or time.monotonic() >= deadline:
+                return best
+            time.sleep(0.02)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return None if self._consumer is None else _offset(self._consumer.latest())

@@ -82,7 +82,8 @@ def test_stream_10k_into_parquet_exactly_once(spark: Any, nsqd: Proc, topic: str
 def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tmp_path: Path,
                                           trace_path: Path) -> None:
     """availableNow drains what was there at the start, in batches of at most
-    maxMessagesPerTrigger, ends by itself and leaves every message FINed."""
+    maxMessagesPerTrigger, ends by itself and leaves every message FINed; messages published
+    after the start are handed back to nsqd (requeued once), not read."""
     n = 3000
     publish(nsqd, topic, bodies(n))
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
@@ -94,6 +95,9 @@ def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tm
         .trigger(availableNow=True)
         .start()
     )
+    wait_until(lambda: query.lastProgress and query.lastProgress["numInputRows"], 60, 0.1,
+               "the first batch")
+    publish(nsqd, topic, [b"after-start"] * 300)  # after the run's target: left for later
     assert query.awaitTermination(120), "availableNow query did not end"
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sum(sizes) == n
@@ -105,7 +109,11 @@ def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tm
     stats = channel_stats(nsqd, topic, "spark")
     if stats is not None:  # nsqd's HTTP API answers
         assert [e["target"] for e in events if e["event"] == "target"] == [n]
-        assert (stats["depth"], stats["in_flight_count"], stats["timeout_count"]) == (0, 0, 0)
+        wait_until(lambda: channel_stats(nsqd, topic, "spark")["in_flight_count"] == 0, 10, 0.1,
+                   "the late messages requeued")
+        stats = channel_stats(nsqd, topic, "spark")
+        assert (stats["depth"], stats["timeout_count"]) == (300, 0)
+        assert stats["requeue_count"] <= 300, "late messages requeued more than once each"
 
 
 def test_stop_and_restart_from_checkpoint(spark: Any, nsqd: Proc, topic: str,
