@@ -37,6 +37,7 @@ from .http_server import BodyError
 from .log import LEVELS, log
 from .options import FLAGS
 from .server import open_listeners
+from .statsd import prefix_for
 
 if TYPE_CHECKING:
     from .daemon import NSQD
@@ -180,10 +181,6 @@ def _raw_headers(content_type: bytes, body: bytes) -> Headers:
     ]
 
 
-def _host_key(host_port: str) -> str:
-    return host_port.replace(".", "_").replace(":", "_")
-
-
 def config_value(daemon: NSQD, name: str) -> Any:
     """getOptByCfgName: the option's value as nsqd's Go Options struct holds it."""
     flag = _FLAGS_BY_CFG.get(name)
@@ -198,12 +195,7 @@ def config_value(daemon: NSQD, name: str) -> Any:
     if name == "tls_min_version":
         return _TLS_VERSIONS.get(str(value).lower(), 0)
     if name == "statsd_prefix" and value:
-        # nsqd expands %s with <broadcast address>_<http port> at startup
-        port = opts.http_address.rpartition(":")[2]
-        host = opts.broadcast_address
-        joined = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        value = value.replace("%s", _host_key(joined))
-        return value if value.endswith(".") else value + "."
+        return prefix_for(daemon)  # %s expanded as nsqd does at startup
     if name == "broadcast_tcp_port":  # nsqd fills in the bound ports at startup
         return daemon.broadcast_tcp_port
     if name == "broadcast_http_port":
