@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from .addresses import Address
 
 USER_AGENT = "pyspark_nsq/0.1"
 _RECV_SIZE = 1 << 18
+_SEND_TIMEOUT = struct.pack("ll", 30, 0)  # struct timeval: 30 s
 
 
 class ConnectionClosed(ConnectionError):
@@ -55,6 +57,9 @@ class Connection:
         (an empty dict unless `feature_negotiation` was asked for)."""
         sock = socket.create_connection((self.address.host, self.address.port), self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # No send blocks for ever on an nsqd that stopped reading (the socket is in blocking
+        # mode while a reader thread owns it).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _SEND_TIMEOUT)
         self._sock = sock
         try:
             sock.sendall(MAGIC_V2)

@@ -67,21 +67,27 @@ def _trace(topic: str, event: str, **fields: Any) -> None:
             f.write(line + "\n")
 
 
-def _on_sigterm(cleanup: Callable[[], None]) -> None:
-    """Run `cleanup` on SIGTERM, then the previous handler (or die of SIGTERM as before)."""
+def _on_sigterm(cleanup: Callable[[], None], limit: float = 3.0) -> None:
+    """On SIGTERM run `cleanup` for at most `limit` seconds, then end as SIGTERM would.
+
+    The cleanup runs in its own thread: the signal may have interrupted the main thread
+    inside a lock the cleanup needs (it then just times out). A second SIGTERM ends the
+    process at once."""
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.getsignal(signal.SIGTERM)
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        try:
-            cleanup()
-        finally:
-            if callable(previous):
-                previous(signum, frame)
-            elif previous != signal.SIG_IGN:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        worker = threading.Thread(target=cleanup, name="nsq-sigterm", daemon=True)
+        worker.start()
+        worker.join(limit)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     signal.signal(signal.SIGTERM, handler)
 
@@ -114,8 +120,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _terminated(self) -> None:
         """Spark ends this process with SIGTERM when the query stops (stop() is not called):
         hand back at once what no offset range holds; the rest times out on nsqd."""
-        _trace(self.opts.topic, "sigterm", buffered=self._consumer.buffered()
-               if self._consumer else 0)
+        _trace(self.opts.topic, "sigterm")
         self.stop()
 
     def initialOffset(self) -> dict[str, int]:
@@ -250,8 +255,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _trace(self.opts.topic, "commit", end=int(end["seq"]), fin=fins)
 
     def stop(self) -> None:
+        consumer, self._consumer = self._consumer, None
         _trace(self.opts.topic, "stop")
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if consumer is not None:
+            consumer.close()
+            _trace(self.opts.topic, "stopped", requeued=consumer.requeued)
 

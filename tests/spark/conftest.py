@@ -7,6 +7,7 @@ missing Java runtime, fails these tests rather than skipping them."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import sys
@@ -53,6 +54,49 @@ def spark(trace_path: Path) -> Iterator[Any]:
         session.stop()
         os.environ.clear()
         os.environ.update(saved)
+    # Every reader process (one per query run, pids from the trace) must be gone: Spark ends
+    # them with SIGTERM, and the reader's cleanup on SIGTERM must not keep them alive.
+    left = wait_for_exit(trace_pids(trace_path), 15)
+    assert not left, f"reader processes still running after the session stopped: {left}"
+
+
+def trace_pids(path: Path) -> set[int]:
+    if not path.exists():
+        return set()
+    return {json.loads(line)["pid"] for line in path.read_text().splitlines() if line.strip()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for_exit(pids: set[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        left = sorted(p for p in pids if _alive(p))
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
+
+
+REPORT: list[str] = []
+
+
+@pytest.fixture
+def report() -> Any:
+    """Lines shown in the terminal summary (delivery counts: duplicates, timings)."""
+    return REPORT.append
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if REPORT:
+        terminalreporter.section("pyspark_nsq delivery")
+        for line in REPORT:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

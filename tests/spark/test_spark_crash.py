@@ -36,7 +36,8 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
-def test_kill_mid_batch_and_restart(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> None:
+def test_kill_mid_batch_and_restart(spark: Any, nsqd: Proc, topic: str, tmp_path: Path,
+                                    report: Any) -> None:
     expected = {b"msg-%05d" % i for i in range(N)}
     publish(nsqd, topic, sorted(expected))
     crash_batch = 3
@@ -60,7 +61,7 @@ def test_kill_mid_batch_and_restart(spark: Any, nsqd: Proc, topic: str, tmp_path
     got = [bytes(r.body) for r in rows]
     missing = expected - set(got)
     duplicates = len(got) - len(set(got))
-    print(f"\nkill -9 mid-batch {crash_batch}: {before} rows written before the kill, "
+    report(f"kill -9 mid-batch {crash_batch}: {before} rows written before the kill, "
           f"{len(got)} rows in total, {len(missing)} missing, {duplicates} duplicates")
     assert not missing, f"{len(missing)} messages lost"
     assert len({r.id for r in rows}) == N
