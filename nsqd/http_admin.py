@@ -1,0 +1,148 @@
+"""nsqd's administrative endpoints: POST /topic/{create,delete,empty,pause,unpause},
+POST /channel/{create,delete,empty,pause,unpause}, and GET/PUT /config/:opt."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from protocol.names import is_valid_name
+
+from .diskqueue import DiskQueueError
+from .http_v1 import HTTPError, Request, config_value, read_params, topic_from_query
+from .log import LEVELS, log
+
+if TYPE_CHECKING:
+    from .daemon import NSQD
+
+
+class AdminHandlers:
+    """Topics, channels and the two options nsqd lets /config change at run time."""
+
+    def __init__(self, daemon: NSQD) -> None:
+        self.daemon = daemon
+        self.max_msg_size: int = daemon.options.max_msg_size
+
+    # -- topics ------------------------------------------------------------------------------
+
+    async def _existing_topic_arg(self, req: Request, validate: bool) -> Any:
+        await read_params(req)
+        name = req.arg("topic")
+        if name is None:
+            raise HTTPError(400, "MISSING_ARG_TOPIC")
+        if validate and not is_valid_name(name.encode("utf-8", "surrogateescape")):
+            raise HTTPError(400, "INVALID_TOPIC")
+        topic = self.daemon.topics.get(name)
+        if topic is None:
+            raise HTTPError(404, "TOPIC_NOT_FOUND")
+        return topic
+
+    async def topic_create(self, req: Request) -> None:
+        name, _ = topic_from_query(req)
+        self.daemon.get_topic(name)
+
+    async def topic_delete(self, req: Request) -> None:
+        topic = await self._existing_topic_arg(req, validate=False)
+        self.daemon.delete_topic(topic.name)
+
+    async def topic_empty(self, req: Request) -> None:
+        topic = await self._existing_topic_arg(req, validate=True)
+        try:
+            topic.empty()
+        except DiskQueueError as exc:
+            log.error("TOPIC(%s): failed to empty - %s", topic.name, exc)
+            raise HTTPError(500, "INTERNAL_ERROR") from exc
+
+    async def topic_pause(self, req: Request) -> None:
+        topic = await self._existing_topic_arg(req, validate=False)
+        topic.pause()
+        self.daemon.storage.metadata_changed()  # nsqd.dat keeps the paused flag
+
+    async def topic_unpause(self, req: Request) -> None:
+        topic = await self._existing_topic_arg(req, validate=False)
+        topic.unpause()
+        self.daemon.storage.metadata_changed()
+
+    # -- channels ----------------------------------------------------------------------------
+
+    async def _topic_channel_args(self, req: Request) -> tuple[Any, str]:
+        """getExistingTopicFromQuery: (existing topic, validated channel name)."""
+        await read_params(req)
+        topic_name = req.arg("topic")
+        if topic_name is None:
+            raise HTTPError(400, "MISSING_ARG_TOPIC")
+        if not is_valid_name(topic_name.encode("utf-8", "surrogateescape")):
+            raise HTTPError(400, "INVALID_ARG_TOPIC")
+        channel_name = req.arg("channel")
+        if channel_name is None:
+            raise HTTPError(400, "MISSING_ARG_CHANNEL")
+        if not is_valid_name(channel_name.encode("utf-8", "surrogateescape")):
+            raise HTTPError(400, "INVALID_ARG_CHANNEL")
+        topic = self.daemon.topics.get(topic_name)
+        if topic is None:
+            raise HTTPError(404, "TOPIC_NOT_FOUND")
+        return topic, channel_name
+
+    async def _existing_channel(self, req: Request) -> Any:
+        topic, name = await self._topic_channel_args(req)
+        channel = topic.channels.get(name)
+        if channel is None:
+            raise HTTPError(404, "CHANNEL_NOT_FOUND")
+        return channel
+
+    async def channel_create(self, req: Request) -> None:
+        topic, name = await self._topic_channel_args(req)
+        topic.get_channel(name)
+
+    async def channel_delete(self, req: Request) -> None:
+        topic, name = await self._topic_channel_args(req)
+        if name not in topic.channels:
+            raise HTTPError(404, "CHANNEL_NOT_FOUND")
+        topic.delete_channel(name)
+
+    async def channel_empty(self, req: Request) -> None:
+        channel = await self._existing_channel(req)
+        try:
+            channel.empty()
+        except DiskQueueError as exc:
+            log.error("%r: failed to empty - %s", channel, exc)
+            raise HTTPError(500, "INTERNAL_ERROR") from exc
+
+    async def channel_pause(self, req: Request) -> None:
+        (await self._existing_channel(req)).pause()
+        self.daemon.storage.metadata_changed()
+
+    async def channel_unpause(self, req: Request) -> None:
+        (await self._existing_channel(req)).unpause()
+        self.daemon.storage.metadata_changed()
+
+    # -- /config/:opt ------------------------------------------------------------------------
+
+    async def config(self, req: Request) -> Any:
+        name = req.params
+        if req.method == "PUT":
+            read_max = self.max_msg_size + 1
+            body = await req.read(read_max)
+            if len(body) == read_max or not body:
+                raise HTTPError(413, "INVALID_VALUE")
+            opts = self.daemon.options
+            if name == "nsqlookupd_tcp_addresses":
+                try:
+                    value = json.loads(body.decode("utf-8", "replace"))
+                except ValueError:
+                    raise HTTPError(400, "INVALID_VALUE") from None
+                if value is not None and not (
+                    isinstance(value, list) and all(isinstance(v, str) for v in value)
+                ):
+                    raise HTTPError(400, "INVALID_VALUE")
+                opts.values["lookupd_tcp_address"] = value
+                self.daemon.lookupd.set_addresses(value or [])  # reconciled at once, as nsqd
+            elif name == "log_level":
+                level = body.decode("utf-8", "replace").lower()
+                if level not in LEVELS:
+                    raise HTTPError(400, "INVALID_VALUE")
+                opts.values["log_level"] = level
+                log.setLevel(LEVELS[level])
+            else:
+                raise HTTPError(400, "INVALID_OPTION")
+        return config_value(self.daemon, name)

@@ -1,0 +1,117 @@
+"""nsqd's endpoints that report and inspect: GET /ping, /info and /stats, and the /debug ones
+(/debug/setblockrate, /debug/freememory, /debug/pprof/*: Go's profiler does not exist here)."""
+
+from __future__ import annotations
+
+import gc
+import re
+import socket
+import sys
+from typing import TYPE_CHECKING, Any
+
+from protocol.gostr import go_quote
+
+from . import stats
+from .http_v1 import (
+    HTTPError,
+    Request,
+    Response,
+    parse_int64,
+    parse_query,
+    raw_headers,
+    read_params,
+    render_v1,
+)
+
+if TYPE_CHECKING:
+    from .daemon import NSQD
+
+_BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}
+
+
+class InfoHandlers:
+    """/ping, /info, /stats and /debug/*."""
+
+    def __init__(self, daemon: NSQD) -> None:
+        self.daemon = daemon
+
+    async def ping(self, req: Request) -> str:
+        health = stats.health(self.daemon)
+        if health != "OK":
+            raise HTTPError(500, health)
+        return health
+
+    async def info(self, req: Request) -> dict[str, Any]:
+        d = self.daemon
+        opts = d.options
+        http = getattr(d, "http_address", None)
+        try:
+            hostname = socket.gethostname()
+        except OSError as exc:
+            raise HTTPError(500, str(exc)) from exc
+        return {
+            "version": stats.VERSION,
+            "broadcast_address": opts.broadcast_address,
+            "hostname": hostname,
+            "http_port": http[1] if http else 0,
+            "tcp_port": d.tcp_address[1] if d.tcp_address else 0,
+            "start_time": d.start_time,
+            "max_heartbeat_interval": round(opts.max_heartbeat_interval * 1e9),
+            "max_output_buffer_size": opts.max_output_buffer_size,
+            "max_output_buffer_timeout": round(opts.max_output_buffer_timeout * 1e9),
+            "max_deflate_level": opts.max_deflate_level,
+        }
+
+    async def stats(self, req: Request) -> Any:
+        await read_params(req)
+        query = req.query()
+
+        def first(name: str) -> str:
+            values = query.get(name)
+            return values[0] if values else ""
+
+        include_clients = _BOOL_PARAMS.get(first("include_clients"), True)
+        include_mem = _BOOL_PARAMS.get(first("include_mem"), True)
+        topics, producers = stats.snapshot(
+            self.daemon, first("topic"), first("channel"), include_clients
+        )
+        memory = stats.memory_stats() if include_mem else None
+        if first("format") == "json":
+            return stats.stats_json(self.daemon, topics, producers, memory)
+        return stats.stats_text(self.daemon, topics, producers, memory)
+
+    # -- /debug ------------------------------------------------------------------------------
+
+    async def set_block_rate(self, req: Request) -> None:
+        """Go's block profiler rate: nothing to set here; nsqd's answer on success is a 500."""
+        body = await req.read(1 << 20)
+        values = req.query()
+        for name, value in req.headers:
+            if name == b"content-type" and value.startswith(b"application/x-www-form-urlencoded"):
+                form = parse_query(body)
+                values = {**values, **form} if "rate" in form else values
+        text = (values.get("rate") or [""])[0]
+        if parse_int64(text) is None:
+            reason = (
+                "value out of range" if re.fullmatch(r"[+-]?[0-9]+", text) else "invalid syntax"
+            )
+            quoted = go_quote(text.encode("utf-8", "surrogateescape"))
+            raise HTTPError(400, f"invalid block rate : strconv.Atoi: parsing {quoted}: {reason}")
+
+    async def free_memory(self, req: Request) -> None:
+        gc.collect()
+
+    async def pprof_index(self, req: Request) -> Response:
+        body = (
+            b"<html>\n<head>\n<title>/debug/pprof/</title>\n</head>\n<body>\n/debug/pprof/<br>\n"
+            b"<p>Go's runtime profiles do not exist in this Python nsqd; only "
+            b'<a href="cmdline">cmdline</a> is served.</p>\n</body>\n</html>\n'
+        )
+        return 200, raw_headers(b"text/html; charset=utf-8", body), body
+
+    async def pprof_cmdline(self, req: Request) -> Response:
+        body = "\x00".join(sys.orig_argv).encode("utf-8", "surrogateescape")
+        return 200, raw_headers(b"text/plain; charset=utf-8", body), body
+
+    async def pprof_unavailable(self, req: Request) -> Response:
+        return 404, *render_v1(404, "NOT_FOUND")

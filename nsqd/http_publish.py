@@ -1,0 +1,154 @@
+"""nsqd's publishing endpoints: POST /pub (one message, optionally deferred) and POST /mpub
+(newline-separated, or `binary` length-prefixed, messages)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.names import is_valid_name
+
+from .diskqueue import DiskQueueError
+from .http_server import BodyError
+from .http_v1 import HTTPError, Request, parse_int64, topic_from_query
+from .log import log
+
+if TYPE_CHECKING:
+    from .daemon import NSQD
+
+_PLAIN_QUERY_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-#="
+_GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+class PublishHandlers:
+    """/pub and /mpub, with the daemon's --max-msg-size, --max-body-size and --max-req-timeout."""
+
+    def __init__(self, daemon: NSQD) -> None:
+        self.daemon = daemon
+        opts = daemon.options
+        self.max_msg_size: int = opts.max_msg_size
+        self.max_body_size: int = opts.max_body_size
+        self.max_req_timeout_ns = round(opts.max_req_timeout * 1e9)
+
+    async def pub(self, req: Request) -> str:
+        max_size = self.max_msg_size
+        length = req.content_length()
+        if length is not None and length > max_size:
+            raise HTTPError(413, "MSG_TOO_BIG")
+        body = await req.read(max_size + 1)
+        if len(body) > max_size:
+            raise HTTPError(413, "MSG_TOO_BIG")
+        if not body:
+            raise HTTPError(400, "MSG_EMPTY")
+        qs = req.query_string
+        if qs.startswith(b"topic=") and not qs.translate(None, _PLAIN_QUERY_BYTES):
+            name = qs[6:].decode()  # the common case: just ?topic=<valid name>
+            if not is_valid_name(qs[6:]):
+                raise HTTPError(400, "INVALID_TOPIC")
+            try:
+                self.daemon.get_topic(name).publish([body])
+            except DiskQueueError as exc:
+                raise self._publish_failed(exc) from exc
+            return "OK"
+        name, query = topic_from_query(req)
+        defer = query.get("defer")
+        delay_ms = 0
+        if defer is not None:
+            delay_ms = parse_int64(defer[0])
+            if delay_ms is None:
+                raise HTTPError(400, "INVALID_DEFER")
+            delay_ns = _wrap_int64(delay_ms * 1_000_000)
+            if delay_ns < 0 or delay_ns > self.max_req_timeout_ns:
+                raise HTTPError(400, "INVALID_DEFER")
+        try:
+            topic = self.daemon.get_topic(name)
+            if delay_ms > 0:
+                topic.publish_deferred(body, delay_ms)
+            else:
+                topic.publish([body])
+        except DiskQueueError as exc:
+            raise self._publish_failed(exc) from exc
+        return "OK"
+
+    def _publish_failed(self, exc: Exception) -> HTTPError:
+        # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
+        self.daemon.storage.last_error = str(exc)
+        return HTTPError(503, "EXITING")
+
+    async def mpub(self, req: Request) -> str:
+        length = req.content_length()
+        if length is not None and length > self.max_body_size:
+            raise HTTPError(413, "BODY_TOO_BIG")
+        name, query = topic_from_query(req)
+        topic = self.daemon.get_topic(name)
+        binary = query.get("binary")
+        binary_mode = False
+        if binary is not None:
+            value = binary[0]
+            if value in _GO_TRUE:
+                binary_mode = True
+            elif value not in _GO_FALSE:
+                binary_mode = True
+                log.warning("deprecated value '%s' used for /mpub binary param", value)
+        if binary_mode:
+            bodies = await self._read_binary_mpub(req)
+        else:
+            bodies = await self._read_text_mpub(req)
+        if bodies:
+            try:
+                topic.publish(bodies)
+            except DiskQueueError as exc:
+                raise self._publish_failed(exc) from exc
+        return "OK"
+
+    async def _read_text_mpub(self, req: Request) -> list[bytes]:
+        read_max = self.max_body_size + 1
+        body = await req.read(read_max)
+        blocks = body.split(b"\n")
+        if body.endswith(b"\n"):
+            blocks.pop()  # no block after the last newline
+        over = len(body) == read_max
+        max_msg = self.max_msg_size
+        if not over and (not blocks or max(map(len, blocks)) <= max_msg):
+            return [b for b in blocks if b]
+        last = len(blocks) - 1
+        for i, block in enumerate(blocks):
+            if over and i == last:
+                raise HTTPError(413, "BODY_TOO_BIG")
+            if len(block) > max_msg:
+                raise HTTPError(413, "MSG_TOO_BIG")
+        return [b for b in blocks if b]  # pragma: no cover - the loop always raises
+
+    async def _read_binary_mpub(self, req: Request) -> list[bytes]:
+        head = await _read_exact(req, 4)
+        if head is None:
+            raise HTTPError(413, "BAD_BODY")
+        count = int.from_bytes(head, "big", signed=True)
+        max_messages = int((self.max_body_size - 4) / 5)
+        if count <= 0 or count > max_messages:
+            raise HTTPError(413, "BAD_BODY")
+        bodies = []
+        for _ in range(count):
+            head = await _read_exact(req, 4)
+            if head is None:
+                raise HTTPError(413, "BAD_MESSAGE")
+            size = int.from_bytes(head, "big", signed=True)
+            if size <= 0 or size > self.max_msg_size:
+                raise HTTPError(413, "BAD_MESSAGE")
+            body = await _read_exact(req, size)
+            if body is None:
+                raise HTTPError(413, "BAD_MESSAGE")
+            bodies.append(body)
+        return bodies
+
+
+async def _read_exact(req: Request, n: int) -> bytes | None:
+    """readMPUBBinary's reads: a body that cannot be read counts as one that ends early."""
+    try:
+        return await req.read_exact(n)
+    except BodyError:
+        return None
+
+
+def _wrap_int64(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
