@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-REPO_ROOT: Final = Path(__file__).resolve().parent.parent
-HOST: Final = "127.0.0.1"
+sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
+import nsqd_process
+from nsqd_process import free_ports
+
+REPO_ROOT: Final = nsqd_process.REPO_ROOT
+HOST: Final = nsqd_process.HOST
 START_TIMEOUT_S: Final = 20.0
 STOP_TIMEOUT_S: Final = 10.0
 TARGETS: Final = ("reference", "ours")
@@ -27,21 +27,7 @@ class DaemonError(RuntimeError):
     """The daemon could not be started (or died)."""
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel considers free on HOST right now (all held open together, so distinct)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-OURS_COMMAND: Final = (sys.executable, "-m", "nsqd")
+OURS_COMMAND: Final = tuple(nsqd_process.ours_command())
 
 
 def daemon_command(target: str, bin_dir: Path | None, ours_cmd: tuple[str, ...]) -> list[str]:
@@ -64,7 +50,6 @@ class Daemon:
     http_port: int
     data_path: Path
     log_path: Path
-    _log_file: Any = field(repr=False)
 
     @property
     def tcp_addr(self) -> tuple[str, int]:
@@ -108,19 +93,11 @@ class Daemon:
             return None
 
     def log_tail(self, max_bytes: int = 2000) -> str:
-        self._log_file.flush()
-        data = self.log_path.read_bytes() if self.log_path.exists() else b""
-        return data[-max_bytes:].decode(errors="replace")
+        return nsqd_process.log_tail(self.log_path, max_bytes=max_bytes)
 
     def stop(self) -> None:
         """Kill the daemon (SIGKILL: the data path is thrown away, no flush wanted); clean up."""
-        if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
-        try:
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pass
-        self._log_file.close()
+        nsqd_process.kill(self.proc, STOP_TIMEOUT_S)
         shutil.rmtree(self.data_path.parent, ignore_errors=True)
 
 
@@ -133,14 +110,9 @@ def read_status_kib(pid: int, key: str) -> int:
 
 def wait_for_port(daemon: Daemon, timeout: float) -> None:
     """Wait until the daemon's TCP port accepts a connection (bounded by timeout)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        daemon.check_alive()
-        try:
-            with socket.create_connection(daemon.tcp_addr, timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
+    if nsqd_process.wait_accepting(daemon.proc, daemon.tcp_port, timeout):
+        return
+    daemon.check_alive()
     raise DaemonError(
         f"{daemon.target} nsqd did not accept on {daemon.tcp_address} within {timeout:.0f}s:\n"
         f"{daemon.log_tail()}"
@@ -161,18 +133,11 @@ def start_daemon(
     tcp_port, http_port = free_ports(2)
     argv = [
         *daemon_command(target, bin_dir, ours_cmd),
-        f"--tcp-address={HOST}:{tcp_port}",
-        f"--http-address={HOST}:{http_port}",
-        f"--data-path={data_path}",
+        *nsqd_process.address_flags(tcp_port, http_port, data_path),
         f"--mem-queue-size={mem_queue_size}",
     ]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    log_file = log_path.open("wb")
-    proc = subprocess.Popen(
-        argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
-    )
-    daemon = Daemon(target, proc, tcp_port, http_port, data_path, log_path, log_file)
+    proc = nsqd_process.launch(argv, log_path, env=nsqd_process.pythonpath_env())
+    daemon = Daemon(target, proc, tcp_port, http_port, data_path, log_path)
     try:
         wait_for_port(daemon, START_TIMEOUT_S)
     except BaseException:

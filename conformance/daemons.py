@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import Final
 
-REPO_ROOT: Final = Path(__file__).resolve().parent.parent
-HOST: Final = "127.0.0.1"
+sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
+import nsqd_process
+from nsqd_process import free_ports
+
+REPO_ROOT: Final = nsqd_process.REPO_ROOT
+HOST: Final = nsqd_process.HOST
 START_TIMEOUT_S: Final = 20.0
 STOP_TIMEOUT_S: Final = 10.0
 TARGETS: Final = ("reference", "ours")
@@ -22,20 +24,6 @@ TARGETS: Final = ("reference", "ours")
 
 class DaemonError(RuntimeError):
     """A daemon could not be started."""
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct ports free on HOST right now (all bound together, then released)."""
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _tmp_root() -> str | None:
@@ -47,12 +35,7 @@ def _tmp_root() -> str | None:
 
 def reference_bin() -> Path:
     """The real nsqd, installing it first if needed (raises ReferenceInstallError)."""
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    try:
-        from reference import ensure_reference
-    finally:
-        sys.path.pop(0)
-    return ensure_reference() / "nsqd"
+    return nsqd_process.reference_dir() / "nsqd"
 
 
 # `python -m nsqd`, minus the import hooks of an editable install (`pip install -e .`): they would
@@ -83,7 +66,6 @@ class Daemon:
     proc: subprocess.Popen[bytes]
     tcp_port: int
     tmp: Path
-    _log: IO[bytes] = field(repr=False)
 
     @property
     def addr(self) -> tuple[str, int]:
@@ -93,35 +75,21 @@ class Daemon:
         return self.proc.poll() is None
 
     def log_tail(self, max_bytes: int = 3000) -> str:
-        self._log.flush()
-        path = self.tmp / "nsqd.log"
-        data = path.read_bytes() if path.exists() else b""
-        return data[-max_bytes:].decode(errors="replace")
+        return nsqd_process.log_tail(self.tmp / "nsqd.log", max_bytes=max_bytes)
 
     def stop(self) -> None:
-        if self.alive():
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pass
-        self._log.close()
+        nsqd_process.kill(self.proc, STOP_TIMEOUT_S)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _wait_accepting(daemon: Daemon, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not daemon.alive():
-            raise DaemonError(
-                f"{daemon.target} nsqd {' '.join(daemon.flags)} exited with "
-                f"{daemon.proc.returncode}:\n{daemon.log_tail()}"
-            )
-        try:
-            with socket.create_connection(daemon.addr, timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
+    if nsqd_process.wait_accepting(daemon.proc, daemon.tcp_port, timeout):
+        return
+    if not daemon.alive():
+        raise DaemonError(
+            f"{daemon.target} nsqd {' '.join(daemon.flags)} exited with "
+            f"{daemon.proc.returncode}:\n{daemon.log_tail()}"
+        )
     raise DaemonError(
         f"{daemon.target} nsqd did not accept on {HOST}:{daemon.tcp_port} within {timeout:.0f}s:"
         f"\n{daemon.log_tail()}"
@@ -142,21 +110,11 @@ def start(
     tmp = Path(tempfile.mkdtemp(prefix=f"nsq-conformance-{target}-", dir=_tmp_root()))
     data = tmp / "data"
     data.mkdir()
-    argv = [
-        *argv0,
-        f"--tcp-address={HOST}:{tcp_port}",
-        f"--http-address={HOST}:{http_port}",
-        f"--data-path={data}",
-        *flags,
-    ]
+    argv = [*argv0, *nsqd_process.address_flags(tcp_port, http_port, data), *flags]
     root = ours_root if target == "ours" else REPO_ROOT
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    log = (tmp / "nsqd.log").open("wb")
-    proc = subprocess.Popen(
-        argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-    )
-    daemon = Daemon(target, flags, proc, tcp_port, tmp, log)
+    env = nsqd_process.pythonpath_env(root)
+    proc = nsqd_process.launch(argv, tmp / "nsqd.log", cwd=root, env=env)
+    daemon = Daemon(target, flags, proc, tcp_port, tmp)
     try:
         _wait_accepting(daemon, START_TIMEOUT_S)
     except BaseException:

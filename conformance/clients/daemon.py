@@ -3,20 +3,20 @@ ports with a fresh data path, its output kept in a log file for diagnosis."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
-HOST: Final = "127.0.0.1"
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import nsqd_process
+from nsqd_process import free_ports
+
+REPO_ROOT: Final = nsqd_process.REPO_ROOT
+HOST: Final = nsqd_process.HOST
 TARGETS: Final = ("reference", "ours")
 START_TIMEOUT_S: Final = 20.0
 STOP_TIMEOUT_S: Final = 5.0
@@ -28,14 +28,9 @@ class DaemonError(RuntimeError):
 
 def reference_nsqd() -> Path:
     """The real nsqd v1.3.0, installed into .reference/bin first if missing."""
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
     try:
-        from reference import ReferenceInstallError, ensure_reference
-    finally:
-        sys.path.pop(0)
-    try:
-        return ensure_reference() / "nsqd"
-    except ReferenceInstallError as exc:
+        return nsqd_process.reference_dir() / "nsqd"
+    except nsqd_process.ReferenceInstallError as exc:
         raise DaemonError(f"the reference nsqd could not be installed: {exc}") from exc
 
 
@@ -49,22 +44,8 @@ def command(target: str) -> list[str]:
     if target == "reference":
         return [str(reference_nsqd())]
     if target == "ours":
-        return [sys.executable, "-m", "nsqd"]
+        return nsqd_process.ours_command()
     raise ValueError(f"unknown target {target!r}")
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free on HOST right now."""
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass
@@ -86,23 +67,14 @@ class Daemon:
         return self.proc.poll() is None
 
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return nsqd_process.log_tail(self.log_path, lines)
 
     def stop(self) -> int | None:
         """Stop the daemon (SIGTERM, then SIGKILL), remove its files; returns the exit code it
         had already exited with on its own, else None."""
         died = self.proc.poll()
         if died is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            nsqd_process.terminate(self.proc, STOP_TIMEOUT_S)
         shutil.rmtree(self.workdir, ignore_errors=True)
         return died
 
@@ -114,30 +86,13 @@ def start(target: str) -> Daemon:
     workdir = Path(tempfile.mkdtemp(prefix=f"nsq-clients-{target}-"))
     data = workdir / "data"
     data.mkdir()
-    argv = [
-        *argv0,
-        f"--tcp-address={HOST}:{tcp_port}",
-        f"--http-address={HOST}:{http_port}",
-        f"--data-path={data}",
-    ]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    with (workdir / "nsqd.log").open("wb") as log:
-        proc = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-        )
+    argv = [*argv0, *nsqd_process.address_flags(tcp_port, http_port, data)]
+    proc = nsqd_process.launch(argv, workdir / "nsqd.log", env=nsqd_process.pythonpath_env())
     daemon = Daemon(target, proc, tcp_port, workdir)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if not daemon.alive():
-            tail = daemon.log_tail()
-            daemon.stop()
-            raise DaemonError(f"{describe(target)} exited with {proc.returncode}:\n{tail}")
-        try:
-            with socket.create_connection((HOST, tcp_port), timeout=0.5):
-                return daemon
-        except OSError:
-            time.sleep(0.05)
+    if nsqd_process.wait_accepting(proc, tcp_port, START_TIMEOUT_S):
+        return daemon
     tail = daemon.log_tail()
-    daemon.stop()
+    exited = daemon.stop()  # the exit code if it died on its own
+    if exited is not None:
+        raise DaemonError(f"{describe(target)} exited with {exited}:\n{tail}")
     raise DaemonError(f"{describe(target)} did not accept on port {tcp_port} in time:\n{tail}")
