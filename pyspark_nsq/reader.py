@@ -118,8 +118,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._consumer
 
     def _terminated(self) -> None:
-        """Spark ends this process with SIGTERM when the query stops (stop() is not called):
-        hand back at once what no offset range holds; the rest times out on nsqd."""
+        """Spark ends this process with SIGTERM when the query stops (stop() is not always
+        called first): hand back at once what no offset range holds; the rest times out on
+        nsqd."""
         _trace(self.opts.topic, "sigterm")
         self.stop()
 
