@@ -7,6 +7,7 @@ bounded chunks so a large backlog never stalls other clients."""
 from __future__ import annotations
 
 import time
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import trio
@@ -64,7 +65,7 @@ class Topic:
         ids = self.guid.next_ids(len(bodies))
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
-        msgs = [Message(i, b, ts) for i, b in zip(ids, bodies, strict=True)]
+        msgs = list(map(Message, ids, bodies, repeat(ts)))
         if self._flowing and not self.backlog:
             self._fan_out(msgs, deferred=False)
         else:

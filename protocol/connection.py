@@ -258,6 +258,15 @@ class V2Connection:
         return self._read_mpub_messages()
 
     def _read_mpub_messages(self) -> Event | None:
+        # A view copies each body once (slicing the bytearray would copy it twice); it must be
+        # released before the buffer is resized.
+        view = memoryview(self._buf)
+        try:
+            return self._mpub_messages(view)
+        finally:
+            view.release()
+
+    def _mpub_messages(self, view: memoryview) -> Event | None:
         # nsqd reads MPUB message by message from the stream and never checks the parts
         # against the declared body size; so do we.
         buf, pos, end = self._buf, self._pos, len(self._buf)
@@ -284,7 +293,7 @@ class V2Connection:
                 return self._short(
                     NSQError(ErrorCode.E_BAD_MESSAGE, "MPUB failed to read message body")
                 )
-            bodies.append(bytes(buf[start : start + size]))
+            bodies.append(view[start : start + size].tobytes())
             pos = start + size
         self._pos = pos
         self._stage = self._read_line
