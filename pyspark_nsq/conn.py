@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from protocol import MAGIC_V2, ErrorCode, Frame, FrameDecoder, FrameType, NSQError
+from protocol import encoders as commands
 from protocol.frames import HEARTBEAT, OK
 
-from . import commands
 from .addresses import Address
 
 USER_AGENT = "pyspark_nsq/0.1"

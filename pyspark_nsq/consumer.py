@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from protocol import ErrorCode, FrameType, NSQError, decode_message
+from protocol import encoders as commands
 from protocol.frames import HEARTBEAT
 from protocol.message import DecodedMessage
 
-from . import commands
 from .addresses import Address
 from .conn import USER_AGENT, Connection, ConnectionClosed, parse_error
 from .http import Producer, lookup

@@ -1,6 +1,5 @@
-"""Client-side V2 commands as bytes (the `protocol` package parses them on nsqd's side).
-
-Only what a consumer and a publisher send; framing and message decoding come from `protocol`."""
+"""Client-side V2 commands as bytes: what a consumer or a publisher sends (V2Connection parses
+them on nsqd's side). Used by the Spark connector, tests and tools."""
 
 from __future__ import annotations
 
@@ -41,6 +40,10 @@ def req(msg_id: bytes, delay_ms: int = 0) -> bytes:
 
 def pub(topic: str, body: bytes) -> bytes:
     return f"PUB {topic}\n".encode() + _I32.pack(len(body)) + body
+
+
+def dpub(topic: str, delay_ms: int, body: bytes) -> bytes:
+    return f"DPUB {topic} {delay_ms}\n".encode() + _I32.pack(len(body)) + body
 
 
 def mpub(topic: str, bodies: Sequence[bytes]) -> bytes:
