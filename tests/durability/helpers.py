@@ -9,10 +9,9 @@ file, and can stop it with SIGTERM (clean) or SIGKILL (crash)."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import functools
 import json
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -29,7 +28,10 @@ from protocol.frames import Frame
 from protocol.message import DecodedMessage
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HOST = "127.0.0.1"
+sys.path.append(str(REPO_ROOT / "scripts"))
+import nsqd_process  # noqa: E402
+
+HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
 HEARTBEAT = b"_heartbeat_"
@@ -241,25 +243,15 @@ class Client:
 # -- daemons ---------------------------------------------------------------------------------
 
 
-def _load_reference_module():  # type: ignore[no-untyped-def]
-    path = REPO_ROOT / "scripts" / "reference.py"
-    spec = importlib.util.spec_from_file_location("_durability_reference", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 _reference: list[Path | str] = []
 
 
 def reference_binary() -> Path | None:
     """The Go nsqd v1.3.0, or None (with the reason in ``reference_problem()``)."""
     if not _reference:
-        module = _load_reference_module()
         try:
-            _reference.append(Path(module.ensure_reference()) / "nsqd")
-        except module.ReferenceInstallError as exc:
+            _reference.append(nsqd_process.reference_dir() / "nsqd")
+        except nsqd_process.ReferenceInstallError as exc:
             _reference.append(str(exc))
     found = _reference[0]
     return found if isinstance(found, Path) else None
@@ -269,15 +261,9 @@ def reference_problem() -> str:
     return str(_reference[0]) if _reference and isinstance(_reference[0], str) else ""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 def daemon_command(kind: str) -> list[str]:
     if kind == "ours":
-        return [sys.executable, "-m", "nsqd"]
+        return nsqd_process.ours_command()
     if kind == "reference":
         binary = reference_binary()
         if binary is None:
@@ -304,13 +290,10 @@ class Daemon:
         return Client(self.addr)
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        return nsqd_process.log_tail(self.log_path)
 
     def log_tail(self, n: int = 30) -> str:
-        return "\n".join(self.log().splitlines()[-n:])
+        return nsqd_process.log_tail(self.log_path, n)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -319,13 +302,7 @@ class Daemon:
         """SIGTERM; (exit status or None if still running after ``timeout``, seconds taken).
         A daemon that does not exit in time is killed."""
         start = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc: int | None = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            rc = None
-            self.kill()
+        rc = nsqd_process.terminate(self.proc, timeout, kill_timeout=10)
         return rc, time.monotonic() - start
 
     def stop(self) -> None:
@@ -338,9 +315,7 @@ class Daemon:
 
     def kill(self) -> None:
         """SIGKILL: a crash, nothing flushed."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
+        nsqd_process.kill(self.proc, 10)
 
     def http(self, method: str, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
         req = urllib.request.Request(f"http://{HOST}:{self.http_port}{path}", method=method)
@@ -353,14 +328,6 @@ class Daemon:
         except (OSError, ValueError):
             return False
         return status == 200 and body == b"OK"
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def answers(port: int) -> bool:
@@ -378,26 +345,13 @@ def answers(port: int) -> bool:
 def spawn(kind: str, data_path: Path, *extra: str, log_name: str | None = None) -> Daemon:
     """Start a daemon without waiting for it (the lock test wants to see it fail)."""
     data_path.mkdir(parents=True, exist_ok=True)
-    tcp_port, http_port = free_port(), free_port()
-    args = [
-        f"--tcp-address={HOST}:{tcp_port}",
-        f"--http-address={HOST}:{http_port}",
-        f"--data-path={data_path}",
-        *extra,
-    ]
+    tcp_port, http_port = nsqd_process.free_ports(2)
+    args = [*nsqd_process.address_flags(tcp_port, http_port, data_path), *extra]
     logs = data_path.parent / "logs"
     logs.mkdir(exist_ok=True)
     log_path = logs / (log_name or f"{kind}-{time.monotonic_ns()}.log")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [*daemon_command(kind), *args],
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+    proc = nsqd_process.launch([*daemon_command(kind), *args], log_path, env=env)
     daemon = Daemon(kind, data_path, proc, tcp_port, http_port, log_path, args)
     SPAWNED.append(daemon)
     return daemon
@@ -408,11 +362,9 @@ def start(kind: str, data_path: Path, *extra: str) -> Daemon:
     last = ""
     for _ in range(3):  # a free port can be taken by someone else meanwhile
         daemon = spawn(kind, data_path, *extra)
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline and daemon.alive():
-            if answers(daemon.tcp_port):
-                return daemon
-            time.sleep(0.05)
+        ready = functools.partial(answers, daemon.tcp_port)
+        if nsqd_process.wait_until_ready(daemon.proc, ready, START_TIMEOUT):
+            return daemon
         daemon.kill()
         last = daemon.log_tail()
         if "address already in use" not in last:

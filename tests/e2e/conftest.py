@@ -11,11 +11,9 @@ Every daemon is stopped with SIGTERM and must exit 0 within a few seconds: a per
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +33,9 @@ if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 if getattr(sys.modules.get("protocol"), "__file__", "") is None:
     del sys.modules["protocol"]
+sys.path.append(str(REPO_ROOT / "scripts"))
+import nsqd_process  # noqa: E402
+
 # Where `python -m nsqd` runs from (default: this checkout; point it at a snapshot to test a
 # fixed version while the working tree changes).
 OURS_ROOT = Path(os.environ.get("E2E_OURS_ROOT") or REPO_ROOT)
@@ -52,34 +53,17 @@ SMALL_LIMITS = (
 )
 
 
-def _load_reference_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "reference", REPO_ROOT / "scripts" / "reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 _reference_bin: Path | None = None
 
 
 def reference_binary() -> Path:
     global _reference_bin
     if _reference_bin is None:
-        module = _load_reference_module()
         try:
-            _reference_bin = Path(module.ensure_reference()) / "nsqd"
-        except module.ReferenceInstallError as exc:  # the suite needs it: fail, never skip
+            _reference_bin = nsqd_process.reference_dir() / "nsqd"
+        except nsqd_process.ReferenceInstallError as exc:  # the suite needs it: fail, never skip
             pytest.fail(f"reference nsqd could not be installed: {exc}", pytrace=False)
     return _reference_bin
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -103,23 +87,12 @@ class Daemon:
         return (self.host, self.tcp_port)
 
     def log_tail(self, n: int = 40) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-n:])
+        return nsqd_process.log_tail(self.log_path, n)
 
     def terminate(self, timeout: float = STOP_TIMEOUT) -> tuple[int | None, float]:
         """SIGTERM; the exit status (None if it did not exit in time, then it is killed)."""
         start = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc: int | None = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            rc = None
-            self.proc.kill()
-            self.proc.wait(5)
+        rc = nsqd_process.terminate(self.proc, timeout, kill_timeout=5)
         return rc, time.monotonic() - start
 
     def cleanup(self) -> None:
@@ -128,7 +101,7 @@ class Daemon:
 
 def command_for(kind: str) -> list[str]:
     if kind == "ours":
-        return [sys.executable, "-m", "nsqd"]
+        return nsqd_process.ours_command()
     if kind == "reference":
         return [str(reference_binary())]
     raise ValueError(kind)
@@ -138,42 +111,19 @@ def command_cwd(kind: str) -> Path:
     return OURS_ROOT if kind == "ours" else REPO_ROOT
 
 
-def _wait_for_port(proc: subprocess.Popen[bytes], host: str, port: int) -> bool:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
 def start_daemon(kind: str, extra_args: tuple[str, ...] | list[str] = ()) -> Daemon:
     """Start a daemon on free ports (retrying if a port was taken meanwhile)."""
     data_path = Path(tempfile.mkdtemp(prefix=f"nsqd-e2e-{kind}-"))
     log_path = data_path / "daemon.log"
     last = ""
     for _ in range(3):
-        host, tcp_port, http_port = "127.0.0.1", free_port(), free_port()
-        args = [
-            f"--tcp-address={host}:{tcp_port}",
-            f"--http-address={host}:{http_port}",
-            f"--data-path={data_path}",
-            *extra_args,
-        ]
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [*command_for(kind), *args],
-                cwd=command_cwd(kind),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        host = nsqd_process.HOST
+        tcp_port, http_port = nsqd_process.free_ports(2)
+        args = [*nsqd_process.address_flags(tcp_port, http_port, data_path), *extra_args]
+        argv = [*command_for(kind), *args]
+        proc = nsqd_process.launch(argv, log_path, cwd=command_cwd(kind), append=True)
         daemon = Daemon(kind, proc, host, tcp_port, http_port, data_path, log_path, args)
-        if _wait_for_port(proc, host, tcp_port):
+        if nsqd_process.wait_accepting(proc, tcp_port, START_TIMEOUT):
             daemon.ready_at = time.monotonic()
             return daemon
         daemon.terminate(2)

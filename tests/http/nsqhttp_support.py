@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import json
-import os
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -20,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HOST = "127.0.0.1"
+sys.path.append(str(REPO_ROOT / "scripts"))
+import nsqd_process  # noqa: E402
+
+HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
 IO_TIMEOUT = 5.0
@@ -31,22 +32,10 @@ class ReferenceUnavailable(RuntimeError):
 
 
 def reference_nsqd() -> Path:
-    spec = importlib.util.spec_from_file_location(
-        "nsq_reference", REPO_ROOT / "scripts" / "reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     try:
-        return Path(module.ensure_reference()) / "nsqd"
-    except module.ReferenceInstallError as exc:
+        return nsqd_process.reference_dir() / "nsqd"
+    except nsqd_process.ReferenceInstallError as exc:
         raise ReferenceUnavailable(str(exc)) from exc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -66,66 +55,39 @@ class Daemon:
         return (HOST, self.tcp_port)
 
     def log(self) -> str:
-        try:
-            return (self.tmp / "nsqd.log").read_text(errors="replace")
-        except OSError:
-            return ""
+        return nsqd_process.log_tail(self.tmp / "nsqd.log")
 
     def stop(self) -> int | None:
         """SIGTERM; the exit status (None if it had to be killed)."""
-        rc: int | None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-            rc = None
+        rc = nsqd_process.terminate(self.proc, STOP_TIMEOUT)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return rc
 
 
-def _wait_http(proc: subprocess.Popen[bytes], port: int) -> bool:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5) as s:
-                s.settimeout(1.0)
-                s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                if s.recv(64).startswith(b"HTTP/1.1 "):
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.03)
-    return False
+def _answers_http(port: int) -> bool:
+    """GET /ping gets an HTTP/1.1 answer (any status)."""
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5) as s:
+            s.settimeout(1.0)
+            s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return s.recv(64).startswith(b"HTTP/1.1 ")
+    except OSError:
+        return False
 
 
 def start(kind: str, *args: str) -> Daemon:
-    command = [str(reference_nsqd())] if kind == "reference" else [sys.executable, "-m", "nsqd"]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    command = [str(reference_nsqd())] if kind == "reference" else nsqd_process.ours_command()
+    env = nsqd_process.pythonpath_env()
     last = ""
     for _ in range(3):
         tmp = Path(tempfile.mkdtemp(prefix=f"nsqd-http-{kind}-"))
         (tmp / "data").mkdir()
-        tcp_port, http_port = free_port(), free_port()
-        argv = [
-            *command,
-            f"--tcp-address={HOST}:{tcp_port}",
-            f"--http-address={HOST}:{http_port}",
-            f"--https-address={HOST}:0",
-            f"--data-path={tmp / 'data'}",
-            *args,
-        ]
-        with open(tmp / "nsqd.log", "wb") as log:
-            proc = subprocess.Popen(
-                argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-            )
+        tcp_port, http_port = nsqd_process.free_ports(2)
+        flags = nsqd_process.address_flags(tcp_port, http_port, tmp / "data", https_port=0)
+        proc = nsqd_process.launch([*command, *flags, *args], tmp / "nsqd.log", env=env)
         daemon = Daemon(kind, proc, tcp_port, http_port, tmp)
-        if _wait_http(proc, http_port):
+        answers = functools.partial(_answers_http, http_port)
+        if nsqd_process.wait_until_ready(proc, answers, START_TIMEOUT, interval=0.03):
             return daemon
         last = daemon.log()
         daemon.stop()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import signal
@@ -28,22 +27,14 @@ if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 if getattr(sys.modules.get("protocol"), "__file__", "") is None:
     del sys.modules["protocol"]
+sys.path.append(str(REPO_ROOT / "scripts"))
+import nsqd_process  # noqa: E402
+from nsqd_process import free_port, port_open  # noqa: E402
 
-HOST = "127.0.0.1"
+HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
-OURS = [sys.executable, "-m", "nsqd"]
-
-
-def _reference_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "reference", REPO_ROOT / "scripts" / "reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+OURS = nsqd_process.ours_command()
 
 _ref_dir: Path | None = None
 
@@ -52,18 +43,11 @@ def reference_bin(tool: str) -> Path:
     """A real NSQ v1.3.0 tool, installed into .reference/bin first if missing."""
     global _ref_dir
     if _ref_dir is None:
-        module = _reference_module()
         try:
-            _ref_dir = Path(module.ensure_reference())
-        except module.ReferenceInstallError as exc:
+            _ref_dir = nsqd_process.reference_dir()
+        except nsqd_process.ReferenceInstallError as exc:
             pytest.fail(f"reference NSQ tools could not be installed: {exc}", pytrace=False)
     return _ref_dir / tool
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
@@ -81,14 +65,6 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {last!r}")
         time.sleep(step)
-
-
-def port_open(port: int, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -128,13 +104,10 @@ class Proc:
         return self.workdir / f"{self.name}.log"
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        return nsqd_process.log_tail(self.log_path)
 
     def log_tail(self, n: int = 30) -> str:
-        return "\n".join(self.log().splitlines()[-n:])
+        return nsqd_process.log_tail(self.log_path, n)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -144,14 +117,7 @@ class Proc:
 
     def stop(self) -> int | None:
         """SIGTERM (SIGKILL after STOP_TIMEOUT); the exit status, None if it had to be killed."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-            return None
+        return nsqd_process.terminate(self.proc, STOP_TIMEOUT)
 
 
 def spawn(
@@ -164,18 +130,13 @@ def spawn(
 ) -> Proc:
     """Start `argv`; returns once ports[wait_for] accepts connections (unless None)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    with open(workdir / f"{name}.log", "ab") as log:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
+    proc = nsqd_process.launch(argv, workdir / f"{name}.log", cwd=cwd, append=True)
     p = Proc(name, proc, workdir, ports, argv)
-    if wait_for is not None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not port_open(ports[wait_for]):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                p.stop()
-                raise AssertionError(f"{name} did not start ({argv}):\n{p.log_tail()}")
-            time.sleep(0.05)
+    if wait_for is not None and not nsqd_process.wait_accepting(
+        proc, ports[wait_for], START_TIMEOUT
+    ):
+        p.stop()
+        raise AssertionError(f"{name} did not start ({argv}):\n{p.log_tail()}")
     return p
 
 
@@ -192,13 +153,7 @@ class Launcher:
         data = self.workdir / f"{name}-data"
         data.mkdir(parents=True, exist_ok=True)
         argv = [*(OURS if kind == "ours" else [str(reference_bin("nsqd"))])]
-        argv += [
-            f"--tcp-address={HOST}:{tcp}",
-            f"--http-address={HOST}:{http}",
-            f"--https-address={HOST}:{free_port()}",
-            f"--data-path={data}",
-            *args,
-        ]
+        argv += [*nsqd_process.address_flags(tcp, http, data, https_port=free_port()), *args]
         p = spawn(name, argv, self.workdir, {"tcp": tcp, "http": http})
         self.procs.append(p)
         wait_until(lambda: port_open(http), START_TIMEOUT, f"{name} HTTP")

@@ -5,9 +5,7 @@ a real HTTP auth server on 127.0.0.1. Every wait here is bounded."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
 import ssl
 import struct
@@ -31,7 +29,11 @@ from protocol import FrameType
 from protocol.frames import Frame
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HOST = "127.0.0.1"
+sys.path.append(str(REPO_ROOT / "scripts"))
+import nsqd_process  # noqa: E402
+from nsqd_process import free_ports  # noqa: E402
+
+HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
 IO_TIMEOUT = 5.0
@@ -82,28 +84,10 @@ def reference_binary() -> Path | None:
     path = REPO_ROOT / ".reference" / "bin" / "nsqd"
     if path.exists():
         return path
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
     try:
-        from reference import ReferenceInstallError, ensure_reference
-    finally:
-        sys.path.pop(0)
-    try:
-        return Path(ensure_reference()) / "nsqd"
-    except ReferenceInstallError:
+        return nsqd_process.reference_dir() / "nsqd"
+    except nsqd_process.ReferenceInstallError:
         return None
-
-
-def free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass
@@ -120,29 +104,17 @@ class Daemon:
         return f"{HOST}:{self.tcp_port}"
 
     def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(
-                (self.workdir / "nsqd.log").read_text("utf-8", "replace").splitlines()[-n:]
-            )
-        except OSError:
-            return ""
+        return nsqd_process.log_tail(self.workdir / "nsqd.log", n)
 
     def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc: int | None = self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            rc = None
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
+        rc = nsqd_process.terminate(self.proc, STOP_TIMEOUT)
         shutil.rmtree(self.workdir, ignore_errors=True)
         return rc
 
 
 def command(kind: str) -> list[str]:
     if kind == "ours":
-        return [sys.executable, "-m", "nsqd"]
+        return nsqd_process.ours_command()
     ref = reference_binary()
     if ref is None:
         import pytest
@@ -157,28 +129,12 @@ def start_daemon(kind: str, args: list[str] | tuple[str, ...] = ()) -> Daemon:
     for _ in range(3):
         tcp, http, https = free_ports(3)
         workdir = Path(tempfile.mkdtemp(prefix=f"nsqd-tls-{kind}-"))
-        argv = [
-            *argv0,
-            f"--tcp-address={HOST}:{tcp}",
-            f"--http-address={HOST}:{http}",
-            f"--https-address={HOST}:{https}",
-            f"--data-path={workdir}",
-            *args,
-        ]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        with (workdir / "nsqd.log").open("wb") as log:
-            proc = subprocess.Popen(
-                argv, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-            )
+        flags = nsqd_process.address_flags(tcp, http, workdir, https_port=https)
+        env = nsqd_process.pythonpath_env()
+        proc = nsqd_process.launch([*argv0, *flags, *args], workdir / "nsqd.log", env=env)
         daemon = Daemon(kind, proc, tcp, http, https, workdir)
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with socket.create_connection((HOST, tcp), timeout=0.5):
-                    return daemon
-            except OSError:
-                time.sleep(0.05)
+        if nsqd_process.wait_accepting(proc, tcp, START_TIMEOUT):
+            return daemon
         last = daemon.log_tail()
         daemon.stop()
     raise RuntimeError(f"{kind} nsqd did not start:\n{last}")
