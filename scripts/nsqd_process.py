@@ -29,6 +29,7 @@ HOST = "127.0.0.1"
 __all__ = [
     "HOST",
     "REPO_ROOT",
+    "LoggedProcess",
     "ReferenceInstallError",
     "address_flags",
     "free_port",
@@ -195,3 +196,22 @@ def log_tail(path: Path, lines: int | None = None, max_bytes: int | None = None)
     if lines is not None:
         text = "\n".join(text.splitlines()[-lines:])
     return text
+
+
+class LoggedProcess:
+    """Mixin for a caller's process record with a `proc` and a `log_path`: whether it still
+    runs, and what it logged (`log_tail()` gives the last TAIL_LINES lines)."""
+
+    TAIL_LINES = 30
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        """The whole log ("" if it cannot be read)."""
+        return log_tail(self.log_path)
+
+    def log_tail(self, n: int | None = None) -> str:
+        return log_tail(self.log_path, self.TAIL_LINES if n is None else n)

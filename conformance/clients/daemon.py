@@ -49,7 +49,8 @@ def command(target: str) -> list[str]:
 
 
 @dataclass
-class Daemon:
+class Daemon(nsqd_process.LoggedProcess):
+    TAIL_LINES = 15
     target: str
     proc: subprocess.Popen[bytes]
     tcp_port: int
@@ -62,12 +63,6 @@ class Daemon:
     @property
     def log_path(self) -> Path:
         return self.workdir / "nsqd.log"
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_tail(self, lines: int = 15) -> str:
-        return nsqd_process.log_tail(self.log_path, lines)
 
     def stop(self) -> int | None:
         """Stop the daemon (SIGTERM, then SIGKILL), remove its files; returns the exit code it

@@ -27,10 +27,10 @@ from protocol import FrameDecoder, FrameType, decode_message
 from protocol.frames import Frame
 from protocol.message import DecodedMessage
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.append(str(REPO_ROOT / "scripts"))
-import nsqd_process  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import nsqd_process
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
@@ -273,7 +273,7 @@ def daemon_command(kind: str) -> list[str]:
 
 
 @dataclass
-class Daemon:
+class Daemon(nsqd_process.LoggedProcess):
     kind: str
     data_path: Path
     proc: subprocess.Popen[bytes]
@@ -288,15 +288,6 @@ class Daemon:
 
     def client(self) -> Client:
         return Client(self.addr)
-
-    def log(self) -> str:
-        return nsqd_process.log_tail(self.log_path)
-
-    def log_tail(self, n: int = 30) -> str:
-        return nsqd_process.log_tail(self.log_path, n)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def terminate(self, timeout: float = STOP_TIMEOUT) -> tuple[int | None, float]:
         """SIGTERM; (exit status or None if still running after ``timeout``, seconds taken).

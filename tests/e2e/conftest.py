@@ -25,6 +25,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import nsqd_process
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # This folder is a package, so pytest puts tests/ on sys.path, where tests/protocol/ (no
 # __init__.py) would shadow the real `protocol` package as a namespace package under a bare
@@ -33,9 +36,6 @@ if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 if getattr(sys.modules.get("protocol"), "__file__", "") is None:
     del sys.modules["protocol"]
-sys.path.append(str(REPO_ROOT / "scripts"))
-import nsqd_process  # noqa: E402
-
 # Where `python -m nsqd` runs from (default: this checkout; point it at a snapshot to test a
 # fixed version while the working tree changes).
 OURS_ROOT = Path(os.environ.get("E2E_OURS_ROOT") or REPO_ROOT)
@@ -67,7 +67,8 @@ def reference_binary() -> Path:
 
 
 @dataclass
-class Daemon:
+class Daemon(nsqd_process.LoggedProcess):
+    TAIL_LINES = 40
     kind: str  # "ours" or "reference"
     proc: subprocess.Popen[bytes]
     host: str
@@ -85,9 +86,6 @@ class Daemon:
     @property
     def addr(self) -> tuple[str, int]:
         return (self.host, self.tcp_port)
-
-    def log_tail(self, n: int = 40) -> str:
-        return nsqd_process.log_tail(self.log_path, n)
 
     def terminate(self, timeout: float = STOP_TIMEOUT) -> tuple[int | None, float]:
         """SIGTERM; the exit status (None if it did not exit in time, then it is killed)."""

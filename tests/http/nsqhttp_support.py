@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.append(str(REPO_ROOT / "scripts"))
-import nsqd_process  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import nsqd_process
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
@@ -39,7 +39,7 @@ def reference_nsqd() -> Path:
 
 
 @dataclass
-class Daemon:
+class Daemon(nsqd_process.LoggedProcess):
     kind: str
     proc: subprocess.Popen[bytes]
     tcp_port: int
@@ -54,8 +54,9 @@ class Daemon:
     def tcp_addr(self) -> tuple[str, int]:
         return (HOST, self.tcp_port)
 
-    def log(self) -> str:
-        return nsqd_process.log_tail(self.tmp / "nsqd.log")
+    @property
+    def log_path(self) -> Path:
+        return self.tmp / "nsqd.log"
 
     def stop(self) -> int | None:
         """SIGTERM; the exit status (None if it had to be killed)."""

@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import nsqd_process
+from nsqd_process import free_port, port_open
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # tests/protocol (no __init__.py) would shadow the real `protocol` package: checkout first.
 if sys.path[:1] != [str(REPO_ROOT)]:
     sys.path.insert(0, str(REPO_ROOT))
 if getattr(sys.modules.get("protocol"), "__file__", "") is None:
     del sys.modules["protocol"]
-sys.path.append(str(REPO_ROOT / "scripts"))
-import nsqd_process  # noqa: E402
-from nsqd_process import free_port, port_open  # noqa: E402
-
 HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
@@ -92,7 +92,7 @@ def http_post(url: str, body: bytes = b"", timeout: float = 5.0) -> tuple[int, b
 
 
 @dataclass
-class Proc:
+class Proc(nsqd_process.LoggedProcess):
     name: str
     proc: subprocess.Popen[bytes]
     workdir: Path
@@ -102,15 +102,6 @@ class Proc:
     @property
     def log_path(self) -> Path:
         return self.workdir / f"{self.name}.log"
-
-    def log(self) -> str:
-        return nsqd_process.log_tail(self.log_path)
-
-    def log_tail(self, n: int = 30) -> str:
-        return nsqd_process.log_tail(self.log_path, n)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def addr(self, which: str) -> str:
         return f"{HOST}:{self.ports[which]}"

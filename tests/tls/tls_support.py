@@ -28,11 +28,11 @@ from nsqd.certs import CertFiles, issue, make_ca, write_all
 from protocol import FrameType
 from protocol.frames import Frame
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.append(str(REPO_ROOT / "scripts"))
-import nsqd_process  # noqa: E402
-from nsqd_process import free_ports  # noqa: E402
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import nsqd_process
+from nsqd_process import free_ports
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = nsqd_process.HOST
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
@@ -91,7 +91,7 @@ def reference_binary() -> Path | None:
 
 
 @dataclass
-class Daemon:
+class Daemon(nsqd_process.LoggedProcess):
     kind: str
     proc: subprocess.Popen[bytes]
     tcp_port: int
@@ -103,8 +103,9 @@ class Daemon:
     def tcp_address(self) -> str:
         return f"{HOST}:{self.tcp_port}"
 
-    def log_tail(self, n: int = 30) -> str:
-        return nsqd_process.log_tail(self.workdir / "nsqd.log", n)
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "nsqd.log"
 
     def stop(self) -> int | None:
         rc = nsqd_process.terminate(self.proc, STOP_TIMEOUT)
