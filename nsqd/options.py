@@ -6,99 +6,23 @@ Durations are held in seconds (float); flags and config files take Go durations 
 from __future__ import annotations
 
 import hashlib
-import re
 import socket
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-class OptionError(ValueError):
-    pass
-
-
-def parse_duration(text: str) -> float:
-    """Go's time.ParseDuration, returning seconds."""
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    if not s:
-        raise OptionError(f'time: invalid duration "{text}"')
-    total, pos = 0.0, 0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if m is None:
-            if re.fullmatch(r"(\d+(\.\d*)?|\.\d+)", s[pos:]):
-                raise OptionError(f'time: missing unit in duration "{text}"')
-            raise OptionError(f'time: invalid duration "{text}"')
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
-
-
-def parse_bool(text: str) -> bool:
-    """Go's strconv.ParseBool."""
-    if text in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if text in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
-    raise OptionError(f'parse error: invalid boolean "{text}"')
-
-
-def parse_int(text: str, *, base_prefixes: bool = True) -> int:
-    """Go's strconv.ParseInt: base 0 (0x.., 0o.., 0b.. too) for flags, base 10 in config files."""
-    try:
-        if base_prefixes and text.lstrip("+-").lower().startswith(("0x", "0o", "0b")):
-            return int(text, 0)
-        if not text.lstrip("+-").isdigit():
-            raise ValueError(text)
-        return int(text)
-    except ValueError:
-        raise OptionError(f'parse error: invalid integer "{text}"') from None
-
-
-def go_float(value: float) -> str:
-    """Go's %v of a float64 (2 -> "2", 0.99 -> "0.99")."""
-    text = repr(float(value))
-    return text[:-2] if text.endswith(".0") else text
-
+from .goflags import (  # noqa: F401  (re-exported: cli and http use them from here)
+    OptionError,
+    format_duration,
+    go_float,
+    parse_bool,
+    parse_duration,
+    parse_int,
+)
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 TLS_VERSIONS = ("tls1.0", "tls1.1", "tls1.2", "tls1.3")
-
-
-def format_duration(seconds: float) -> str:
-    """Go's Duration.String for the values nsqd's help shows."""
-    if seconds == 0:
-        return "0s"
-    ns = round(seconds * 1e9)
-    if ns < 1_000_000:
-        return f"{ns / 1000:g}µs" if ns >= 1000 else f"{ns}ns"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:g}ms"
-    hours, rem = divmod(ns, 3_600_000_000_000)
-    minutes, rem = divmod(rem, 60_000_000_000)
-    secs = f"{rem / 1e9:g}s"
-    if hours:
-        return f"{hours}h{minutes}m{secs}"
-    if minutes:
-        return f"{minutes}m{secs}"
-    return secs
 
 
 def default_node_id() -> int:
