@@ -88,13 +88,17 @@ class Channel:
     def _dispatch(self) -> None:
         """Hand queued messages to the clients in the ready rotation."""
         ready, backlog = self._ready, self.backlog
-        if not ready or not backlog or self.paused:
-            return
-        credit = sum(c.credit() for c in ready)
-        if credit > 0:
-            rest = self._hand_out(backlog.take(credit))
+        while ready and backlog and not self.paused:
+            credit = sum(c.credit() for c in ready)
+            if credit <= 0:
+                return
+            taken = backlog.take(credit)
+            if not taken:
+                return  # a disk depth that was off: nothing more to read
+            rest = self._hand_out(taken)
             if rest:
                 backlog.push_front(rest)
+                return
 
     def _hand_out(self, msgs: list[Message]) -> list[Message]:
         """Give `msgs` to ready clients round robin, a fair share each; return what is left."""
@@ -138,17 +142,11 @@ class Channel:
             self.topic.delete_channel(self.name)
 
     def refresh(self, client: Client) -> None:
-        """The client's credit may have changed: give it queued messages, (re)join the rotation."""
-        if self.paused:
-            return
-        backlog = self.backlog
-        credit = client.credit()
-        while credit > 0 and backlog:
-            client.deliver_many(backlog.take(credit), trio.current_time())
-            credit = client.credit()
-        if credit > 0 and not client.in_ready:
+        """The client's credit may have changed: (re)join the rotation, hand out the queue."""
+        if client.credit() > 0 and not client.in_ready:
             client.in_ready = True
             self._ready.append(client)
+        self._dispatch()
 
     def refresh_all(self) -> None:
         for client in list(self.clients.values()):

@@ -134,13 +134,6 @@ class Client:
 
     # -- delivery (called synchronously by the channel) ------------------------------------
 
-    def can_take(self) -> bool:
-        return (
-            self.accepting
-            and self.in_flight < self.rdy
-            and self._out_size + self._sending_size < HIGH_WATER
-        )
-
     def credit(self) -> int:
         """How many more messages this client may be sent right now."""
         if not self.accepting or self._out_size + self._sending_size >= HIGH_WATER:
@@ -341,7 +334,7 @@ class Client:
         finally:
             self._sending = False
         channel = self.channel
-        if channel is not None and channel.backlog and self.can_take():
+        if channel is not None and channel.backlog and self.credit() > 0:
             # it may have stopped taking messages while its output passed HIGH_WATER
             channel.refresh(self)
 
