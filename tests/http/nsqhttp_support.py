@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shutil
 import socket
@@ -19,6 +18,9 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process
+import v2client
+
+from protocol import encoders
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = nsqd_process.HOST
@@ -108,60 +110,22 @@ def https_port(daemon: Daemon) -> int:
 # -- a minimal V2 TCP client ---------------------------------------------------------------------
 
 
-class TCPClient:
-    def __init__(self, addr: tuple[str, int], **identify: Any) -> None:
-        self.sock = socket.create_connection(addr, timeout=IO_TIMEOUT)
-        self.sock.settimeout(IO_TIMEOUT)
-        self.buf = b""
-        self.sock.sendall(b"  V2")
-        if identify:
-            body = json.dumps(identify).encode()
-            self.sock.sendall(b"IDENTIFY\n" + struct.pack(">i", len(body)) + body)
-            self.expect_response()
+class TCPClient(v2client.BlockingV2):
+    """A V2 connection (optionally IDENTIFYed) for the HTTP tests' publishers and consumers."""
 
-    def close(self) -> None:
-        self.sock.close()
+    def __init__(self, addr: tuple[str, int], **identify: Any) -> None:
+        super().__init__(addr, IO_TIMEOUT)
+        if identify:
+            self.send(encoders.identify(identify))
+            self.expect_response()
 
     def __enter__(self) -> TCPClient:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed by nsqd")
-            self.buf += chunk
-        data, self.buf = self.buf[:n], self.buf[n:]
-        return data
-
-    def frame(self) -> tuple[int, bytes]:
-        """The next frame that is not a heartbeat (heartbeats are answered with NOP)."""
-        while True:
-            size, kind = struct.unpack(">ii", self._read(8))
-            data = self._read(size - 4)
-            if kind == 0 and data == b"_heartbeat_":
-                self.sock.sendall(b"NOP\n")
-                continue
-            return kind, data
 
     def expect_response(self) -> bytes:
         kind, data = self.frame()
         assert kind == 0, (kind, data)
         return data
-
-    def pub(self, topic: str, body: bytes) -> None:
-        self.sock.sendall(b"PUB %s\n%s%s" % (topic.encode(), struct.pack(">i", len(body)), body))
-        assert self.expect_response() == b"OK"
-
-    def sub(self, topic: str, channel: str) -> None:
-        self.sock.sendall(f"SUB {topic} {channel}\n".encode())
-        assert self.expect_response() == b"OK"
-
-    def rdy(self, count: int) -> None:
-        self.sock.sendall(f"RDY {count}\n".encode())
 
     def message(self) -> tuple[bytes, int, bytes]:
         """(id, attempts, body) of the next message frame."""
@@ -169,15 +133,6 @@ class TCPClient:
         assert kind == 2, (kind, data)
         _, attempts = struct.unpack(">qH", data[:10])
         return data[10:26], attempts, data[26:]
-
-    def fin(self, msg_id: bytes) -> None:
-        self.sock.sendall(b"FIN " + msg_id + b"\n")
-
-    def req(self, msg_id: bytes, delay_ms: int = 0) -> None:
-        self.sock.sendall(b"REQ " + msg_id + b" %d\n" % delay_ms)
-
-    def nop(self) -> None:
-        self.sock.sendall(b"NOP\n")
 
 
 def wait_until(predicate: Any, timeout: float = IO_TIMEOUT, interval: float = 0.02) -> Any:

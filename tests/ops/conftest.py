@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -23,6 +21,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process
+import v2client
 from nsqd_process import free_port, port_open
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -200,50 +199,12 @@ def launcher() -> Iterator[Launcher]:
 # -- a minimal synchronous V2 client ----------------------------------------------------------
 
 
-class V2:
+class V2(v2client.BlockingV2):
     def __init__(self, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=timeout)
-        self.sock.sendall(b"  V2")
-        self.buf = b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("nsqd closed the connection")
-            self.buf += chunk
-        data, self.buf = self.buf[:n], self.buf[n:]
-        return data
-
-    def frame(self) -> tuple[int, bytes]:
-        """The next frame that is not a heartbeat (answered with NOP)."""
-        while True:
-            size, kind = struct.unpack(">ii", self._read(8))
-            data = self._read(size - 4)
-            if kind == 0 and data == b"_heartbeat_":
-                self.sock.sendall(b"NOP\n")
-                continue
-            return kind, data
-
-    def pub(self, topic: str, body: bytes) -> None:
-        self.sock.sendall(f"PUB {topic}\n".encode() + struct.pack(">i", len(body)) + body)
-        assert self.frame() == (0, b"OK")
-
-    def sub(self, topic: str, channel: str) -> None:
-        self.sock.sendall(f"SUB {topic} {channel}\n".encode())
-        assert self.frame() == (0, b"OK")
-
-    def rdy(self, n: int) -> None:
-        self.sock.sendall(f"RDY {n}\n".encode())
+        super().__init__((HOST, port), timeout)
 
     def message(self) -> tuple[bytes, bytes]:
         """(id, body) of the next message."""
         kind, data = self.frame()
         assert kind == 2, (kind, data)
         return data[10:26], data[26:]
-
-    def fin(self, msg_id: bytes) -> None:
-        self.sock.sendall(b"FIN " + msg_id + b"\n")
