@@ -19,19 +19,16 @@ with `Connection: close` and no length, after which the connection is closed."""
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
-from http import HTTPStatus
 from typing import Any
-from urllib.parse import unquote
 
 import h11
 import trio
 
+from . import http_go
 from .log import log
 from .transport import Transport, transport_for
 
@@ -48,18 +45,6 @@ MAX_POST_HANDLER_READ = 256 << 10  # net/http discards at most this much unread 
 CLOSE_LINGER = 0.5  # after a final answer, how long unread input is drained (RST avoidance)
 RECEIVE_SIZE = 65536
 
-# Go's http.StatusText where Python's phrase differs
-_GO_REASONS = {413: "Request Entity Too Large", 418: "I'm a teapot", 422: "Unprocessable Entity"}
-_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
-_REASONS.update((code, text.encode()) for code, text in _GO_REASONS.items())
-
-_GO_ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-_BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
-_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
-_BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
-# httpguts.ValidHostHeader's bytes
-_HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
 _NEED_DATA = h11.NEED_DATA
 _Request = h11.Request
 _Data = h11.Data
@@ -282,11 +267,11 @@ class Connection:
                 event = await self._next_request()
             except h11.RemoteProtocolError as exc:
                 if not self.eof:  # net/http does not answer a request cut short
-                    await self._reject(_go_error(exc))
+                    await self._reject(http_go.go_error(exc))
                 return
             if event is None:
                 return
-            head = _check_head(event)
+            head = http_go.check_head(event)
             if type(head) is bytes:
                 await self._reject(head)
                 return
@@ -303,7 +288,7 @@ class Connection:
             linger = conn.their_state is not _DONE and not await self._finish_body(request)
             if linger:
                 headers = [*headers, (b"Connection", b"close")]
-            data = conn.send(_response(status, headers))
+            data = conn.send(http_go.response(status, headers))
             if body and event.method != b"HEAD":
                 data += conn.send(_Data(data=body))
             data += conn.send(_END)
@@ -359,84 +344,6 @@ async def _linger(stream: trio.SocketStream) -> None:
             pass
 
 
-_responses: dict[tuple[int, tuple[tuple[bytes, bytes], ...]], h11.Response] = {}
-
-
-def _response(status: int, headers: Headers) -> h11.Response:
-    """h11's Response event; the same answers repeat (/pub's `OK` within one Date second),
-    and an event is immutable, so recent ones are kept rather than validated again."""
-    key = (status, tuple(headers))
-    response = _responses.get(key)
-    if response is None:
-        if len(_responses) >= 64:
-            _responses.clear()
-        response = h11.Response(status_code=status, headers=headers, reason=_reason(status))
-        _responses[key] = response
-    return response
-
-
-def _reason(status: int) -> bytes:
-    return _REASONS.get(status, b"status code %d" % status)
-
-
-def _check_head(event: h11.Request) -> tuple[Headers, str, bytes, bytes] | bytes:
-    """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
-    request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
-    the path, a Host header with characters a host cannot have."""
-    if not event.http_version.startswith(b"1."):
-        return _go_status_error(505, "unsupported protocol version")
-    raw_path, _, query = event.target.partition(b"?")
-    if not raw_path.startswith(b"/"):
-        if raw_path.startswith((b"http://", b"https://")):  # absolute form
-            raw_path = b"/" + raw_path.split(b"/", 3)[3] if raw_path.count(b"/") > 2 else b"/"
-        elif raw_path != b"*":
-            return _go_error(None)
-    headers = list(event.headers)
-    for name, value in headers:
-        if _CONTROL.search(value):  # h11 lets control characters other than NUL through
-            return _go_error(None)
-        if name == b"host" and value.translate(None, _HOST_BYTES):
-            return _go_status_error(400, "malformed Host header")
-    if b"%" not in raw_path:
-        return headers, raw_path.decode("ascii"), raw_path, query
-    if _BAD_ESCAPE.search(raw_path):
-        return _go_error(None)
-    return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
-
-
-def _go_status_error(status: int, text: str) -> bytes:
-    line = b"%d %s: %s" % (status, _reason(status), text.encode())
-    return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
-
-
-def _go_error(exc: h11.RemoteProtocolError | None) -> bytes:
-    """What net/http writes for a request it could not read."""
-    hint = exc.error_status_hint if exc is not None else 400
-    if hint == 431:
-        line = b"431 Request Header Fields Too Large"
-        return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
-    if hint == 501:
-        return (
-            b"HTTP/1.1 501 Not Implemented" + _GO_ERROR_HEADERS + b"Unsupported transfer encoding"
-        )
-    text = str(exc) if exc is not None else ""
-    if text.startswith("Missing mandatory Host"):
-        return _go_status_error(400, "missing required Host header")
-    bad_line = _BAD_HEADER_LINE.match(text)
-    if bad_line:  # net/http names a header name with a space in it (only that)
-        line: bytes = ast.literal_eval(bad_line.group(1))
-        name, colon, _ = line.partition(b":")
-        if colon and b" " in name and _TOKEN.fullmatch(name.replace(b" ", b"")):
-            return _go_status_error(400, "invalid header name")
-    return b"HTTP/1.1 400 Bad Request" + _GO_ERROR_HEADERS + b"400 Bad Request"
-
-
-_HTTP_TO_HTTPS = (
-    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
-)
-_HTTP_STARTS = (b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO")  # tlsRecordHeaderLooksLikeHTTP
-
-
 async def _plain_http_first(stream: trio.SocketStream) -> bool:
     """Whether a client on the HTTPS port starts with a plain HTTP request (Go answers that
     with a 400 rather than a TLS alert). Peeks, so the TLS handshake still sees every byte."""
@@ -444,7 +351,7 @@ async def _plain_http_first(stream: trio.SocketStream) -> bool:
     while True:
         head = await sock.recv(5, socket.MSG_PEEK)
         if not head or head[0] == 0x16 or len(head) == 5:  # 0x16: a TLS handshake record
-            return head in _HTTP_STARTS
+            return head in http_go.HTTP_STARTS
         await trio.sleep(0.01)  # a few bytes of something: wait for five
 
 
@@ -537,7 +444,7 @@ class Server:
                 outer = tls
                 with trio.move_on_after(self.header_timeout) as handshake:
                     if await _plain_http_first(stream):
-                        await stream.send_all(_HTTP_TO_HTTPS)
+                        await stream.send_all(http_go.HTTP_TO_HTTPS)
                         await _linger(stream)
                         return
                     await tls.do_handshake()

@@ -1,0 +1,102 @@
+"""What Go's net/http says and checks, for nsqd's HTTP server: status lines with Go's reason
+phrases, the checks it makes on a request head that h11 lets through, and its plain-text answers
+to requests it cannot read (400, 431, 501, 505), byte for byte."""
+
+from __future__ import annotations
+
+import ast
+import re
+from http import HTTPStatus
+from urllib.parse import unquote
+
+import h11
+
+Headers = list[tuple[bytes, bytes]]
+
+# Go's http.StatusText where Python's phrase differs
+_GO_REASONS = {413: "Request Entity Too Large", 418: "I'm a teapot", 422: "Unprocessable Entity"}
+_REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+_REASONS.update((code, text.encode()) for code, text in _GO_REASONS.items())
+
+_GO_ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+_BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
+# httpguts.ValidHostHeader's bytes
+_HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
+
+_responses: dict[tuple[int, tuple[tuple[bytes, bytes], ...]], h11.Response] = {}
+
+
+def response(status: int, headers: Headers) -> h11.Response:
+    """h11's Response event; the same answers repeat (/pub's `OK` within one Date second),
+    and an event is immutable, so recent ones are kept rather than validated again."""
+    key = (status, tuple(headers))
+    response = _responses.get(key)
+    if response is None:
+        if len(_responses) >= 64:
+            _responses.clear()
+        response = h11.Response(status_code=status, headers=headers, reason=reason(status))
+        _responses[key] = response
+    return response
+
+
+def reason(status: int) -> bytes:
+    return _REASONS.get(status, b"status code %d" % status)
+
+
+def check_head(event: h11.Request) -> tuple[Headers, str, bytes, bytes] | bytes:
+    """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
+    request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
+    the path, a Host header with characters a host cannot have."""
+    if not event.http_version.startswith(b"1."):
+        return go_status_error(505, "unsupported protocol version")
+    raw_path, _, query = event.target.partition(b"?")
+    if not raw_path.startswith(b"/"):
+        if raw_path.startswith((b"http://", b"https://")):  # absolute form
+            raw_path = b"/" + raw_path.split(b"/", 3)[3] if raw_path.count(b"/") > 2 else b"/"
+        elif raw_path != b"*":
+            return go_error(None)
+    headers = list(event.headers)
+    for name, value in headers:
+        if _CONTROL.search(value):  # h11 lets control characters other than NUL through
+            return go_error(None)
+        if name == b"host" and value.translate(None, _HOST_BYTES):
+            return go_status_error(400, "malformed Host header")
+    if b"%" not in raw_path:
+        return headers, raw_path.decode("ascii"), raw_path, query
+    if _BAD_ESCAPE.search(raw_path):
+        return go_error(None)
+    return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
+
+
+def go_status_error(status: int, text: str) -> bytes:
+    line = b"%d %s: %s" % (status, reason(status), text.encode())
+    return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
+
+
+def go_error(exc: h11.RemoteProtocolError | None) -> bytes:
+    """What net/http writes for a request it could not read."""
+    hint = exc.error_status_hint if exc is not None else 400
+    if hint == 431:
+        line = b"431 Request Header Fields Too Large"
+        return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
+    if hint == 501:
+        return (
+            b"HTTP/1.1 501 Not Implemented" + _GO_ERROR_HEADERS + b"Unsupported transfer encoding"
+        )
+    text = str(exc) if exc is not None else ""
+    if text.startswith("Missing mandatory Host"):
+        return go_status_error(400, "missing required Host header")
+    bad_line = _BAD_HEADER_LINE.match(text)
+    if bad_line:  # net/http names a header name with a space in it (only that)
+        line: bytes = ast.literal_eval(bad_line.group(1))
+        name, colon, _ = line.partition(b":")
+        if colon and b" " in name and _TOKEN.fullmatch(name.replace(b" ", b"")):
+            return go_status_error(400, "invalid header name")
+    return b"HTTP/1.1 400 Bad Request" + _GO_ERROR_HEADERS + b"400 Bad Request"
+
+
+HTTP_TO_HTTPS = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+HTTP_STARTS = (b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO")  # tlsRecordHeaderLooksLikeHTTP
