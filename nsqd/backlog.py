@@ -121,10 +121,3 @@ class Backlog:
     def delete(self) -> None:
         self._mem.clear()
         self.overflow.delete()
-
-    def drain(self) -> list[Message]:
-        msgs = list(self._mem)
-        self._mem.clear()
-        while (m := self.overflow.get()) is not None:
-            msgs.append(m)
-        return msgs

@@ -140,9 +140,6 @@ class Client:
             return 0
         return self.rdy - self.in_flight
 
-    def deliver(self, msg: Message, now: float) -> None:
-        self.deliver_many([msg], now)
-
     def deliver_many(self, msgs: list[Message], now: float) -> None:
         """Put messages in flight to this client and their frames in its output buffer."""
         channel = self.channel

@@ -9,7 +9,6 @@ message, one sweep per channel per scan."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 from itertools import count
 
 from .message import Message
@@ -27,12 +26,6 @@ class TimeoutQueue:
     def __len__(self) -> int:
         return len(self.by_id)
 
-    def __contains__(self, msg_id: bytes) -> bool:
-        return msg_id in self.by_id
-
-    def __iter__(self) -> Iterator[Message]:
-        return iter(list(self.by_id.values()))
-
     def add(self, msg: Message, deadline: float) -> None:
         self.add_many([msg], deadline)
 
@@ -48,12 +41,6 @@ class TimeoutQueue:
 
     def get(self, msg_id: bytes) -> Message | None:
         return self.by_id.get(msg_id)
-
-    def pop(self, msg_id: bytes) -> Message | None:
-        return self.by_id.pop(msg_id, None)
-
-    def next_deadline(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
 
     def pop_expired(self, now: float) -> list[Message]:
         """Remove and return every message whose deadline is at or before `now`."""

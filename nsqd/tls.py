@@ -57,9 +57,3 @@ def peer_common_name(stream: trio.SSLStream[trio.abc.Stream]) -> str:
     cert = x509.load_der_x509_certificate(der)
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(names[0].value) if names else ""
-
-
-def version_name(stream: trio.SSLStream[trio.abc.Stream]) -> str:
-    """nsqd's names in /stats: TLS1.0 .. TLS1.3."""
-    raw = stream.version() or ""
-    return raw.replace("TLSv", "TLS").replace("TLS1", "TLS1") if raw else ""
