@@ -1,9 +1,12 @@
-"""Channel: one consumer group of a topic. Its clients share its messages.
+"""Channel: one consumer group of a topic. Its consumers share its messages.
 
 Hot path, all synchronous (no task switch per message): `put` hands a message to the next
-subscribed client with credit (round robin) or queues it; FIN/REQ/TOUCH act on the in-flight
-set; `refresh` runs when a client's credit changes and drains the queue into it. The daemon's
-scanner calls `scan` to time out in-flight messages and release deferred ones."""
+subscribed consumer with credit (round robin) or queues it; FIN/REQ/TOUCH act on the in-flight
+set; `refresh` runs when a consumer's credit changes and drains the queue into it. The daemon's
+scanner calls `scan` to time out in-flight messages and release deferred ones.
+
+Every change of in-flight state happens here (`_hand_out`, `finish`, `requeue`, `touch`,
+`scan`, `empty`): consumers (ports.Consumer) are told, never trusted to do the bookkeeping."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from .message import Message
 from .timeouts import TimeoutQueue
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .ports import Consumer
     from .topic import Topic
 
 
@@ -37,8 +40,9 @@ class Channel:
         self._hand_off = opts.mem_queue_size > 0 or self.ephemeral
         self.in_flight = TimeoutQueue()
         self.deferred = TimeoutQueue()
-        self.clients: dict[int, Client] = {}
-        self._ready: deque[Client] = deque()
+        self.consumers: dict[int, Consumer] = {}
+        self._ready: deque[Consumer] = deque()  # the rotation of consumers with credit
+        self._in_ready: set[int] = set()  # their ids
         self.paused = False
         self.deleted = False
         self.message_count = 0
@@ -101,56 +105,63 @@ class Channel:
                 return
 
     def _hand_out(self, msgs: list[Message]) -> list[Message]:
-        """Give `msgs` to ready clients round robin, a fair share each; return what is left."""
-        ready = self._ready
+        """Give `msgs` to ready consumers round robin, a fair share each, putting each batch
+        in flight; return what is left."""
+        ready, in_ready, in_flight = self._ready, self._in_ready, self.in_flight
         now = trio.current_time()
         while ready and msgs:
-            client = ready.popleft()
-            credit = client.credit()
+            consumer = ready.popleft()
+            credit = consumer.credit()
             if credit <= 0:
-                client.in_ready = False
+                in_ready.discard(consumer.id)
                 continue
             n = min(credit, max(1, len(msgs) // (len(ready) + 1)))
             if n >= len(msgs):
                 batch, msgs = msgs, []
             else:
                 batch, msgs = msgs[:n], msgs[n:]
-            client.deliver_many(batch, now)
-            if client.credit() > 0:
-                ready.append(client)
+            if consumer.sample_rate:
+                batch = consumer.sample(batch)
+            if batch:
+                in_flight.deliver(batch, consumer, now, now + consumer.msg_timeout)
+                consumer.send(batch)
+            if consumer.credit() > 0:
+                ready.append(consumer)
             else:
-                client.in_ready = False
+                in_ready.discard(consumer.id)
         return msgs
 
-    # -- clients ---------------------------------------------------------------------------
+    # -- consumers -------------------------------------------------------------------------
 
-    def add_client(self, client: Client) -> None:
-        if self.max_consumers and len(self.clients) >= self.max_consumers:
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.max_consumers and len(self.consumers) >= self.max_consumers:
             raise NSQError(
                 ErrorCode.E_SUB_FAILED,
                 f"SUB failed consumers for {self.topic.name}:{self.name} "
                 f"exceeds limit of {self.max_consumers}",
             )
-        self.clients[client.id] = client
+        self.consumers[consumer.id] = consumer
 
-    def remove_client(self, client: Client) -> None:
+    def remove_consumer(self, consumer: Consumer) -> None:
         # Its in-flight messages stay in flight until their timeout, as in nsqd.
-        if self.clients.pop(client.id, None) is None:
+        if self.consumers.pop(consumer.id, None) is None:
             return
-        client.in_ready = False
-        if self.ephemeral and not self.clients and not self.deleted:
+        if consumer.id in self._in_ready:
+            self._in_ready.discard(consumer.id)
+            self._ready.remove(consumer)
+        if self.ephemeral and not self.consumers and not self.deleted:
             self.topic.delete_channel(self.name)
 
-    def refresh(self, client: Client) -> None:
-        """The client's credit may have changed: (re)join the rotation, hand out the queue."""
-        if client.credit() > 0 and not client.in_ready:
-            client.in_ready = True
-            self._ready.append(client)
+    def refresh(self, consumer: Consumer) -> None:
+        """The consumer's credit may have changed: (re)join the rotation, hand out the queue."""
+        if consumer.id not in self._in_ready and consumer.credit() > 0:
+            self._in_ready.add(consumer.id)
+            self._ready.append(consumer)
         self._dispatch()
 
     def refresh_all(self) -> None:
-        for client in list(self.clients.values()):
-            self.refresh(client)
+        for consumer in list(self.consumers.values()):
+            self.refresh(consumer)
 
     # -- FIN / REQ / TOUCH -----------------------------------------------------------------
 
@@ -159,47 +170,45 @@ class Channel:
         reason = "ID not in flight" if msg is None else "client does not own message"
         return NSQError(code, f"{verb} {msg_id.decode('latin-1')} failed {reason}")
 
-    def _take(self, client: Client, msg_id: bytes, verb: str, code: ErrorCode) -> Message:
+    def _take(self, consumer: Consumer, msg_id: bytes, verb: str, code: ErrorCode) -> Message:
         msg = self.in_flight.get(msg_id)
-        if msg is None or msg.client is not client:
+        if msg is None or msg.owner is not consumer:
             raise self._not_yours(msg, msg_id, verb, code)
         return msg
 
-    def finish(self, client: Client, msg_ids: list[bytes]) -> list[NSQError]:
+    def finish(self, consumer: Consumer, msg_ids: list[bytes]) -> list[NSQError]:
         """FIN each id; the E_FIN_FAILED errors (non-fatal) come back in order."""
         by_id = self.in_flight.by_id
         errors: list[NSQError] = []
         done = 0
         for msg_id in msg_ids:
             msg = by_id.get(msg_id)
-            if msg is None or msg.client is not client:
+            if msg is None or msg.owner is not consumer:
                 errors.append(self._not_yours(msg, msg_id, "FIN", ErrorCode.E_FIN_FAILED))
                 continue
             del by_id[msg_id]
-            msg.client = None
+            msg.owner = None
             done += 1
             if self.e2e_latency is not None:
                 self.e2e_latency.insert(msg.timestamp)
-        client.in_flight -= done
-        client.finish_count += done
+        consumer.finished(done)
         return errors
 
-    def requeue(self, client: Client, msg_id: bytes, delay_ms: int) -> None:
-        msg = self._take(client, msg_id, "REQ", ErrorCode.E_REQ_FAILED)
+    def requeue(self, consumer: Consumer, msg_id: bytes, delay_ms: int) -> None:
+        msg = self._take(consumer, msg_id, "REQ", ErrorCode.E_REQ_FAILED)
         del self.in_flight.by_id[msg_id]
-        msg.client = None
-        client.in_flight -= 1
-        client.requeue_count += 1
+        msg.owner = None
+        consumer.requeued()
         self.requeue_count += 1
         if delay_ms > 0:
             self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
         else:
             self._requeue(msg)
 
-    def touch(self, client: Client, msg_id: bytes) -> None:
-        msg = self._take(client, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
+    def touch(self, consumer: Consumer, msg_id: bytes) -> None:
+        msg = self._take(consumer, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
         # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
-        deadline = trio.current_time() + client.msg_timeout
+        deadline = trio.current_time() + consumer.msg_timeout
         msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
 
     # -- the scanner's work ----------------------------------------------------------------
@@ -210,13 +219,12 @@ class Channel:
         for msg in self.in_flight.pop_expired(now):
             dirty = True
             self.timeout_count += 1
-            owner = msg.client
-            msg.client = None
+            owner = msg.owner
+            msg.owner = None
             self._requeue(msg)
             if owner is not None:
-                owner.in_flight -= 1
-                owner.timeout_count += 1
-                if owner.channel is self:
+                owner.timed_out()
+                if self.consumers.get(owner.id) is owner:
                     self.refresh(owner)
         for msg in self.deferred.pop_expired(now):
             dirty = True
@@ -237,26 +245,26 @@ class Channel:
         self.backlog.clear()
         self.in_flight.clear()
         self.deferred.clear()
-        for client in self.clients.values():
-            client.in_flight = 0
+        for consumer in self.consumers.values():
+            consumer.emptied()
         self.refresh_all()
 
-    def close_clients(self) -> None:
-        for client in list(self.clients.values()):
-            client.close()
+    def close_consumers(self) -> None:
+        for consumer in list(self.consumers.values()):
+            consumer.close()
 
     def close(self) -> None:
         """Clean shutdown: queued, in-flight and deferred messages all go to disk (deferred ones
         lose their delay, as in nsqd)."""
-        self.close_clients()
+        self.close_consumers()
         extra = self.in_flight.clear() + self.deferred.clear()
         for msg in extra:
-            msg.client = None
+            msg.owner = None
         self.backlog.close(extra)
 
     def delete(self) -> None:
         self.deleted = True
-        self.close_clients()
+        self.close_consumers()
         self.in_flight.clear()
         self.deferred.clear()
         self.backlog.delete()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -36,6 +36,7 @@ from protocol.message import MESSAGE_FRAME_HEADER
 from protocol.state import ClientState
 
 from . import handlers
+from .client_stats import client_stats
 from .log import log
 from .transport import Transport, transport_for
 from .upgrade import upgrade
@@ -132,7 +133,7 @@ class Client:
         """Two heartbeat intervals of the latest IDENTIFY (nsqd's read deadline)."""
         return 2 * (self.conn.settings.heartbeat_interval_ms / 1000 or math.inf)
 
-    # -- delivery (called synchronously by the channel) ------------------------------------
+    # -- the channel's Consumer (engine.ports.Consumer), called synchronously -------------
 
     def credit(self) -> int:
         """How many more messages this client may be sent right now."""
@@ -140,31 +141,23 @@ class Client:
             return 0
         return self.rdy - self.in_flight
 
-    def deliver_many(self, msgs: list[Message], now: float) -> None:
-        """Put messages in flight to this client and their frames in its output buffer."""
-        channel = self.channel
-        assert channel is not None
+    def sample(self, msgs: list[Message]) -> list[Message]:
+        rate = self.sample_rate
+        return [m for m in msgs if random.randrange(100) <= rate]
+
+    def send(self, msgs: list[Message]) -> None:
+        """`msgs` are in flight to this client: their frames go into its output buffer."""
         out = self._out
         was_empty = not out
         append = out.append
         size = 0
-        sent: list[Message] = []
-        sample_rate = self.sample_rate
         for msg in msgs:
-            if sample_rate and random.randrange(100) > sample_rate:
-                continue  # sampled out: consumed and dropped, as in nsqd
-            msg.attempts += 1
-            msg.client = self
-            msg.delivered_at = now
-            sent.append(msg)
             body = msg.body
             append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
             append(msg.id)
             append(body)
             size += len(body) + 34
-        count = len(sent)
-        if count:
-            channel.in_flight.add_many(sent, now + self.msg_timeout)
+        count = len(msgs)
         self.in_flight += count
         self.message_count += count
         self._out_size += size
@@ -177,6 +170,24 @@ class Client:
             self._wake()
         elif was_empty:
             self._wake()  # start the output-buffer-timeout clock
+
+    def finished(self, n: int) -> None:
+        self.in_flight -= n
+        self.finish_count += n
+
+    def requeued(self) -> None:
+        self.in_flight -= 1
+        self.requeue_count += 1
+
+    def timed_out(self) -> None:
+        self.in_flight -= 1
+        self.timeout_count += 1
+
+    def emptied(self) -> None:
+        self.in_flight = 0
+
+    def stats(self, topic_filter: str = "") -> dict[str, Any]:
+        return client_stats(self, topic_filter)
 
     def respond(self, frame: bytes, before: int | None = None) -> None:
         """Queue a response or error frame; it goes out at the end of this read. `before`
@@ -209,7 +220,7 @@ class Client:
             self.closed = True
             self.accepting = False
             if self.channel is not None:
-                self.channel.remove_client(self)
+                self.channel.remove_consumer(self)
             self.daemon.remove_client(self)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await self.transport.aclose()

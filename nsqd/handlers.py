@@ -55,7 +55,7 @@ def identify(client: Client, cmd: Identify) -> Negotiation | None:
 
 def sub(client: Client, cmd: Sub) -> None:
     channel = client.daemon.get_topic(cmd.topic).get_channel(cmd.channel)
-    channel.add_client(client)
+    channel.add_consumer(client)
     client.channel = channel
     client.accepting = True
     client.respond(OK_FRAME)

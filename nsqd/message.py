@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .client import Client
+from typing import Any
 
 
 class Message:
     __slots__ = (
         "attempts",
         "body",
-        "client",
         "deadline",
         "defer_ms",
         "delivered_at",
         "id",
+        "owner",
         "timestamp",
     )
 
@@ -25,7 +22,7 @@ class Message:
         self.body = body
         self.timestamp = timestamp  # wall-clock ns at publish, kept across requeues
         self.attempts = attempts
-        self.client: Client | None = None  # owner while in flight
+        self.owner: Any = None  # the consumer holding it while in flight
         self.deadline = 0.0  # trio clock, while in flight (TOUCH moves it) or deferred
         self.delivered_at = 0.0
         self.defer_ms = 0  # DPUB delay while still queued at the topic

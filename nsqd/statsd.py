@@ -175,7 +175,7 @@ class StatsdPusher:
                 yield self._gauge(f"{c}.deferred_count", len(channel.deferred))
                 yield self._counter(f"{c}.requeue_count", channel.requeue_count)
                 yield self._counter(f"{c}.timeout_count", channel.timeout_count)
-                yield self._gauge(f"{c}.clients", len(channel.clients))
+                yield self._gauge(f"{c}.clients", len(channel.consumers))
                 stream = getattr(channel, "e2e_latency", None)
                 if stream is not None:
                     for suffix, value in _e2e_gauges([stream], percentiles):

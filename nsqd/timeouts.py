@@ -27,6 +27,7 @@ class TimeoutQueue:
         return len(self.by_id)
 
     def add(self, msg: Message, deadline: float) -> None:
+        """A deferred message, released at `deadline`."""
         self.add_many([msg], deadline)
 
     def add_many(self, msgs: list[Message], deadline: float) -> None:
@@ -34,9 +35,24 @@ class TimeoutQueue:
         for msg in msgs:
             msg.deadline = deadline
             by_id[msg.id] = msg
+        self._push(msgs, deadline)
+
+    def deliver(self, msgs: list[Message], owner: object, now: float, deadline: float) -> None:
+        """Messages handed to `owner` at `now`: one more attempt each, in flight until
+        `deadline` (one loop: this is the delivery hot path)."""
+        by_id = self.by_id
+        for msg in msgs:
+            msg.attempts += 1
+            msg.owner = owner
+            msg.delivered_at = now
+            msg.deadline = deadline
+            by_id[msg.id] = msg
+        self._push(msgs, deadline)
+
+    def _push(self, msgs: list[Message], deadline: float) -> None:
         heapq.heappush(self._heap, (deadline, next(self._seq), msgs))
         self._heap_msgs += len(msgs)
-        if self._heap_msgs > 65536 and self._heap_msgs > 4 * len(by_id):
+        if self._heap_msgs > 65536 and self._heap_msgs > 4 * len(self.by_id):
             self._compact()
 
     def get(self, msg_id: bytes) -> Message | None:

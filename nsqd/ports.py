@@ -1,0 +1,47 @@
+"""What the engine calls out through: small interfaces its front-ends and stores implement.
+
+The engine (topics, channels, their queues and in-flight sets) imports none of the code behind
+these. A TCP connection, an HTTP lease or a RESP connection is a `Consumer` to a channel."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .message import Message
+
+
+class Consumer(Protocol):
+    """One subscriber of a channel. The channel owns the in-flight bookkeeping (attempts,
+    owner, deadline, the in-flight set); the consumer keeps its own counters and credit and is
+    told what happened through these calls."""
+
+    id: int
+    msg_timeout: float  # seconds a delivered message stays in flight before it times out
+    sample_rate: int  # 0, or 1-99: the percentage of messages it wants (IDENTIFY)
+
+    def credit(self) -> int:
+        """How many more messages it may be sent right now."""
+        ...
+
+    def sample(self, msgs: list[Message]) -> list[Message]:
+        """The messages it keeps of `msgs` (asked only when sample_rate is set); the rest
+        are consumed and dropped, as in nsqd."""
+        ...
+
+    def send(self, msgs: list[Message]) -> None:
+        """`msgs` are now in flight to it: write them out."""
+        ...
+
+    def finished(self, n: int) -> None: ...
+    def requeued(self) -> None: ...
+    def timed_out(self) -> None: ...
+
+    def emptied(self) -> None:
+        """The channel dropped everything in flight (an empty): nothing is owed any more."""
+        ...
+
+    def close(self) -> None: ...
+
+    def stats(self, topic_filter: str = "") -> dict[str, Any]:
+        """Its /stats entry (nsqd's ClientV2Stats keys)."""
+        ...
