@@ -47,8 +47,9 @@ from protocol.gostr import go_quote
 from .log import log
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .daemon import NSQD
+    from collections.abc import Callable
+
+    from .node import Node
 
 ACCEPT = "application/vnd.nsq; version=1.0"
 PERMISSIONS = frozenset({"subscribe", "publish"})
@@ -314,10 +315,10 @@ _TLS_VERSIONS: dict[str | int, ssl.TLSVersion] = {
 }
 
 
-def _client_ssl_context(daemon: NSQD) -> ssl.SSLContext:
+def _client_ssl_context(node: Node) -> ssl.SSLContext:
     """nsqd's outbound TLS config: only --tls-root-ca-file's CAs when given (at
     --tls-min-version), else the system roots."""
-    opts = daemon.options
+    opts = node.options
     ctx = ssl.create_default_context(cafile=opts.tls_root_ca_file or None)
     if opts.tls_root_ca_file:
         version = _TLS_VERSIONS.get(
@@ -333,14 +334,14 @@ def _client_ssl_context(daemon: NSQD) -> ssl.SSLContext:
     return ctx
 
 
-def http_client(daemon: NSQD) -> httpx.AsyncClient:
-    """One HTTP client per daemon, made on first use (no proxies from the environment, as
+def http_client(node: Node) -> httpx.AsyncClient:
+    """One HTTP client per node, made on first use (no proxies from the environment, as
     nsqd's transport; connect timeout from --http-client-connect-timeout)."""
-    client: httpx.AsyncClient | None = getattr(daemon, "_auth_http", None)
+    client: httpx.AsyncClient | None = node.shared.get("auth_http")
     if client is None:
-        opts = daemon.options
+        opts = node.options
         client = httpx.AsyncClient(
-            verify=_client_ssl_context(daemon),
+            verify=_client_ssl_context(node),
             trust_env=False,
             follow_redirects=True,
             max_redirects=_MAX_REDIRECTS,
@@ -350,7 +351,7 @@ def http_client(daemon: NSQD) -> httpx.AsyncClient:
                 connect=opts.http_client_connect_timeout or None,
             ),
         )
-        daemon._auth_http = client  # type: ignore[attr-defined]
+        node.shared["auth_http"] = client
     return client
 
 
@@ -372,11 +373,11 @@ def _https_endpoint(url: str, body: bytes) -> str:
     return urlunsplit(("https", netloc, parts.path, parts.query, parts.fragment))
 
 
-async def query_authd(daemon: NSQD, url: str) -> AuthState:
+async def query_authd(node: Node, url: str) -> AuthState:
     """One auth server, as Go's GETV1: 200 → decode; 403 over http → retry at its https_port;
     anything else is an error. The whole exchange is bounded by --http-client-request-timeout."""
-    client = http_client(daemon)
-    timeout = daemon.options.http_client_request_timeout
+    client = http_client(node)
+    timeout = node.options.http_client_request_timeout
     with trio.move_on_after(timeout if timeout > 0 else math.inf) as scope:
         while True:
             try:
@@ -396,16 +397,16 @@ async def query_authd(daemon: NSQD, url: str) -> AuthState:
 
 
 async def query_any_authd(
-    daemon: NSQD, remote_ip: str, tls: bool, common_name: str, secret: bytes
+    node: Node, remote_ip: str, tls: bool, common_name: str, secret: bytes
 ) -> AuthState:
     """Try the configured servers from a random starting point; the last error if none answers."""
-    addresses: list[str] = list(daemon.options.auth_http_address)
+    addresses: list[str] = list(node.options.auth_http_address)
     start = random.randrange(len(addresses))
     error: AuthError | None = None
     for i in range(len(addresses)):
         address = addresses[(start + i) % len(addresses)]
         try:
-            return await query_authd(daemon, auth_url(address, remote_ip, tls, common_name, secret))
+            return await query_authd(node, auth_url(address, remote_ip, tls, common_name, secret))
         except AuthError as exc:
             log.warning("failed auth against %s %s", address, exc)
             error = exc
@@ -416,12 +417,22 @@ async def query_any_authd(
 # -- per client ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Identity:
+    """What the auth server is told about a connection."""
+
+    remote_ip: str
+    tls: bool
+    common_name: str  # of the client's TLS certificate, "" without one
+
+
 class ClientAuth:
     """One connection's AUTH secret and cached authorizations."""
 
-    def __init__(self, daemon: NSQD, client: Client) -> None:
-        self.daemon = daemon
-        self.client = client
+    def __init__(self, node: Node, name: str, facts: Callable[[], Identity]) -> None:
+        self.node = node
+        self.name = name  # for the log
+        self._facts = facts  # read at each query: TLS may have been negotiated since
         self.secret = b""
         self.state: AuthState | None = None
 
@@ -440,18 +451,9 @@ class ClientAuth:
         return self.state.identity_url if self.state is not None else ""
 
     async def _query(self) -> None:
-        client = self.client
-        remote_ip = ""
-        if client.remote_address:
-            remote_ip = client.remote_address.rsplit(":", 1)[0].strip("[]")
-        tls_stream = client.tls_stream
-        common_name = ""
-        if tls_stream is not None:
-            from .tls import peer_common_name
-
-            common_name = peer_common_name(tls_stream)
+        facts = self._facts()
         self.state = await query_any_authd(
-            self.daemon, remote_ip, tls_stream is not None, common_name, self.secret
+            self.node, facts.remote_ip, facts.tls, facts.common_name, self.secret
         )
 
     async def auth(self, secret: bytes) -> bytes:
@@ -462,7 +464,7 @@ class ClientAuth:
         try:
             await self._query()
         except AuthError as exc:
-            log.warning("PROTOCOL(V2): [%s] AUTH failed %s", self.client, exc)
+            log.warning("PROTOCOL(V2): [%s] AUTH failed %s", self.name, exc)
             raise NSQError(ErrorCode.E_AUTH_FAILED, "AUTH failed") from exc
         state = self.state
         assert state is not None
@@ -485,7 +487,7 @@ class ClientAuth:
             try:
                 await self._query()
             except AuthError as exc:
-                log.warning("PROTOCOL(V2): [%s] AUTH failed %s", self.client, exc)
+                log.warning("PROTOCOL(V2): [%s] AUTH failed %s", self.name, exc)
                 raise NSQError(ErrorCode.E_AUTH_FAILED, "AUTH failed") from exc
         if not self.state.is_allowed(topic, channel):
             raise NSQError(

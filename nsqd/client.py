@@ -42,10 +42,11 @@ from .transport import Transport, transport_for
 from .upgrade import upgrade
 
 if TYPE_CHECKING:
-    from .auth import ClientAuth
-    from .channel import Channel
-    from .daemon import NSQD
-    from .message import Message
+    from .auth import ClientAuth, Identity
+    from .engine.broker import Broker
+    from .engine.channel import Channel
+    from .engine.message import Message
+    from .node import Node
 
 RECEIVE_SIZE = 256 * 1024
 # A client whose unsent output passes this stops taking messages until its socket drains,
@@ -59,16 +60,17 @@ _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", S
 
 class Client:
     def __init__(
-        self, daemon: NSQD, client_id: int, stream: trio.abc.Stream, remote: tuple[str, int]
+        self, node: Node, broker: Broker, stream: trio.abc.Stream, remote: tuple[str, int]
     ) -> None:
-        self.daemon = daemon
-        self.id = client_id
+        self.node = node
+        self.broker = broker
+        self.id = broker.next_client_id()
         self.stream = stream
         self.transport: Transport = transport_for(stream)
         self.remote_address = f"{remote[0]}:{remote[1]}" if remote[0] else ""
-        opts = daemon.options
+        opts = node.options
         self.conn = V2Connection(
-            daemon.limits, remote_ip=remote[0], tls_required=opts.tls_required_tcp
+            node.limits, remote_ip=remote[0], tls_required=opts.tls_required_tcp
         )
         self.channel: Channel | None = None
         self.connect_ts = int(time.time())
@@ -86,7 +88,7 @@ class Client:
         if opts.auth_http_address:
             from .auth import ClientAuth  # only needed when an auth server is configured
 
-            self.auth = ClientAuth(daemon, self)
+            self.auth = ClientAuth(node, repr(self), self._identity)
         # negotiated stream layers (for /stats and AUTH's tls / common_name)
         self.tls_stream: trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False
@@ -109,6 +111,15 @@ class Client:
 
     def __repr__(self) -> str:
         return f"Client({self.remote_address})"
+
+    def _identity(self) -> Identity:
+        """What AUTH tells the auth server about this connection."""
+        from .auth import Identity
+        from .tls import peer_common_name
+
+        remote_ip = self.remote_address.rsplit(":", 1)[0].strip("[]")
+        tls = self.tls_stream
+        return Identity(remote_ip, tls is not None, peer_common_name(tls) if tls else "")
 
     @property
     def settings(self) -> ClientSettings:
@@ -221,7 +232,7 @@ class Client:
             self.accepting = False
             if self.channel is not None:
                 self.channel.remove_consumer(self)
-            self.daemon.remove_client(self)
+            self.broker.remove_client(self)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await self.transport.aclose()
 

@@ -10,7 +10,7 @@ from typing import Protocol
 from protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
 from .diskqueue import DiskQueue, DiskQueueError
-from .message import Message
+from .engine.message import Message
 
 log = logging.getLogger("nsqd")
 

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import IO, Final
 
+from .engine.ports import StoreError
+
 __all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"]
 
 _HEADER: Final = struct.Struct(">i")
@@ -29,7 +31,7 @@ _META_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
 
 
-class DiskQueueError(Exception):
+class DiskQueueError(StoreError):
     """An operation on the disk queue failed (I/O error, bad argument, closed queue)."""
 
 

@@ -30,7 +30,7 @@ from protocol import (
 )
 from protocol.errors import ErrorCode, NSQError
 
-from .diskqueue import DiskQueueError
+from .engine.broker import PublishFailed
 
 if TYPE_CHECKING:
     from .client import Client
@@ -41,53 +41,52 @@ def identify(client: Client, cmd: Identify) -> Negotiation | None:
     settings = cmd.settings
     if not settings.feature_negotiation:
         return None
-    daemon = client.daemon
-    opts = daemon.options
+    node = client.node
+    opts = node.options
     features = ServerFeatures(
-        tls=daemon.tls_context is not None,
+        tls=node.tls_context is not None,
         deflate=opts.deflate,
         snappy=opts.snappy,
         max_deflate_level=opts.max_deflate_level,
         auth_required=bool(opts.auth_http_address),
     )
-    return negotiate(settings, features, daemon.limits)
+    return negotiate(settings, features, node.limits)
 
 
 def sub(client: Client, cmd: Sub) -> None:
-    channel = client.daemon.get_topic(cmd.topic).get_channel(cmd.channel)
+    channel = client.broker.channel(cmd.topic, cmd.channel)
     channel.add_consumer(client)
     client.channel = channel
     client.accepting = True
     client.respond(OK_FRAME)
 
 
-def _publish_failed(client: Client, verb: str, code: ErrorCode, exc: Exception) -> NSQError:
-    # A disk queue write failed: the publisher learns it, and /ping reports it.
-    client.daemon.storage.last_error = str(exc)
+def _publish_failed(verb: str, code: ErrorCode, exc: PublishFailed) -> NSQError:
+    # The store refused the write: the publisher learns why (the broker marked /ping NOK).
     return NSQError(code, f"{verb} failed {exc}")
 
 
 def pub(client: Client, cmd: Pub) -> None:
     mark = client.out_mark()
     try:
-        client.daemon.get_topic(cmd.topic).publish([cmd.body])
-    except DiskQueueError as exc:
-        raise _publish_failed(client, "PUB", ErrorCode.E_PUB_FAILED, exc) from exc
+        client.broker.publish(cmd.topic, [cmd.body])
+    except PublishFailed as exc:
+        raise _publish_failed("PUB", ErrorCode.E_PUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME, before=mark)
 
 
 def mpub_start(client: Client, cmd: MPubStart) -> None:
     # nsqd creates the topic before it reads MPUB's body.
-    client.daemon.get_topic(cmd.topic)
+    client.broker.topic(cmd.topic)
 
 
 def mpub(client: Client, cmd: MPub) -> None:
     mark = client.out_mark()
     try:
-        client.daemon.get_topic(cmd.topic).publish(cmd.bodies)
-    except DiskQueueError as exc:
-        raise _publish_failed(client, "MPUB", ErrorCode.E_MPUB_FAILED, exc) from exc
+        client.broker.publish(cmd.topic, cmd.bodies)
+    except PublishFailed as exc:
+        raise _publish_failed("MPUB", ErrorCode.E_MPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
     client.respond(OK_FRAME, before=mark)
 
@@ -95,9 +94,9 @@ def mpub(client: Client, cmd: MPub) -> None:
 def dpub(client: Client, cmd: DPub) -> None:
     mark = client.out_mark()
     try:
-        client.daemon.get_topic(cmd.topic).publish_deferred(cmd.body, cmd.delay_ms)
-    except DiskQueueError as exc:
-        raise _publish_failed(client, "DPUB", ErrorCode.E_DPUB_FAILED, exc) from exc
+        client.broker.publish_deferred(cmd.topic, cmd.body, cmd.delay_ms)
+    except PublishFailed as exc:
+        raise _publish_failed("DPUB", ErrorCode.E_DPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME, before=mark)
 

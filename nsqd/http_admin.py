@@ -8,20 +8,27 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.names import is_valid_name
 
-from .diskqueue import DiskQueueError
+from .engine.ports import StoreError
 from .http_v1 import HTTPError, Request, config_value, read_params, topic_from_query
 from .log import LEVELS, log
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from collections.abc import Callable
+
+    from .engine.broker import Broker
+    from .node import Node
 
 
 class AdminHandlers:
     """Topics, channels and the two options nsqd lets /config change at run time."""
 
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
-        self.max_msg_size: int = daemon.options.max_msg_size
+    def __init__(
+        self, node: Node, broker: Broker, set_lookupd: Callable[[list[str]], None]
+    ) -> None:
+        self.node = node
+        self.broker = broker
+        self._set_lookupd = set_lookupd  # nsqlookupd peers reconciled at once, as nsqd
+        self.max_msg_size: int = node.options.max_msg_size
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -32,36 +39,34 @@ class AdminHandlers:
             raise HTTPError(400, "MISSING_ARG_TOPIC")
         if validate and not is_valid_name(name.encode("utf-8", "surrogateescape")):
             raise HTTPError(400, "INVALID_TOPIC")
-        topic = self.daemon.topics.get(name)
+        topic = self.broker.topics.get(name)
         if topic is None:
             raise HTTPError(404, "TOPIC_NOT_FOUND")
         return topic
 
     async def topic_create(self, req: Request) -> None:
         name, _ = topic_from_query(req)
-        self.daemon.get_topic(name)
+        self.broker.topic(name)
 
     async def topic_delete(self, req: Request) -> None:
         topic = await self._existing_topic_arg(req, validate=False)
-        self.daemon.delete_topic(topic.name)
+        self.broker.delete_topic(topic.name)
 
     async def topic_empty(self, req: Request) -> None:
         topic = await self._existing_topic_arg(req, validate=True)
         try:
             topic.empty()
-        except DiskQueueError as exc:
+        except StoreError as exc:
             log.error("TOPIC(%s): failed to empty - %s", topic.name, exc)
             raise HTTPError(500, "INTERNAL_ERROR") from exc
 
     async def topic_pause(self, req: Request) -> None:
         topic = await self._existing_topic_arg(req, validate=False)
-        topic.pause()
-        self.daemon.storage.metadata_changed()  # nsqd.dat keeps the paused flag
+        self.broker.set_paused(topic, None, True)
 
     async def topic_unpause(self, req: Request) -> None:
         topic = await self._existing_topic_arg(req, validate=False)
-        topic.unpause()
-        self.daemon.storage.metadata_changed()
+        self.broker.set_paused(topic, None, False)
 
     # -- channels ----------------------------------------------------------------------------
 
@@ -78,17 +83,17 @@ class AdminHandlers:
             raise HTTPError(400, "MISSING_ARG_CHANNEL")
         if not is_valid_name(channel_name.encode("utf-8", "surrogateescape")):
             raise HTTPError(400, "INVALID_ARG_CHANNEL")
-        topic = self.daemon.topics.get(topic_name)
+        topic = self.broker.topics.get(topic_name)
         if topic is None:
             raise HTTPError(404, "TOPIC_NOT_FOUND")
         return topic, channel_name
 
-    async def _existing_channel(self, req: Request) -> Any:
+    async def _existing_channel(self, req: Request) -> tuple[Any, Any]:
         topic, name = await self._topic_channel_args(req)
         channel = topic.channels.get(name)
         if channel is None:
             raise HTTPError(404, "CHANNEL_NOT_FOUND")
-        return channel
+        return topic, channel
 
     async def channel_create(self, req: Request) -> None:
         topic, name = await self._topic_channel_args(req)
@@ -101,20 +106,20 @@ class AdminHandlers:
         topic.delete_channel(name)
 
     async def channel_empty(self, req: Request) -> None:
-        channel = await self._existing_channel(req)
+        _, channel = await self._existing_channel(req)
         try:
             channel.empty()
-        except DiskQueueError as exc:
+        except StoreError as exc:
             log.error("%r: failed to empty - %s", channel, exc)
             raise HTTPError(500, "INTERNAL_ERROR") from exc
 
     async def channel_pause(self, req: Request) -> None:
-        (await self._existing_channel(req)).pause()
-        self.daemon.storage.metadata_changed()
+        topic, channel = await self._existing_channel(req)
+        self.broker.set_paused(topic, channel, True)
 
     async def channel_unpause(self, req: Request) -> None:
-        (await self._existing_channel(req)).unpause()
-        self.daemon.storage.metadata_changed()
+        topic, channel = await self._existing_channel(req)
+        self.broker.set_paused(topic, channel, False)
 
     # -- /config/:opt ------------------------------------------------------------------------
 
@@ -125,7 +130,7 @@ class AdminHandlers:
             body = await req.read(read_max)
             if len(body) == read_max or not body:
                 raise HTTPError(413, "INVALID_VALUE")
-            opts = self.daemon.options
+            opts = self.node.options
             if name == "nsqlookupd_tcp_addresses":
                 try:
                     value = json.loads(body.decode("utf-8", "replace"))
@@ -136,7 +141,7 @@ class AdminHandlers:
                 ):
                     raise HTTPError(400, "INVALID_VALUE")
                 opts.values["lookupd_tcp_address"] = value
-                self.daemon.lookupd.set_addresses(value or [])  # reconciled at once, as nsqd
+                self._set_lookupd(value or [])
             elif name == "log_level":
                 level = body.decode("utf-8", "replace").lower()
                 if level not in LEVELS:
@@ -145,4 +150,4 @@ class AdminHandlers:
                 log.setLevel(LEVELS[level])
             else:
                 raise HTTPError(400, "INVALID_OPTION")
-        return config_value(self.daemon, name)
+        return config_value(self.node, name)

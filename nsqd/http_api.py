@@ -46,7 +46,8 @@ from .log import log
 from .server import open_listeners
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.broker import Broker
+    from .node import Node
 
 Handler = Callable[[Request], Awaitable[Any]]
 Route = tuple[Handler, bool, str]  # (handler, logged, rendering: V1, PLAIN or RAW)
@@ -55,13 +56,14 @@ Route = tuple[Handler, bool, str]  # (handler, logged, rendering: V1, PLAIN or R
 class API:
     """The route table over nsqd's handlers; `handle` answers one request."""
 
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
-        self.tls_required = daemon.options.tls_required == "true"
+    def __init__(
+        self, node: Node, broker: Broker, set_lookupd: Callable[[list[str]], None]
+    ) -> None:
+        self.tls_required = node.options.tls_required == "true"
         self.https_port = 0  # the bound --https-address port, for TLS_REQUIRED
-        self.publish = PublishHandlers(daemon)
-        self.admin = AdminHandlers(daemon)
-        self.info = InfoHandlers(daemon)
+        self.publish = PublishHandlers(node.options, broker)
+        self.admin = AdminHandlers(node, broker, set_lookupd)
+        self.info = InfoHandlers(node, broker)
         self.routes: dict[str, dict[str, Route]] = self._route_table()
         config = self.admin.config
         self.param_routes: dict[str, dict[str, Route]] = {
@@ -306,13 +308,15 @@ class HTTPServer:
     `serve` in the root nursery, `close` on shutdown. HTTPS is served on --https-address when
     the daemon has a TLS context (--tls-cert and --tls-key), as nsqd does."""
 
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
-        self.api = API(daemon)
+    def __init__(
+        self, node: Node, broker: Broker, set_lookupd: Callable[[list[str]], None]
+    ) -> None:
+        self.node = node
+        self.api = API(node, broker, set_lookupd)
         self.address: tuple[str, int] | None = None
         self.https_address: tuple[str, int] | None = None
         self._listeners: list[tuple[trio.SocketListener, ssl.SSLContext | None]] = []
-        opts = daemon.options
+        opts = node.options
         self.server = http_server.Server(
             self.api.handle,
             request_class=Request,
@@ -323,11 +327,11 @@ class HTTPServer:
     async def bind(self) -> tuple[str, int]:
         """Listen on --http-address, and --https-address with TLS (nsqd's error text if that
         fails); the bound HTTP address."""
-        opts = self.daemon.options
+        opts = self.node.options
         listeners = await open_listeners(opts.http_address)
         self.address = listeners[0].socket.getsockname()[:2]
         self._listeners = [(listener, None) for listener in listeners]
-        context = self.daemon.tls_context
+        context = self.node.tls_context
         if context is not None and opts.https_address:
             secure = await open_listeners(opts.https_address)
             self.https_address = secure[0].socket.getsockname()[:2]

@@ -24,7 +24,8 @@ from .http_v1 import (
 )
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.broker import Broker
+    from .node import Node
 
 _BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}
 
@@ -32,19 +33,20 @@ _BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}
 class InfoHandlers:
     """/ping, /info, /stats and /debug/*."""
 
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
+    def __init__(self, node: Node, broker: Broker) -> None:
+        self.node = node
+        self.broker = broker
 
     async def ping(self, req: Request) -> str:
-        health = stats.health(self.daemon)
+        health = self.broker.health
         if health != "OK":
             raise HTTPError(500, health)
         return health
 
     async def info(self, req: Request) -> dict[str, Any]:
-        d = self.daemon
+        d = self.node
         opts = d.options
-        http = getattr(d, "http_address", None)
+        http = d.http_address
         try:
             hostname = socket.gethostname()
         except OSError as exc:
@@ -55,7 +57,7 @@ class InfoHandlers:
             "hostname": hostname,
             "http_port": http[1] if http else 0,
             "tcp_port": d.tcp_address[1] if d.tcp_address else 0,
-            "start_time": d.start_time,
+            "start_time": self.broker.start_time,
             "max_heartbeat_interval": round(opts.max_heartbeat_interval * 1e9),
             "max_output_buffer_size": opts.max_output_buffer_size,
             "max_output_buffer_timeout": round(opts.max_output_buffer_timeout * 1e9),
@@ -73,12 +75,12 @@ class InfoHandlers:
         include_clients = _BOOL_PARAMS.get(first("include_clients"), True)
         include_mem = _BOOL_PARAMS.get(first("include_mem"), True)
         topics, producers = stats.snapshot(
-            self.daemon, first("topic"), first("channel"), include_clients
+            self.broker, first("topic"), first("channel"), include_clients
         )
         memory = stats.memory_stats() if include_mem else None
         if first("format") == "json":
-            return stats.stats_json(self.daemon, topics, producers, memory)
-        return stats.stats_text(self.daemon, topics, producers, memory)
+            return stats.stats_json(self.broker, topics, producers, memory)
+        return stats.stats_text(self.broker, topics, producers, memory)
 
     # -- /debug ------------------------------------------------------------------------------
 

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 from protocol.names import is_valid_name
 
-from .diskqueue import DiskQueueError
+from .engine.broker import PublishFailed
 from .http_server import BodyError
 from .http_v1 import HTTPError, Request, parse_int64, topic_from_query
 from .log import log
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.broker import Broker
+    from .options import Options
 
 _PLAIN_QUERY_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-#="
 _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -23,9 +24,8 @@ _GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 class PublishHandlers:
     """/pub and /mpub, with the daemon's --max-msg-size, --max-body-size and --max-req-timeout."""
 
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
-        opts = daemon.options
+    def __init__(self, opts: Options, broker: Broker) -> None:
+        self.broker = broker
         self.max_msg_size: int = opts.max_msg_size
         self.max_body_size: int = opts.max_body_size
         self.max_req_timeout_ns = round(opts.max_req_timeout * 1e9)
@@ -46,9 +46,9 @@ class PublishHandlers:
             if not is_valid_name(qs[6:]):
                 raise HTTPError(400, "INVALID_TOPIC")
             try:
-                self.daemon.get_topic(name).publish([body])
-            except DiskQueueError as exc:
-                raise self._publish_failed(exc) from exc
+                self.broker.publish(name, [body])
+            except PublishFailed as exc:
+                raise _publish_failed(exc) from exc
             return "OK"
         name, query = topic_from_query(req)
         defer = query.get("defer")
@@ -61,26 +61,20 @@ class PublishHandlers:
             if delay_ns < 0 or delay_ns > self.max_req_timeout_ns:
                 raise HTTPError(400, "INVALID_DEFER")
         try:
-            topic = self.daemon.get_topic(name)
             if delay_ms > 0:
-                topic.publish_deferred(body, delay_ms)
+                self.broker.publish_deferred(name, body, delay_ms)
             else:
-                topic.publish([body])
-        except DiskQueueError as exc:
-            raise self._publish_failed(exc) from exc
+                self.broker.publish(name, [body])
+        except PublishFailed as exc:
+            raise _publish_failed(exc) from exc
         return "OK"
-
-    def _publish_failed(self, exc: Exception) -> HTTPError:
-        # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
-        self.daemon.storage.last_error = str(exc)
-        return HTTPError(503, "EXITING")
 
     async def mpub(self, req: Request) -> str:
         length = req.content_length()
         if length is not None and length > self.max_body_size:
             raise HTTPError(413, "BODY_TOO_BIG")
         name, query = topic_from_query(req)
-        topic = self.daemon.get_topic(name)
+        self.broker.topic(name)  # made before the body is read, as nsqd
         binary = query.get("binary")
         binary_mode = False
         if binary is not None:
@@ -96,9 +90,9 @@ class PublishHandlers:
             bodies = await self._read_text_mpub(req)
         if bodies:
             try:
-                topic.publish(bodies)
-            except DiskQueueError as exc:
-                raise self._publish_failed(exc) from exc
+                self.broker.publish(name, bodies)
+            except PublishFailed as exc:
+                raise _publish_failed(exc) from exc
         return "OK"
 
     async def _read_text_mpub(self, req: Request) -> list[bytes]:
@@ -140,6 +134,11 @@ class PublishHandlers:
                 raise HTTPError(413, "BAD_MESSAGE")
             bodies.append(body)
         return bodies
+
+
+def _publish_failed(exc: PublishFailed) -> HTTPError:
+    # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
+    return HTTPError(503, "EXITING")
 
 
 async def _read_exact(req: Request, n: int) -> bytes | None:

@@ -20,7 +20,7 @@ from .options import FLAGS
 from .statsd import prefix_for
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .node import Node
 
 Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]
@@ -172,12 +172,12 @@ _LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
 _FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS if f.cfg_key not in _NOT_IN_GO_OPTIONS}
 
 
-def config_value(daemon: NSQD, name: str) -> Any:
+def config_value(node: Node, name: str) -> Any:
     """getOptByCfgName: the option's value as nsqd's Go Options struct holds it."""
     flag = _FLAGS_BY_CFG.get(name)
     if flag is None:
         raise HTTPError(400, "INVALID_OPTION")
-    opts = daemon.options
+    opts = node.options
     value = opts.values[flag.attr]
     if name == "log_level":
         return _LOG_LEVEL_NUMBERS[str(value).lower()]
@@ -186,11 +186,11 @@ def config_value(daemon: NSQD, name: str) -> Any:
     if name == "tls_min_version":
         return _TLS_VERSIONS.get(str(value).lower(), 0)
     if name == "statsd_prefix" and value:
-        return prefix_for(daemon)  # %s expanded as nsqd does at startup
+        return prefix_for(node)  # %s expanded as nsqd does at startup
     if name == "broadcast_tcp_port":  # nsqd fills in the bound ports at startup
-        return daemon.broadcast_tcp_port
+        return node.broadcast_tcp_port
     if name == "broadcast_http_port":
-        return daemon.broadcast_http_port
+        return node.broadcast_http_port
     if flag.kind == "duration":
         return round(value * 1e9)
     if flag.kind == "floats":

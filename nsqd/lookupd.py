@@ -28,7 +28,10 @@ from protocol.lookup import (
 from .log import log
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.broker import Broker
+    from .engine.channel import Channel
+    from .engine.topic import Topic
+    from .node import Node
 
 PING_INTERVAL = 15.0
 IO_TIMEOUT = 1.0  # nsqd's dial and per-command deadline
@@ -36,8 +39,9 @@ MAX_BACKOFF = 15.0
 
 
 class LookupPeer:
-    def __init__(self, daemon: NSQD, address: str) -> None:
-        self.daemon = daemon
+    def __init__(self, node: Node, broker: Broker, address: str) -> None:
+        self.node = node
+        self.broker = broker
         self.address = address
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
         self.info: dict[str, object] = {}  # what nsqlookupd said about itself
@@ -64,7 +68,7 @@ class LookupPeer:
         with trio.fail_after(IO_TIMEOUT):
             stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
         log.info("LOOKUPD(%s): peer connected", self.address)
-        decoder = ResponseDecoder(self.daemon.options.max_body_size)
+        decoder = ResponseDecoder(self.node.options.max_body_size)
         async with stream:
             await stream.send_all(MAGIC_V1)
             await self._command(stream, decoder, self._identify())
@@ -133,18 +137,18 @@ class LookupPeer:
         return response
 
     def _identify(self) -> bytes:
-        d, opts = self.daemon, self.daemon.options
+        node = self.node
         return encode_identify(
-            opts.broadcast_address,
+            node.options.broadcast_address,
             socket.gethostname(),
-            d.broadcast_http_port,
-            d.broadcast_tcp_port,
+            node.broadcast_http_port,
+            node.broadcast_tcp_port,
             "1.3.0",
         )
 
     def _registrations(self) -> list[bytes]:
         commands = []
-        for topic in list(self.daemon.topics.values()):
+        for topic in list(self.broker.topics.values()):
             if not topic.channels:
                 commands.append(encode_register(topic.name))
             commands.extend(encode_register(topic.name, c) for c in list(topic.channels))
@@ -158,17 +162,20 @@ class LookupPeer:
 
 
 class Lookupd:
-    """The set of peers; runtime changes come from PUT /config/nsqlookupd_tcp_addresses."""
+    """The set of peers; runtime changes come from PUT /config/nsqlookupd_tcp_addresses.
+    A Hooks listener of the broker: topics and channels are (un)registered as they come and
+    go, and a new topic first learns the cluster's channels for it."""
 
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
+    def __init__(self, node: Node, broker: Broker) -> None:
+        self.node = node
+        self.broker = broker
         self.peers: dict[str, LookupPeer] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self.set_addresses(self.daemon.options.lookupd_tcp_address)
+            self.set_addresses(self.node.options.lookupd_tcp_address)
             task_status.started()
             await trio.sleep_forever()
 
@@ -179,13 +186,13 @@ class Lookupd:
                 self.peers.pop(address).scope.cancel()
         for address in addresses:
             if address not in self.peers:
-                peer = LookupPeer(self.daemon, address)
+                peer = LookupPeer(self.node, self.broker, address)
                 self.peers[address] = peer
                 self._nursery.start_soon(peer.run)
 
     async def channels_for(self, topic: str) -> list[str]:
         """Every channel the known nsqlookupds list for `topic` (errors are only logged)."""
-        opts = self.daemon.options
+        opts = self.node.options
         timeout = httpx.Timeout(
             opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
         )
@@ -221,3 +228,33 @@ class Lookupd:
     def unregister(self, topic: str, channel: str | None = None) -> None:
         for peer in self.peers.values():
             peer.notify(encode_unregister(topic, channel))
+
+    # -- Hooks ---------------------------------------------------------------------------------
+
+    def topic_created(self, topic: Topic) -> None:
+        if self.peers and not self.broker.loading:
+            # A new topic waits for nsqlookupd's list of its channels before fanning out, so
+            # the first messages reach every channel the cluster knows (nsqd's GetTopic).
+            topic.awaiting_lookup = True
+            self.broker.spawn(lambda: self._precreate_channels(topic))
+        self.register(topic.name)
+
+    async def _precreate_channels(self, topic: Topic) -> None:
+        try:
+            for name in await self.channels_for(topic.name):
+                if not name.endswith("#ephemeral") and not topic.deleted:
+                    topic.get_channel(name)
+        finally:
+            topic.lookup_done()
+
+    def topic_deleted(self, topic: Topic) -> None:
+        self.unregister(topic.name)
+
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        self.register(topic.name, channel.name)
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        self.unregister(topic.name, channel.name)
+
+    def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
+        pass

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from protocol import is_valid_name
 from .log import log
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.topic import Topic
 
 FILE_NAME = "nsqd.dat"
 
@@ -32,10 +33,10 @@ class TopicRecord:
     channels: list[tuple[str, bool]] = field(default_factory=list)
 
 
-def snapshot(daemon: NSQD, version: str) -> bytes:
+def snapshot(all_topics: Iterable[Topic], version: str) -> bytes:
     """The file's bytes for the daemon's current state (ephemeral ones left out)."""
     topics: list[dict[str, Any]] = []
-    for topic in daemon.topics.values():
+    for topic in all_topics:
         if topic.ephemeral:
             continue
         channels = [

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
 from .log import log
 
-if TYPE_CHECKING:
-    from .daemon import NSQD
+
+class Connection(Protocol):
+    remote_address: str
+
+    async def run(self) -> None: ...
+
+
+# (stream, (remote ip, port)) -> the connection object that serves it
+ConnectionFactory = Callable[[trio.SocketStream, tuple[str, int]], Connection]
 
 
 def split_address(address: str) -> tuple[str | None, int]:
@@ -36,7 +44,7 @@ async def open_listeners(address: str) -> list[trio.SocketListener]:
 
 
 async def serve_tcp(
-    daemon: NSQD,
+    new_connection: ConnectionFactory,
     listeners: list[trio.SocketListener],
     nursery: trio.Nursery,
     accepting: trio.CancelScope,
@@ -49,7 +57,7 @@ async def serve_tcp(
             remote = (peer[0], peer[1])
         except OSError:
             remote = ("", 0)
-        client = daemon.new_client(stream, remote)
+        client = new_connection(stream, remote)
         log.info("TCP: new client(%s)", client.remote_address)
         try:
             await client.run()

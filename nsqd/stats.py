@@ -18,12 +18,10 @@ from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .e2e import E2ELatency  # noqa: F401  (re-exported for callers of stats)
-
 if TYPE_CHECKING:
-    from .channel import Channel
-    from .daemon import NSQD
-    from .topic import Topic
+    from .engine.broker import Broker
+    from .engine.channel import Channel
+    from .engine.topic import Topic
 
 VERSION = "1.3.0"
 BUILD = f"nsqd v{VERSION} (built w/python{platform.python_version()})"
@@ -184,10 +182,6 @@ def memory_stats() -> dict[str, int]:
 # -- the snapshot ------------------------------------------------------------------------------
 
 
-def health(daemon: NSQD) -> str:
-    """nsqd's GetHealth: "OK", or "NOK - <the last disk write error>"."""
-    error = daemon.storage.last_error
-    return f"NOK - {error}" if error else "OK"
 
 
 def _channel_buckets(channel: Channel, percentiles: list[float]) -> dict[int, list[int]] | None:
@@ -238,18 +232,18 @@ def topic_stats(
 
 
 def snapshot(
-    daemon: NSQD, topic_filter: str = "", channel_filter: str = "", include_clients: bool = True
+    broker: Broker, topic_filter: str = "", channel_filter: str = "", include_clients: bool = True
 ) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """NSQD.GetStats: (topics, producers); topics None when the topic filter matches nothing,
     producers None when there are none or clients are not included."""
-    percentiles = daemon.options.e2e_processing_latency_percentile
+    percentiles = broker.settings.e2e_percentiles
     if topic_filter:
-        found = daemon.topics.get(topic_filter)
+        found = broker.topics.get(topic_filter)
         if found is None:
             return None, None
         topics = [found]
     else:
-        topics = [daemon.topics[name] for name in sorted(daemon.topics)]
+        topics = [broker.topics[name] for name in sorted(broker.topics)]
     out: list[dict[str, Any]] = []
     for topic in topics:
         if channel_filter:
@@ -283,7 +277,7 @@ def snapshot(
     if include_clients:
         found_producers = [
             c.stats(topic_filter)
-            for _, c in sorted(daemon.clients.items(), key=lambda kv: kv[0])
+            for _, c in sorted(broker.clients.items(), key=lambda kv: kv[0])
             if c.pub_counts
         ]
         producers = found_producers or None
@@ -291,15 +285,15 @@ def snapshot(
 
 
 def stats_json(
-    daemon: NSQD,
+    broker: Broker,
     topics: list[dict[str, Any]] | None,
     producers: list[dict[str, Any]] | None,
     memory: dict[str, int] | None,
 ) -> dict[str, Any]:
     d: dict[str, Any] = {
         "version": VERSION,
-        "health": health(daemon),
-        "start_time": daemon.start_time,
+        "health": broker.health,
+        "start_time": broker.start_time,
         "topics": topics,
     }
     if memory is not None:
@@ -336,19 +330,19 @@ def client_line(c: dict[str, Any], now: int) -> str:
 
 
 def stats_text(
-    daemon: NSQD,
+    broker: Broker,
     topics: list[dict[str, Any]] | None,
     producers: list[dict[str, Any]] | None,
     memory: dict[str, int] | None,
 ) -> bytes:
     """httpServer.printStats."""
     now = int(time.time())
-    uptime = time.time_ns() - daemon.start_time * 1_000_000_000
+    uptime = time.time_ns() - broker.start_time * 1_000_000_000
     w = [
         f"{BUILD}\n",
-        f"start_time {rfc3339(daemon.start_time)}\n",
+        f"start_time {rfc3339(broker.start_time)}\n",
         f"uptime {go_duration(uptime)}\n",
-        f"\nHealth: {health(daemon)}\n",
+        f"\nHealth: {broker.health}\n",
     ]
     if memory is not None:
         w.append("\nMemory:\n")

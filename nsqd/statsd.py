@@ -22,7 +22,8 @@ import trio
 from .log import log
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.broker import Broker
+    from .node import Node
 
 EPHEMERAL = "#ephemeral"
 MEM_GAUGES = (
@@ -43,12 +44,12 @@ def host_key(host: str, port: int) -> str:
     return joined.replace(".", "_").replace(":", "_")
 
 
-def prefix_for(daemon: NSQD) -> str:
-    prefix = daemon.options.statsd_prefix
+def prefix_for(node: Node) -> str:
+    prefix = node.options.statsd_prefix
     if not prefix:
         return ""
     prefix = prefix.replace(
-        "%s", host_key(daemon.options.broadcast_address, daemon.broadcast_http_port)
+        "%s", host_key(node.options.broadcast_address, node.broadcast_http_port)
     )
     return prefix if prefix.endswith(".") else prefix + "."
 
@@ -118,8 +119,9 @@ def _mem_stats() -> dict[str, int]:
 
 
 class StatsdPusher:
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
+    def __init__(self, node: Node, broker: Broker) -> None:
+        self.node = node
+        self.broker = broker
         self.last: dict[str, int] = {}  # counter name -> value at the previous push
 
     def _counter(self, name: str, value: int) -> bytes:
@@ -132,8 +134,8 @@ class StatsdPusher:
 
     def lines(self) -> list[bytes]:
         """One push worth of metric lines; remembers counters for the next push's deltas."""
-        opts = self.daemon.options
-        self._prefix = prefix_for(self.daemon)
+        opts = self.node.options
+        self._prefix = prefix_for(self.node)
         self._seen: dict[str, int] = {}
         out = list(self._topic_lines(opts.statsd_exclude_ephemeral))
         if opts.statsd_mem_stats:
@@ -148,10 +150,10 @@ class StatsdPusher:
         return out
 
     def _topic_lines(self, exclude_ephemeral: bool) -> Iterator[bytes]:
-        daemon = self.daemon
-        percentiles = daemon.options.e2e_processing_latency_percentile
-        for tname in sorted(daemon.topics):
-            topic = daemon.topics[tname]
+        topics = self.broker.topics
+        percentiles = self.broker.settings.e2e_percentiles
+        for tname in sorted(topics):
+            topic = topics[tname]
             if exclude_ephemeral and tname.endswith(EPHEMERAL):
                 continue
             t = f"topic.{tname}"
@@ -194,7 +196,7 @@ class StatsdPusher:
             return
         with sock:
             log.info("STATSD: pushing stats to %s", address)
-            packets = pack(self.lines(), self.daemon.options.statsd_udp_packet_size)
+            packets = pack(self.lines(), self.node.options.statsd_udp_packet_size)
             pause = spread / len(packets) if packets else 0.0
             for i, packet in enumerate(packets):
                 if i and pause > 0:
@@ -205,22 +207,22 @@ class StatsdPusher:
                     pass
 
 
-async def run(daemon: NSQD) -> None:
+async def run(node: Node, broker: Broker) -> None:
     """The push loop (a no-op without --statsd-address); started once by NSQD.run."""
-    opts = daemon.options
+    opts = node.options
     if not opts.statsd_address:
         return
     interval = opts.statsd_interval
     if interval <= 0:
         log.error("STATSD: --statsd-interval must be > 0, not pushing")
         return
-    pusher = StatsdPusher(daemon)
+    pusher = StatsdPusher(node, broker)
     next_at = trio.current_time() + interval
     while True:
         await trio.sleep_until(next_at)
         next_at += interval
         if trio.current_time() > next_at:  # a push overran: skip ticks, as Go's ticker
             next_at = trio.current_time() + interval
-        address = daemon.options.statsd_address
+        address = node.options.statsd_address
         if address:
             await pusher.push(address, max(0.0, interval - 1.0))

@@ -11,29 +11,43 @@ from typing import TYPE_CHECKING
 import trio
 
 from . import metadata
-from .backlog import DropOverflow, Overflow
 from .diskbacklog import DiskOverflow
 from .diskqueue import DiskQueueError
+from .engine.queue import DropOverflow
 from .log import log
 
 if TYPE_CHECKING:
-    from .daemon import NSQD
+    from .engine.broker import Broker
+    from .engine.channel import Channel
+    from .engine.ports import Overflow
+    from .engine.topic import Topic
+    from .options import Options
 
 SYNC_CHECK_INTERVAL = 0.1
 
 
 class Storage:
-    def __init__(self, daemon: NSQD) -> None:
-        self.daemon = daemon
-        opts = daemon.options
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self._broker: Broker | None = None
+        opts = options
         self.data_path = os.path.abspath(opts.data_path or os.getcwd())
         self._queues: dict[int, DiskOverflow] = {}
         self._lock_fd: int | None = None
         self._metadata_dirty = False
         self._metadata_wakeup: trio.Event | None = None
-        self.last_error: str | None = None  # the most recent disk write failure, for /ping
-        self.loading = False  # recreating nsqd.dat's topics: no lookupd queries, no rewrites
         self._sync_wakeup = trio.Event()
+
+    def attach(self, broker: Broker) -> None:
+        """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
+        and disk failures set its health."""
+        self._broker = broker
+        broker.hooks.append(self)
+
+    @property
+    def broker(self) -> Broker:
+        assert self._broker is not None, "Storage.attach(broker) first"
+        return self._broker
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -53,28 +67,22 @@ class Storage:
 
     def load(self) -> None:
         """Recreate the topics and channels of nsqd.dat; their disk queues reopen themselves."""
-        self.loading = True
-        try:
+        broker = self.broker
+        with broker.restoring():
             for rec in metadata.load(self.data_path):
-                topic = self.daemon.get_topic(rec.name)
+                topic = broker.topic(rec.name)
                 if rec.paused:
                     topic.pause()
                 for name, paused in rec.channels:
                     channel = topic.get_channel(name)
                     if paused:
                         channel.pause()
-        finally:
-            self.loading = False
         self.persist_now()
 
     def close(self) -> None:
         """Clean shutdown: nsqd.dat, then every queue flushed and closed, then the lock."""
         self.persist_now()
-        for topic in list(self.daemon.topics.values()):
-            try:
-                topic.close()
-            except DiskQueueError as exc:
-                log.error("TOPIC(%s): failed to flush to disk - %s", topic.name, exc)
+        self.broker.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -84,7 +92,7 @@ class Storage:
     def new_overflow(self, name: str, ephemeral: bool) -> Overflow:
         if ephemeral:
             return DropOverflow()
-        opts = self.daemon.options
+        opts = self.options
         queue = DiskOverflow(
             name,
             self.data_path,
@@ -92,7 +100,7 @@ class Storage:
             opts.max_msg_size,
             opts.sync_every,
             opts.sync_timeout,
-            self,
+            self.broker,
             self.sync_wanted,
         )
         self._queues[id(queue)] = queue
@@ -116,10 +124,29 @@ class Storage:
                     try:
                         await trio.to_thread.run_sync(overflow.queue.sync)
                     except DiskQueueError as exc:
-                        self.last_error = str(exc)
+                        self.broker.store_failed(str(exc))
                         log.error("%s", exc)
 
-    # -- nsqd.dat --------------------------------------------------------------------------
+    # -- nsqd.dat: a Hooks listener of the broker -----------------------------------------------
+
+    def topic_created(self, topic: Topic) -> None:
+        if not topic.ephemeral:
+            self.metadata_changed()
+
+    def topic_deleted(self, topic: Topic) -> None:
+        if not topic.ephemeral:
+            self.metadata_changed()
+
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        if not channel.ephemeral:
+            self.metadata_changed()
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        if not channel.ephemeral:
+            self.metadata_changed()
+
+    def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
+        self.metadata_changed()  # nsqd.dat keeps the paused flags
 
     def metadata_changed(self) -> None:
         self._metadata_dirty = True
@@ -128,7 +155,7 @@ class Storage:
 
     def persist_now(self) -> None:
         self._metadata_dirty = False
-        metadata.write(self.data_path, metadata.snapshot(self.daemon, "1.3.0"))
+        metadata.write(self.data_path, metadata.snapshot(self.broker.topics.values(), "1.3.0"))
 
     async def metadata_writer(self) -> None:
         while True:
@@ -136,7 +163,7 @@ class Storage:
             if not self._metadata_dirty:
                 await self._metadata_wakeup.wait()
             self._metadata_dirty = False
-            data = metadata.snapshot(self.daemon, "1.3.0")
+            data = metadata.snapshot(self.broker.topics.values(), "1.3.0")
             try:
                 await trio.to_thread.run_sync(metadata.write, self.data_path, data)
             except OSError as exc:

@@ -26,7 +26,7 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
     stream: trio.abc.Stream = client.stream
     try:
         if negotiation.tls:
-            ctx = client.daemon.tls_context
+            ctx = client.node.tls_context
             assert ctx is not None
             tls = trio.SSLStream(
                 PrefixedStream(stream, prefix), ctx, server_side=True, https_compatible=True
@@ -34,7 +34,7 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
             prefix = b""
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
                 await tls.do_handshake()
-            if client.daemon.options.tls_client_auth_policy and not tls.getpeercert(True):
+            if client.node.options.tls_client_auth_policy and not tls.getpeercert(True):
                 # "require": Python's ssl asks for a certificate but cannot insist on one
                 raise NSQError(
                     ErrorCode.E_IDENTIFY_FAILED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nsqd import stats
+from nsqd.engine.e2e import E2ELatency
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_nanoseconds_to_human(ns: float, text: str) -> None:
 
 
 def test_e2e_latency_quantiles() -> None:
-    e2e = stats.E2ELatency(600.0, [1.0, 0.99, 0.5])
+    e2e = E2ELatency(600.0, [1.0, 0.99, 0.5])
     now = 10**18
     e2e._last_move = now
     assert stats.e2e_result(e2e.buckets(), e2e.percentiles) == {
@@ -74,7 +75,7 @@ def test_e2e_latency_quantiles() -> None:
 
 
 def test_e2e_latency_window_slides() -> None:
-    e2e = stats.E2ELatency(2.0, [0.5])  # two generations of one second each
+    e2e = E2ELatency(2.0, [0.5])  # two generations of one second each
     start = e2e._last_move
 
     def counts() -> tuple[int, int]:

@@ -1,24 +1,15 @@
 """A topic's or channel's queue of messages waiting for a consumer.
 
 Memory first, up to --mem-queue-size; beyond it the overflow store: the disk queue
-(diskbacklog.py), or nothing for ephemeral topics and channels, which drop what does not fit in
+(storage/overflow.py), or nothing for ephemeral topics and channels, which drop what does not fit in
 memory, as nsqd does."""
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Protocol
 
 from .message import Message
-
-
-class Overflow(Protocol):
-    def put(self, msg: Message) -> None: ...
-    def get(self) -> Message | None: ...
-    def __len__(self) -> int: ...
-    def clear(self) -> None: ...
-    def close(self) -> None: ...
-    def delete(self) -> None: ...
+from .ports import Overflow
 
 
 class DropOverflow:

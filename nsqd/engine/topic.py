@@ -7,29 +7,48 @@ bounded chunks so a large backlog never stalls other clients."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import trio
 
-from .backlog import Backlog
 from .channel import Channel
 from .guid import GUIDFactory
 from .message import Message
-
-if TYPE_CHECKING:
-    from .daemon import NSQD
+from .ports import OverflowFactory
+from .queue import Backlog
+from .settings import Settings
 
 _PUMP_CHUNK = 1024
 
 
+class TopicEvents(Protocol):
+    """What a topic tells its registry (the broker)."""
+
+    def channel_created(self, topic: Topic, channel: Channel) -> None: ...
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None: ...
+    def topic_unused(self, topic: Topic) -> None:
+        """An ephemeral topic lost its last channel."""
+        ...
+
+
 class Topic:
-    def __init__(self, daemon: NSQD, name: str) -> None:
-        self.daemon = daemon
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        new_overflow: OverflowFactory,
+        events: TopicEvents,
+        spawn: Callable[[Callable[[], Awaitable[Any]]], None],
+    ) -> None:
         self.name = name
+        self.settings = settings
+        self._new_overflow = new_overflow
+        self._events = events
+        self._spawn = spawn
         self.ephemeral = name.endswith("#ephemeral")
-        overflow = daemon.new_overflow(name, self.ephemeral)
-        self.backlog = Backlog(daemon.options.mem_queue_size, overflow)
+        self.backlog = Backlog(settings.mem_queue_size, new_overflow(name, self.ephemeral))
         self.channels: dict[str, Channel] = {}
         self._fanout: list[Channel] = []
         self.paused = False
@@ -38,7 +57,7 @@ class Topic:
         # A new topic waits for nsqlookupd's list of its channels before fanning out, so the
         # first messages reach every channel the cluster knows (nsqd's GetTopic).
         self.awaiting_lookup = False
-        self.guid = GUIDFactory(daemon.options.node_id)
+        self.guid = GUIDFactory(settings.node_id)
         self.message_count = 0
         self.message_bytes = 0
 
@@ -105,10 +124,12 @@ class Topic:
     def get_channel(self, name: str) -> Channel:
         channel = self.channels.get(name)
         if channel is None:
-            channel = Channel(self, name)
+            channel = Channel(
+                self.name, name, self.settings, self._new_overflow, self._channel_unused
+            )
             self.channels[name] = channel
             self._fanout = list(self.channels.values())
-            self.daemon.notify_channel_created(self, channel)
+            self._events.channel_created(self, channel)
             self._start_pump()
         return channel
 
@@ -118,16 +139,20 @@ class Topic:
             return
         self._fanout = list(self.channels.values())
         channel.delete()
-        self.daemon.notify_channel_deleted(self, channel)
+        self._events.channel_deleted(self, channel)
         if self.ephemeral and not self.channels and not self.deleted:
-            self.daemon.delete_topic(self.name)
+            self._events.topic_unused(self)
+
+    def _channel_unused(self, channel: Channel) -> None:
+        """An ephemeral channel lost its last consumer."""
+        self.delete_channel(channel.name)
 
     # -- the pump: topic backlog -> channels -----------------------------------------------
 
     def _start_pump(self) -> None:
         if self.backlog and self._flowing and not self._pumping:
             self._pumping = True
-            self.daemon.spawn(self._pump)
+            self._spawn(self._pump)
 
     async def _pump(self) -> None:
         try:

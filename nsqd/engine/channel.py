@@ -11,33 +11,41 @@ Every change of in-flight state happens here (`_hand_out`, `finish`, `requeue`, 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
 from protocol import ErrorCode, NSQError
 
-from .backlog import Backlog
 from .e2e import E2ELatency
+from .inflight import TimeoutQueue
 from .message import Message
-from .timeouts import TimeoutQueue
+from .queue import Backlog
+from .settings import Settings
 
 if TYPE_CHECKING:
-    from .ports import Consumer
-    from .topic import Topic
+    from .ports import Consumer, OverflowFactory
 
 
 class Channel:
-    def __init__(self, topic: Topic, name: str) -> None:
-        self.topic = topic
+    def __init__(
+        self,
+        topic_name: str,
+        name: str,
+        settings: Settings,
+        new_overflow: OverflowFactory,
+        on_unused: Callable[[Channel], None],
+    ) -> None:
+        self.topic_name = topic_name
         self.name = name
         self.ephemeral = name.endswith("#ephemeral")
-        opts = topic.daemon.options
-        overflow = topic.daemon.new_overflow(f"{topic.name}:{name}", self.ephemeral)
-        self.backlog = Backlog(opts.mem_queue_size, overflow)
+        self._on_unused = on_unused  # an ephemeral channel's last consumer left
+        overflow = new_overflow(f"{topic_name}:{name}", self.ephemeral)
+        self.backlog = Backlog(settings.mem_queue_size, overflow)
         # --mem-queue-size=0: every message goes through the disk queue, as in nsqd (ephemeral
         # channels, which have no disk, still hand messages to a waiting consumer).
-        self._hand_off = opts.mem_queue_size > 0 or self.ephemeral
+        self._hand_off = settings.mem_queue_size > 0 or self.ephemeral
         self.in_flight = TimeoutQueue()
         self.deferred = TimeoutQueue()
         self.consumers: dict[int, Consumer] = {}
@@ -48,17 +56,13 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
-        self.max_msg_timeout = opts.max_msg_timeout
-        percentiles = opts.e2e_processing_latency_percentile
-        self.e2e_latency = (
-            E2ELatency(opts.e2e_processing_latency_window_time, percentiles)
-            if percentiles
-            else None
-        )
-        self.max_consumers = opts.max_channel_consumers
+        self.max_msg_timeout = settings.max_msg_timeout
+        percentiles = settings.e2e_percentiles
+        self.e2e_latency = E2ELatency(settings.e2e_window, percentiles) if percentiles else None
+        self.max_consumers = settings.max_channel_consumers
 
     def __repr__(self) -> str:
-        return f"Channel({self.topic.name}:{self.name})"
+        return f"Channel({self.topic_name}:{self.name})"
 
     @property
     def depth(self) -> int:
@@ -137,7 +141,7 @@ class Channel:
         if self.max_consumers and len(self.consumers) >= self.max_consumers:
             raise NSQError(
                 ErrorCode.E_SUB_FAILED,
-                f"SUB failed consumers for {self.topic.name}:{self.name} "
+                f"SUB failed consumers for {self.topic_name}:{self.name} "
                 f"exceeds limit of {self.max_consumers}",
             )
         self.consumers[consumer.id] = consumer
@@ -150,7 +154,7 @@ class Channel:
             self._in_ready.discard(consumer.id)
             self._ready.remove(consumer)
         if self.ephemeral and not self.consumers and not self.deleted:
-            self.topic.delete_channel(self.name)
+            self._on_unused(self)
 
     def refresh(self, consumer: Consumer) -> None:
         """The consumer's credit may have changed: (re)join the rotation, hand out the queue."""

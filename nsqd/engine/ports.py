@@ -1,13 +1,45 @@
 """What the engine calls out through: small interfaces its front-ends and stores implement.
 
 The engine (topics, channels, their queues and in-flight sets) imports none of the code behind
-these. A TCP connection, an HTTP lease or a RESP connection is a `Consumer` to a channel."""
+these. A TCP connection, an HTTP lease or a RESP connection is a `Consumer` to a channel; the
+disk queue is an `Overflow`; nsqd.dat and nsqlookupd registration are `Hooks` listeners."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .message import Message
+
+
+class StoreError(Exception):
+    """A store behind the engine failed to write or read (a disk queue error): the text is
+    what nsqd says after "PUB failed " and what /ping reports."""
+
+
+class Overflow(Protocol):
+    """Where a queue puts what does not fit in memory (a disk queue, or nothing)."""
+
+    def put(self, msg: Message) -> None: ...
+    def get(self) -> Message | None: ...
+    def __len__(self) -> int: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+    def delete(self) -> None: ...
+
+
+# (queue name: "topic" or "topic:channel", ephemeral) -> its overflow store
+OverflowFactory = Callable[[str, bool], Overflow]
+
+
+class Peer(Protocol):
+    """A connected client of any front-end, as /stats lists it."""
+
+    id: int
+    pub_counts: dict[str, int]
+
+    def stats(self, topic_filter: str = "") -> dict[str, Any]: ...
+    def close(self) -> None: ...
 
 
 class Consumer(Protocol):

@@ -1,0 +1,162 @@
+"""The broker: the registry of topics and the one API every front-end calls.
+
+TCP, HTTP (and RESP) publish through `publish`/`publish_deferred`, which fail with one error,
+`PublishFailed`, whatever the store behind said; each front-end renders it in its own words
+(nsqd's E_PUB_FAILED, a 500). Topics and channels are made and removed here, and every change
+is told to the `Hooks` listeners (nsqd.dat, nsqlookupd registration)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from ..log import log
+from .channel import Channel
+from .ports import OverflowFactory, Peer, StoreError
+from .settings import Settings
+from .topic import Topic
+
+Spawn = Callable[[Callable[[], Awaitable[Any]]], None]
+
+
+class Hooks(Protocol):
+    """Told when the set of topics and channels or a paused flag changes (nsqd.dat, nsqlookupd
+    registration, the log)."""
+
+    def topic_created(self, topic: Topic) -> None: ...
+    def topic_deleted(self, topic: Topic) -> None: ...
+    def channel_created(self, topic: Topic, channel: Channel) -> None: ...
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None: ...
+    def paused_changed(self, topic: Topic, channel: Channel | None) -> None: ...
+
+
+class PublishFailed(Exception):
+    """A publish the store could not take; str() is the store's reason."""
+
+
+class Broker:
+    def __init__(self, settings: Settings, new_overflow: OverflowFactory, spawn: Spawn) -> None:
+        self.settings = settings
+        self.new_overflow = new_overflow
+        self.spawn = spawn
+        self.topics: dict[str, Topic] = {}
+        self.hooks: list[Hooks] = []
+        # connected clients of every front-end (for /stats), ids unique across front-ends
+        self.clients: dict[int, Peer] = {}
+        self._client_seq = 0
+        self.start_time = int(time.time())
+        self.last_error: str | None = None  # the latest store failure, for /ping and /stats
+        self.loading = False  # topics being restored from nsqd.dat
+
+    # -- topics and channels -----------------------------------------------------------------
+
+    def topic(self, name: str) -> Topic:
+        """The topic, created if missing (nsqd's GetTopic)."""
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = Topic(name, self.settings, self.new_overflow, self, self.spawn)
+            self.topics[name] = topic
+            log.info("TOPIC(%s): created", name)
+            for hook in self.hooks:
+                hook.topic_created(topic)
+        return topic
+
+    def channel(self, topic: str, channel: str) -> Channel:
+        return self.topic(topic).get_channel(channel)
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            log.info("TOPIC(%s): deleting", name)
+            topic.delete()
+            for hook in self.hooks:
+                hook.topic_deleted(topic)
+
+    def set_paused(self, topic: Topic, channel: Channel | None, paused: bool) -> None:
+        target = channel if channel is not None else topic
+        if paused:
+            target.pause()
+        else:
+            target.unpause()
+        for hook in self.hooks:
+            hook.paused_changed(topic, channel)
+
+    @contextmanager
+    def restoring(self) -> Iterator[None]:
+        """Topics made inside are restored state (nsqd.dat), not new ones."""
+        self.loading = True
+        try:
+            yield
+        finally:
+            self.loading = False
+
+    # TopicEvents, called by topics
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        log.info("TOPIC(%s): new channel(%s)", topic.name, channel.name)
+        for hook in self.hooks:
+            hook.channel_created(topic, channel)
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        log.info("CHANNEL(%s): deleting", channel.name)
+        for hook in self.hooks:
+            hook.channel_deleted(topic, channel)
+
+    def topic_unused(self, topic: Topic) -> None:
+        self.delete_topic(topic.name)
+
+    # -- publishing --------------------------------------------------------------------------
+
+    def publish(self, topic: str, bodies: list[bytes]) -> None:
+        """PUB / MPUB: raises PublishFailed when the store refused the messages."""
+        try:
+            self.topic(topic).publish(bodies)
+        except StoreError as exc:
+            raise self._failed(exc) from exc
+
+    def publish_deferred(self, topic: str, body: bytes, delay_ms: int) -> None:
+        try:
+            self.topic(topic).publish_deferred(body, delay_ms)
+        except StoreError as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: StoreError) -> PublishFailed:
+        self.last_error = str(exc)  # /ping says NOK until the next start, as nsqd
+        return PublishFailed(str(exc))
+
+    def store_failed(self, reason: str) -> None:
+        """A store failed outside a publish (an fsync): health turns NOK."""
+        self.last_error = reason
+
+    @property
+    def health(self) -> str:
+        """nsqd's GetHealth: "OK", or "NOK - <the last store error>"."""
+        return f"NOK - {self.last_error}" if self.last_error else "OK"
+
+    # -- clients -----------------------------------------------------------------------------
+
+    def next_client_id(self) -> int:
+        self._client_seq += 1
+        return self._client_seq
+
+    def add_client(self, client: Peer) -> None:
+        self.clients[client.id] = client
+
+    def remove_client(self, client: Peer) -> None:
+        self.clients.pop(client.id, None)
+
+    # -- time and shutdown ---------------------------------------------------------------------
+
+    def scan(self, now: float) -> None:
+        for topic in list(self.topics.values()):
+            for channel in list(topic.channels.values()):
+                channel.scan(now)
+
+    def close(self) -> None:
+        """Clean stop: every topic and channel puts what it holds into its store."""
+        for topic in list(self.topics.values()):
+            try:
+                topic.close()
+            except StoreError as exc:
+                log.error("TOPIC(%s): failed to flush to disk - %s", topic.name, exc)

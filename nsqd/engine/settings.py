@@ -1,0 +1,17 @@
+"""The engine's settings: the few options topics and channels read when they are created
+(nsqd reads them the same way; none of them changes at run time)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Settings:
+    mem_queue_size: int = 10000
+    node_id: int = 0
+    msg_timeout: float = 60.0  # seconds
+    max_msg_timeout: float = 900.0
+    max_channel_consumers: int = 0  # 0: no limit
+    e2e_window: float = 600.0  # seconds
+    e2e_percentiles: list[float] = field(default_factory=list)
