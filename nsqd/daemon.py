@@ -24,7 +24,7 @@ from .client import Client
 from .engine import scanner
 from .engine.broker import Broker
 from .engine.settings import Settings
-from .http_api import HTTPServer
+from .http.routes import HTTPServer
 from .log import log
 from .lookupd import Lookupd
 from .node import Node

@@ -1,4 +1,4 @@
-"""The HTTP server layer (nsqd/http_server.py): what net/http answers to malformed requests,
+"""The HTTP server layer (nsqd/http/server.py): what net/http answers to malformed requests,
 pipelining, oversized bodies and HTTPS against a daemon subprocess (ours, or the Go nsqd with
 HTTP_TESTS_DAEMON=reference: the expected bytes are what nsqd v1.3.0 sends); the timeouts for
 idle, slow and non-reading clients, 100-continue and shutdown in process with short timeouts.
@@ -21,7 +21,7 @@ import pytest
 import trio
 from nsqhttp_support import HOST, Daemon, ReferenceUnavailable, https_port, reference_nsqd, start
 
-from nsqd.http_server import BodyError, Request, Response, Server
+from nsqd.http.server import BodyError, Request, Response, Server
 
 IO_TIMEOUT = 5.0
 JSON = b"Content-Type: application/json; charset=utf-8\r\nX-Nsq-Content-Type: nsq; version=1.0"

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.names import is_valid_name
 
-from .engine.ports import StoreError
-from .http_v1 import HTTPError, Request, config_value, read_params, topic_from_query
-from .log import LEVELS, log
+from ..engine.ports import StoreError
+from ..log import LEVELS, log
+from .v1 import HTTPError, Request, config_value, read_params, topic_from_query
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .engine.broker import Broker
-    from .node import Node
+    from ..engine.broker import Broker
+    from ..node import Node
 
 
 class AdminHandlers:

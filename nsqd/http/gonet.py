@@ -9,7 +9,7 @@ import re
 from http import HTTPStatus
 from urllib.parse import unquote
 
-import h11
+from . import parser
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -26,10 +26,10 @@ _BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re
 # httpguts.ValidHostHeader's bytes
 _HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
 
-_responses: dict[tuple[int, tuple[tuple[bytes, bytes], ...]], h11.Response] = {}
+_responses: dict[tuple[int, tuple[tuple[bytes, bytes], ...]], parser.Response] = {}
 
 
-def response(status: int, headers: Headers) -> h11.Response:
+def response(status: int, headers: Headers) -> parser.Response:
     """h11's Response event; the same answers repeat (/pub's `OK` within one Date second),
     and an event is immutable, so recent ones are kept rather than validated again."""
     key = (status, tuple(headers))
@@ -37,7 +37,7 @@ def response(status: int, headers: Headers) -> h11.Response:
     if response is None:
         if len(_responses) >= 64:
             _responses.clear()
-        response = h11.Response(status_code=status, headers=headers, reason=reason(status))
+        response = parser.Response(status_code=status, headers=headers, reason=reason(status))
         _responses[key] = response
     return response
 
@@ -46,7 +46,7 @@ def reason(status: int) -> bytes:
     return _REASONS.get(status, b"status code %d" % status)
 
 
-def check_head(event: h11.Request) -> tuple[Headers, str, bytes, bytes] | bytes:
+def check_head(event: parser.Request) -> tuple[Headers, str, bytes, bytes] | bytes:
     """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
     request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
     the path, a Host header with characters a host cannot have."""
@@ -76,7 +76,7 @@ def go_status_error(status: int, text: str) -> bytes:
     return b"HTTP/1.1 " + line + _GO_ERROR_HEADERS + line
 
 
-def go_error(exc: h11.RemoteProtocolError | None) -> bytes:
+def go_error(exc: parser.ProtocolError | None) -> bytes:
     """What net/http writes for a request it could not read."""
     hint = exc.error_status_hint if exc is not None else 400
     if hint == 431:

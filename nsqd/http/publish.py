@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from protocol.names import is_valid_name
 
-from .engine.broker import PublishFailed
-from .http_server import BodyError
-from .http_v1 import HTTPError, Request, parse_int64, topic_from_query
-from .log import log
+from ..engine.broker import PublishFailed
+from ..log import log
+from .server import BodyError
+from .v1 import HTTPError, Request, parse_int64, topic_from_query
 
 if TYPE_CHECKING:
-    from .engine.broker import Broker
-    from .options import Options
+    from ..engine.broker import Broker
+    from ..options import Options
 
 _PLAIN_QUERY_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-#="
 _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.names import is_valid_name
 
-from . import http_server, stats
-from .http_server import BodyError
-from .options import FLAGS
-from .statsd import prefix_for
+from .. import stats
+from ..options import FLAGS
+from ..statsd import prefix_for
+from . import server as http_server
+from .server import BodyError
 
 if TYPE_CHECKING:
-    from .node import Node
+    from ..node import Node
 
 Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]

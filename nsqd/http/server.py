@@ -1,4 +1,5 @@
-"""A small HTTP/1.1 server on Trio and h11, for nsqd's HTTP and HTTPS listeners.
+"""A small HTTP/1.1 server on Trio for nsqd's HTTP and HTTPS listeners (the parser, h11 today,
+behind parser.py).
 
 One task per connection and none per request: the connection task parses with h11, calls
 `handler(request)` and writes the `(status, headers, body)` it returns. Keep-alive and pipelined
@@ -25,12 +26,11 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import h11
 import trio
 
-from . import http_go
-from .log import log
-from .transport import Transport, transport_for
+from ..log import log
+from ..transport import Transport, transport_for
+from . import gonet, parser
 
 Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]
@@ -45,19 +45,19 @@ MAX_POST_HANDLER_READ = 256 << 10  # net/http discards at most this much unread 
 CLOSE_LINGER = 0.5  # after a final answer, how long unread input is drained (RST avoidance)
 RECEIVE_SIZE = 65536
 
-_NEED_DATA = h11.NEED_DATA
-_Request = h11.Request
-_Data = h11.Data
-_EndOfMessage = h11.EndOfMessage
-_SEND_BODY = h11.SEND_BODY
-_DONE = h11.DONE
-_END = h11.EndOfMessage()
+_NEED_DATA = parser.NEED_DATA
+_Request = parser.Request
+_Data = parser.Data
+_EndOfMessage = parser.EndOfMessage
+_SEND_BODY = parser.SEND_BODY
+_DONE = parser.DONE
+_END = parser.EndOfMessage()
 _INTERNAL_ERROR = (
     500,
     [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Content-Length", b"21")],
     b"Internal Server Error",
 )
-_CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+_CONTINUE = parser.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
 
 
 class BodyError(Exception):
@@ -83,7 +83,7 @@ class Request:
     def __init__(
         self,
         conn: Connection,
-        event: h11.Request,
+        event: parser.Request,
         headers: Headers,
         path: str,
         raw_path: bytes,
@@ -180,7 +180,7 @@ class Connection:
         self.transport: Transport = transport_for(stream)
         self.client = client
         self.tls = tls
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.h11 = parser.server_connection(MAX_HEADER_BYTES)
         self.scope = trio.CancelScope()  # its deadline is the read timeout of the moment
         self.idle = False  # waiting for the next request: close() may end it at once
         self.unread = b""  # body bytes read past a handler's limit
@@ -210,7 +210,7 @@ class Connection:
         while True:
             try:
                 event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
+            except parser.ProtocolError as exc:
                 raise BodyError(str(exc)) from None
             kind = type(event)
             if kind is _Data:
@@ -236,7 +236,7 @@ class Connection:
     async def _send(self, data: bytes) -> None:
         await self.transport.send(data, self.server.write_timeout)
 
-    async def _next_request(self) -> h11.Request | None:
+    async def _next_request(self) -> parser.Request | None:
         """The next request's head; None when the connection is done."""
         conn = self.h11
         event = conn.next_event()
@@ -265,13 +265,13 @@ class Connection:
         while True:
             try:
                 event = await self._next_request()
-            except h11.RemoteProtocolError as exc:
+            except parser.ProtocolError as exc:
                 if not self.eof:  # net/http does not answer a request cut short
-                    await self._reject(http_go.go_error(exc))
+                    await self._reject(gonet.go_error(exc))
                 return
             if event is None:
                 return
-            head = http_go.check_head(event)
+            head = gonet.check_head(event)
             if type(head) is bytes:
                 await self._reject(head)
                 return
@@ -288,7 +288,7 @@ class Connection:
             linger = conn.their_state is not _DONE and not await self._finish_body(request)
             if linger:
                 headers = [*headers, (b"Connection", b"close")]
-            data = conn.send(http_go.response(status, headers))
+            data = conn.send(gonet.response(status, headers))
             if body and event.method != b"HEAD":
                 data += conn.send(_Data(data=body))
             data += conn.send(_END)
@@ -351,7 +351,7 @@ async def _plain_http_first(stream: trio.SocketStream) -> bool:
     while True:
         head = await sock.recv(5, socket.MSG_PEEK)
         if not head or head[0] == 0x16 or len(head) == 5:  # 0x16: a TLS handshake record
-            return head in http_go.HTTP_STARTS
+            return head in gonet.HTTP_STARTS
         await trio.sleep(0.01)  # a few bytes of something: wait for five
 
 
@@ -444,7 +444,7 @@ class Server:
                 outer = tls
                 with trio.move_on_after(self.header_timeout) as handshake:
                     if await _plain_http_first(stream):
-                        await stream.send_all(http_go.HTTP_TO_HTTPS)
+                        await stream.send_all(gonet.HTTP_TO_HTTPS)
                         await _linger(stream)
                         return
                     await tls.do_handshake()

@@ -1,9 +1,9 @@
-"""nsqd's HTTP API, served by nsqd.http_server (h11 on Trio) on --http-address and, with a
-certificate, --https-address.
+"""nsqd's HTTP API, served by http.server (on Trio, its parser behind http.parser) on
+--http-address and, with a certificate, --https-address.
 
-The handlers live by concern in nsqd.http_publish (/pub, /mpub), nsqd.http_admin (/topic/*,
-/channel/*, /config/:opt) and nsqd.http_info (/ping, /info, /stats, /debug/*); they take a
-Request and return data or raise HTTPError, and nsqd.http_v1 renders the result in nsqd's V1
+The handlers live by concern in http.publish (/pub, /mpub), http.admin (/topic/*,
+/channel/*, /config/:opt) and http.info (/ping, /info, /stats, /debug/*); they take a
+Request and return data or raise HTTPError, and http.v1 renders the result in nsqd's V1
 format. This module holds the route table and the routing, which follows the httprouter nsqd
 uses: exact paths plus `/config/:opt`, 405 with an Allow header, OPTIONS answered from the
 route table, a trailing slash or a wrong-case / unclean path redirected (301 for GET, 307
@@ -23,12 +23,15 @@ from urllib.parse import quote
 
 import trio
 
-from . import http_server, stats
-from .http_admin import AdminHandlers
-from .http_info import InfoHandlers
-from .http_publish import PublishHandlers
-from .http_server import BodyError
-from .http_v1 import (
+from .. import stats
+from ..log import log
+from ..server import open_listeners
+from . import server as http_server
+from .admin import AdminHandlers
+from .info import InfoHandlers
+from .publish import PublishHandlers
+from .server import BodyError
+from .v1 import (
     PLAIN,
     RAW,
     V1,
@@ -42,12 +45,10 @@ from .http_v1 import (
     render_v1,
     respond_ok,
 )
-from .log import log
-from .server import open_listeners
 
 if TYPE_CHECKING:
-    from .engine.broker import Broker
-    from .node import Node
+    from ..engine.broker import Broker
+    from ..node import Node
 
 Handler = Callable[[Request], Awaitable[Any]]
 Route = tuple[Handler, bool, str]  # (handler, logged, rendering: V1, PLAIN or RAW)

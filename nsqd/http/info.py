@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.gostr import go_quote
 
-from . import stats
-from .http_v1 import (
+from .. import stats
+from .v1 import (
     HTTPError,
     Request,
     Response,
@@ -24,8 +24,8 @@ from .http_v1 import (
 )
 
 if TYPE_CHECKING:
-    from .engine.broker import Broker
-    from .node import Node
+    from ..engine.broker import Broker
+    from ..node import Node
 
 _BOOL_PARAMS = {"true": True, "1": True, "false": False, "0": False}
 

@@ -1,0 +1,39 @@
+"""The HTTP/1.1 parser seam: the sans-IO connection object and events the server uses, and
+nothing else of any parser. h11 is the backend today; a faster one (httptools, a hand-written
+head parser) plugs in here by offering the same verbs: `receive_data`, `next_event`, `send`,
+`start_next_cycle`, the two state fields, and these event types.
+
+Only server.py and gonet.py import this module; no other module names a parser."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import h11
+
+NEED_DATA = h11.NEED_DATA
+SEND_BODY = h11.SEND_BODY
+DONE = h11.DONE
+Request = h11.Request
+Data = h11.Data
+EndOfMessage = h11.EndOfMessage
+Response = h11.Response
+InformationalResponse = h11.InformationalResponse
+ProtocolError = h11.RemoteProtocolError  # the client sent something the parser refuses
+
+
+class ServerConnection(Protocol):
+    """One server-side HTTP/1.1 connection's parser state."""
+
+    our_state: Any
+    their_state: Any
+    they_are_waiting_for_100_continue: bool
+
+    def receive_data(self, data: bytes) -> None: ...
+    def next_event(self) -> Any: ...
+    def send(self, event: Any) -> bytes | None: ...
+    def start_next_cycle(self) -> None: ...
+
+
+def server_connection(max_head_bytes: int) -> ServerConnection:
+    return h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes)
