@@ -20,17 +20,18 @@ from typing import Any
 import trio
 
 from . import statsd
-from .client import Client
 from .engine import scanner
 from .engine.broker import Broker
 from .engine.settings import Settings
 from .http.routes import HTTPServer
 from .log import log
 from .lookupd import Lookupd
+from .net.listeners import open_listeners
 from .node import Node
 from .options import Options
-from .server import open_listeners, serve_tcp
 from .storage import Storage
+from .tcp.connection import Client
+from .tcp.server import serve_tcp
 from .tls import server_context
 
 VERSION = "1.3.0"

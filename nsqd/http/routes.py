@@ -25,7 +25,7 @@ import trio
 
 from .. import stats
 from ..log import log
-from ..server import open_listeners
+from ..net.listeners import open_listeners
 from . import server as http_server
 from .admin import AdminHandlers
 from .info import InfoHandlers

@@ -29,7 +29,7 @@ from typing import Any
 import trio
 
 from ..log import log
-from ..transport import Transport, transport_for
+from ..net.transport import Transport, transport_for
 from . import gonet, parser
 
 Headers = list[tuple[bytes, bytes]]

@@ -1,15 +1,14 @@
-"""TCP listeners and the per-connection entry point."""
+"""The V2 TCP listener: accepts connections and runs each in the clients nursery, through a
+connection factory (the daemon's), so this module knows no daemon."""
 
 from __future__ import annotations
 
-import errno
-import os
 from collections.abc import Callable
 from typing import Protocol
 
 import trio
 
-from .log import log
+from ..log import log
 
 
 class Connection(Protocol):
@@ -20,27 +19,6 @@ class Connection(Protocol):
 
 # (stream, (remote ip, port)) -> the connection object that serves it
 ConnectionFactory = Callable[[trio.SocketStream, tuple[str, int]], Connection]
-
-
-def split_address(address: str) -> tuple[str | None, int]:
-    """'host:port', '[::1]:port' or ':port' -> (host or None for all interfaces, port)."""
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        raise ValueError(f"missing port in address {address!r}")
-    host = host.strip("[]") or None
-    return host, int(port)
-
-
-async def open_listeners(address: str) -> list[trio.SocketListener]:
-    host, port = split_address(address)
-    try:
-        return await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise OSError(
-                exc.errno, f"listen ({address}) failed - {os.strerror(exc.errno)}"
-            ) from exc
-        raise
 
 
 async def serve_tcp(

@@ -10,11 +10,11 @@ import trio
 
 from protocol import OK_FRAME, ErrorCode, Negotiation, NSQError
 
+from ..net.transport import StreamTransport
 from .streams import DeflateStream, PrefixedStream, SnappyStream
-from .transport import StreamTransport
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .connection import Client
 
 TLS_HANDSHAKE_TIMEOUT = 5.0
 

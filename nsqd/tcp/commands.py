@@ -30,10 +30,10 @@ from protocol import (
 )
 from protocol.errors import ErrorCode, NSQError
 
-from .engine.broker import PublishFailed
+from ..engine.broker import PublishFailed
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .connection import Client
 
 
 def identify(client: Client, cmd: Identify) -> Negotiation | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .connection import Client
 
 
 def client_stats(client: Client, topic_filter: str = "") -> dict[str, Any]:

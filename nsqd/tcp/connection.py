@@ -35,18 +35,18 @@ from protocol import (
 from protocol.message import MESSAGE_FRAME_HEADER
 from protocol.state import ClientState
 
-from . import handlers
-from .client_stats import client_stats
-from .log import log
-from .transport import Transport, transport_for
+from ..log import log
+from ..net.transport import Transport, transport_for
+from . import commands
+from .stats import client_stats
 from .upgrade import upgrade
 
 if TYPE_CHECKING:
-    from .auth import ClientAuth, Identity
-    from .engine.broker import Broker
-    from .engine.channel import Channel
-    from .engine.message import Message
-    from .node import Node
+    from ..auth import ClientAuth, Identity
+    from ..engine.broker import Broker
+    from ..engine.channel import Channel
+    from ..engine.message import Message
+    from ..node import Node
 
 RECEIVE_SIZE = 256 * 1024
 # A client whose unsent output passes this stops taking messages until its socket drains,
@@ -86,7 +86,7 @@ class Client:
         self.pub_counts: dict[str, int] = {}
         self.auth: ClientAuth | None = None
         if opts.auth_http_address:
-            from .auth import ClientAuth  # only needed when an auth server is configured
+            from ..auth import ClientAuth  # only needed when an auth server is configured
 
             self.auth = ClientAuth(node, repr(self), self._identity)
         # negotiated stream layers (for /stats and AUTH's tls / common_name)
@@ -114,8 +114,8 @@ class Client:
 
     def _identity(self) -> Identity:
         """What AUTH tells the auth server about this connection."""
-        from .auth import Identity
-        from .tls import peer_common_name
+        from ..auth import Identity
+        from ..tls import peer_common_name
 
         remote_ip = self.remote_address.rsplit(":", 1)[0].strip("[]")
         tls = self.tls_stream
@@ -255,7 +255,7 @@ class Client:
     async def _process(self) -> bool:
         """Run every complete command; False when the connection must close."""
         conn = self.conn
-        execute = handlers.execute
+        execute = commands.execute
         try:
             while True:
                 cmd = conn.next_command()
@@ -299,7 +299,7 @@ class Client:
         return not self.closed
 
     async def _identify(self, cmd: Identify) -> None:
-        negotiation = handlers.identify(self, cmd)
+        negotiation = commands.identify(self, cmd)
         if not self.identified:
             # nsqd applies only the first IDENTIFY's timers and rates to the message pump.
             self.identified = True
