@@ -19,13 +19,13 @@ from typing import Any
 
 import trio
 
-from . import statsd
 from .engine import scanner
 from .engine.broker import Broker
 from .engine.settings import Settings
 from .http.routes import HTTPServer
 from .log import log
 from .lookupd import Lookupd
+from .metrics import statsd
 from .net.listeners import open_listeners
 from .node import Node
 from .options import Options
@@ -33,8 +33,6 @@ from .storage import Storage
 from .tcp.connection import Client
 from .tcp.server import serve_tcp
 from .tls import server_context
-
-VERSION = "1.3.0"
 
 
 def engine_settings(opts: Options) -> Settings:

@@ -26,6 +26,7 @@ from protocol.lookup import (
 )
 
 from .log import log
+from .version import VERSION
 
 if TYPE_CHECKING:
     from .engine.broker import Broker
@@ -143,7 +144,7 @@ class LookupPeer:
             socket.gethostname(),
             node.broadcast_http_port,
             node.broadcast_tcp_port,
-            "1.3.0",
+            VERSION,
         )
 
     def _registrations(self) -> list[bytes]:

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .goflags import (  # noqa: F401  (re-exported: cli and http use them from here)
+from .gocompat.strconv import (  # noqa: F401  (re-exported: cli uses them from here)
     OptionError,
     format_duration,
-    go_float,
+    format_float,
     parse_bool,
     parse_duration,
     parse_int,
@@ -419,7 +419,7 @@ class Options:
             raise OptionError("cannot require TLS client connections without TLS key and cert")
         for p in v["e2e_processing_latency_percentile"]:
             if not 0 < p <= 1:
-                raise OptionError(f"invalid E2E processing latency percentile: {go_float(p)}")
+                raise OptionError(f"invalid E2E processing latency percentile: {format_float(p)}")
         v["e2e_processing_latency_percentile"] = sorted(
             v["e2e_processing_latency_percentile"], reverse=True
         )

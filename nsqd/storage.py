@@ -15,6 +15,7 @@ from .diskbacklog import DiskOverflow
 from .diskqueue import DiskQueueError
 from .engine.queue import DropOverflow
 from .log import log
+from .version import VERSION
 
 if TYPE_CHECKING:
     from .engine.broker import Broker
@@ -155,7 +156,7 @@ class Storage:
 
     def persist_now(self) -> None:
         self._metadata_dirty = False
-        metadata.write(self.data_path, metadata.snapshot(self.broker.topics.values(), "1.3.0"))
+        metadata.write(self.data_path, metadata.snapshot(self.broker.topics.values(), VERSION))
 
     async def metadata_writer(self) -> None:
         while True:
@@ -163,7 +164,7 @@ class Storage:
             if not self._metadata_dirty:
                 await self._metadata_wakeup.wait()
             self._metadata_dirty = False
-            data = metadata.snapshot(self.broker.topics.values(), "1.3.0")
+            data = metadata.snapshot(self.broker.topics.values(), VERSION)
             try:
                 await trio.to_thread.run_sync(metadata.write, self.data_path, data)
             except OSError as exc:

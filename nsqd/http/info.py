@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.gostr import go_quote
 
-from .. import stats
+from ..metrics import render, snapshot
+from ..metrics.memory import memory_stats
+from ..version import VERSION
 from .v1 import (
     HTTPError,
     Request,
@@ -52,7 +54,7 @@ class InfoHandlers:
         except OSError as exc:
             raise HTTPError(500, str(exc)) from exc
         return {
-            "version": stats.VERSION,
+            "version": VERSION,
             "broadcast_address": opts.broadcast_address,
             "hostname": hostname,
             "http_port": http[1] if http else 0,
@@ -74,13 +76,13 @@ class InfoHandlers:
 
         include_clients = _BOOL_PARAMS.get(first("include_clients"), True)
         include_mem = _BOOL_PARAMS.get(first("include_mem"), True)
-        topics, producers = stats.snapshot(
+        topics, producers = snapshot.snapshot(
             self.broker, first("topic"), first("channel"), include_clients
         )
-        memory = stats.memory_stats() if include_mem else None
+        memory = memory_stats() if include_mem else None
         if first("format") == "json":
-            return stats.stats_json(self.broker, topics, producers, memory)
-        return stats.stats_text(self.broker, topics, producers, memory)
+            return snapshot.stats_json(self.broker, topics, producers, memory)
+        return render.stats_text(self.broker, topics, producers, memory)
 
     # -- /debug ------------------------------------------------------------------------------
 

@@ -23,8 +23,9 @@ from urllib.parse import quote
 
 import trio
 
-from .. import stats
+from ..gocompat.timefmt import go_duration
 from ..log import log
+from ..metrics.memory import track_gc_pauses
 from ..net.listeners import open_listeners
 from . import server as http_server
 from .admin import AdminHandlers
@@ -297,7 +298,7 @@ def _log_request(req: Request, status: int, start_ns: int) -> None:
         uri,
         req.client[0],
         req.client[1],
-        stats.go_duration(elapsed),
+        go_duration(elapsed),
     )
 
 
@@ -323,7 +324,7 @@ class HTTPServer:
             request_class=Request,
             require_client_cert=opts.tls_client_auth_policy == "require",
         )
-        stats.track_gc_pauses()
+        track_gc_pauses()
 
     async def bind(self) -> tuple[str, int]:
         """Listen on --http-address, and --https-address with TLS (nsqd's error text if that

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.names import is_valid_name
 
-from .. import stats
+from ..gocompat.json import go_float, go_json
+from ..metrics.statsd import prefix_for
 from ..options import FLAGS
-from ..statsd import prefix_for
 from . import server as http_server
 from .server import BodyError
 
@@ -128,7 +128,7 @@ def plain_headers(body: bytes) -> Headers:
 def render_v1(status: int, data: Any) -> tuple[Headers, bytes]:
     """http_api.RespondV1: headers (Go's order) and body."""
     if status != 200:
-        body = stats.go_json({"message": str(data)})
+        body = go_json({"message": str(data)})
         return json_headers(body), body
     if isinstance(data, JSONBody):
         return json_headers(data), data
@@ -140,7 +140,7 @@ def render_v1(status: int, data: Any) -> tuple[Headers, bytes]:
         if body:
             headers.append(_TEXT)  # net/http's content sniffing of a text body
         return headers, body
-    body = stats.go_json(data)
+    body = go_json(data)
     return json_headers(body), body
 
 
@@ -195,7 +195,7 @@ def config_value(node: Node, name: str) -> Any:
     if flag.kind == "duration":
         return round(value * 1e9)
     if flag.kind == "floats":
-        return [stats.go_float(v) for v in value]
+        return [go_float(v) for v in value]
     if flag.kind == "list" and value is None:
         return JSONBody(b"null")
     return value

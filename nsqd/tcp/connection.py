@@ -42,7 +42,7 @@ from .stats import client_stats
 from .upgrade import upgrade
 
 if TYPE_CHECKING:
-    from ..auth import ClientAuth, Identity
+    from ..auth.session import ClientAuth, Identity
     from ..engine.broker import Broker
     from ..engine.channel import Channel
     from ..engine.message import Message
@@ -86,7 +86,7 @@ class Client:
         self.pub_counts: dict[str, int] = {}
         self.auth: ClientAuth | None = None
         if opts.auth_http_address:
-            from ..auth import ClientAuth  # only needed when an auth server is configured
+            from ..auth.session import ClientAuth  # only needed when an auth server is configured
 
             self.auth = ClientAuth(node, repr(self), self._identity)
         # negotiated stream layers (for /stats and AUTH's tls / common_name)
@@ -114,7 +114,7 @@ class Client:
 
     def _identity(self) -> Identity:
         """What AUTH tells the auth server about this connection."""
-        from ..auth import Identity
+        from ..auth.session import Identity
         from ..tls import peer_common_name
 
         remote_ip = self.remote_address.rsplit(":", 1)[0].strip("[]")

@@ -1,11 +1,14 @@
-"""Unit checks of nsqd/stats.py's Go formatting helpers and e2e latency quantiles."""
+"""Unit checks of the Go formatting helpers (nsqd/gocompat) and the e2e latency quantiles
+(nsqd/metrics/snapshot.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from nsqd import stats
 from nsqd.engine.e2e import E2ELatency
+from nsqd.gocompat.json import go_float, go_json
+from nsqd.gocompat.timefmt import go_duration, nanoseconds_to_human
+from nsqd.metrics.snapshot import e2e_result
 
 
 @pytest.mark.parametrize(
@@ -26,17 +29,17 @@ from nsqd.engine.e2e import E2ELatency
     ],
 )
 def test_go_duration(ns: int, text: str) -> None:
-    assert stats.go_duration(ns) == text
+    assert go_duration(ns) == text
 
 
 def test_go_json_and_floats() -> None:
     assert (
-        stats.go_json({"a": [1, "<&>"], "b": None}) == b'{"a":[1,"\\u003c\\u0026\\u003e"],"b":null}'
+        go_json({"a": [1, "<&>"], "b": None}) == b'{"a":[1,"\\u003c\\u0026\\u003e"],"b":null}'
     )
-    assert stats.go_json({"q": stats.go_float(1.0), "v": stats.go_float(0.99)}) == (
+    assert go_json({"q": go_float(1.0), "v": go_float(0.99)}) == (
         b'{"q":1,"v":0.99}'
     )
-    assert stats.go_json("é\u2028") == '"é\\u2028"'.encode()
+    assert go_json("é\u2028") == '"é\\u2028"'.encode()
 
 
 @pytest.mark.parametrize(
@@ -44,14 +47,14 @@ def test_go_json_and_floats() -> None:
     [(500, "500.0ns"), (2_323_275, "2.3ms"), (1_500, "1.5us"), (3e9, "3.0s")],
 )
 def test_nanoseconds_to_human(ns: float, text: str) -> None:
-    assert stats.nanoseconds_to_human(ns) == text
+    assert nanoseconds_to_human(ns) == text
 
 
 def test_e2e_latency_quantiles() -> None:
     e2e = E2ELatency(600.0, [1.0, 0.99, 0.5])
     now = 10**18
     e2e._last_move = now
-    assert stats.e2e_result(e2e.buckets(), e2e.percentiles) == {
+    assert e2e_result(e2e.buckets(), e2e.percentiles) == {
         "count": 0,
         "percentiles": [
             {"quantile": 1, "value": 0},
@@ -60,18 +63,18 @@ def test_e2e_latency_quantiles() -> None:
         ],
     }
     e2e.insert(now - 2_323_275, now_ns=now)  # a lone sample is reported exactly
-    result = stats.e2e_result(e2e.buckets(), e2e.percentiles)
+    result = e2e_result(e2e.buckets(), e2e.percentiles)
     assert result["count"] == 1
     assert [p["value"] for p in result["percentiles"]] == [2_323_275] * 3
     for i in range(1, 1001):  # 1µs .. 1ms
         e2e.insert(now - i * 1000, now_ns=now)
-    result = stats.e2e_result(e2e.buckets(), e2e.percentiles)
+    result = e2e_result(e2e.buckets(), e2e.percentiles)
     values = {p["quantile"]: p["value"] for p in result["percentiles"]}
     assert result["count"] == 1001
     assert values[1] == 2_323_275
     assert abs(values[0.99] - 990_000) / 990_000 < 0.02
     assert abs(values[0.5] - 500_000) / 500_000 < 0.02
-    assert stats.e2e_result(None, [0.5]) == {"count": 0, "percentiles": None}
+    assert e2e_result(None, [0.5]) == {"count": 0, "percentiles": None}
 
 
 def test_e2e_latency_window_slides() -> None:

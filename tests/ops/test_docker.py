@@ -122,7 +122,7 @@ def test_build_context_makes_an_installable_package(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "nsqd/cli.py" in names and "nsqd/statsd.py" in names
+    assert "nsqd/cli.py" in names and "nsqd/metrics/statsd.py" in names
     assert any(n.startswith("protocol/") for n in names)
     assert any(n.endswith("entry_points.txt") for n in names)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nsqd.statsd import host_key, pack
+from nsqd.metrics.statsd import host_key, pack
 
 from .conftest import HOST, V2, Launcher
 

@@ -11,19 +11,19 @@ The prefix is --statsd-prefix with `%s` replaced by `<broadcast address>_<broadc
 
 from __future__ import annotations
 
-import gc
 import socket
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .log import log
+from ..log import log
+from .memory import memory_stats
+from .snapshot import e2e_result, merge_buckets
 
 if TYPE_CHECKING:
-    from .engine.broker import Broker
-    from .node import Node
+    from ..engine.broker import Broker
+    from ..node import Node
 
 EPHEMERAL = "#ephemeral"
 MEM_GAUGES = (
@@ -73,49 +73,17 @@ def pack(lines: list[bytes], size: int) -> list[bytes]:
     return packets
 
 
-def _stats_module() -> Any:
-    """nsqd.stats (E2ELatency results, memory figures), or None when it is not there."""
-    try:
-        from . import stats
-    except ImportError:
-        return None
-    return stats
-
-
 def _e2e_gauges(streams: list[Any], percentiles: list[float]) -> list[tuple[str, int]]:
     """(suffix, value) for each percentile over the merged `e2e_latency` streams."""
-    stats = _stats_module()
-    result = getattr(stats, "e2e_result", None)
-    if result is None or not streams or not percentiles:
+    if not streams or not percentiles:
         return []
     merged: dict[int, list[int]] = {}
     for stream in streams:
-        for bucket, (n, total) in stream.buckets().items():
-            cell = merged.setdefault(bucket, [0, 0])
-            cell[0] += n
-            cell[1] += total
+        merge_buckets(merged, stream.buckets())
     return [
         (f"e2e_processing_latency_{float(item['quantile']) * 100:.0f}", int(float(item["value"])))
-        for item in result(merged, percentiles)["percentiles"] or ()
+        for item in e2e_result(merged, percentiles)["percentiles"] or ()
     ]
-
-
-def _mem_stats() -> dict[str, int]:
-    stats = _stats_module()
-    memory_stats = getattr(stats, "memory_stats", None)
-    if memory_stats is not None:
-        return memory_stats()
-    return {
-        "heap_objects": sys.getallocatedblocks(),
-        "heap_idle_bytes": 0,
-        "heap_in_use_bytes": 0,
-        "heap_released_bytes": 0,
-        "gc_pause_usec_100": 0,
-        "gc_pause_usec_99": 0,
-        "gc_pause_usec_95": 0,
-        "next_gc_bytes": 0,
-        "gc_total_runs": sum(s["collections"] for s in gc.get_stats()),
-    }
 
 
 class StatsdPusher:
@@ -139,7 +107,7 @@ class StatsdPusher:
         self._seen: dict[str, int] = {}
         out = list(self._topic_lines(opts.statsd_exclude_ephemeral))
         if opts.statsd_mem_stats:
-            ms = _mem_stats()
+            ms = memory_stats()
             out.extend(self._gauge(f"mem.{key}", int(ms.get(key, 0))) for key in MEM_GAUGES)
             out.append(self._counter("mem.gc_runs", int(ms.get("gc_total_runs", 0))))
         # nsqd keeps the last collection whole: counters of a topic that disappears and comes

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from .timefmt import go_duration
+
 
 class OptionError(ValueError):
     """A bad option value: nsqd prints it and exits 1."""
@@ -65,26 +67,12 @@ def parse_int(text: str, *, base_prefixes: bool = True) -> int:
         raise OptionError(f'parse error: invalid integer "{text}"') from None
 
 
-def go_float(value: float) -> str:
+def format_float(value: float) -> str:
     """Go's %v of a float64 (2 -> "2", 0.99 -> "0.99")."""
     text = repr(float(value))
     return text[:-2] if text.endswith(".0") else text
 
 
 def format_duration(seconds: float) -> str:
-    """Go's Duration.String for the values nsqd's help shows."""
-    if seconds == 0:
-        return "0s"
-    ns = round(seconds * 1e9)
-    if ns < 1_000_000:
-        return f"{ns / 1000:g}µs" if ns >= 1000 else f"{ns}ns"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:g}ms"
-    hours, rem = divmod(ns, 3_600_000_000_000)
-    minutes, rem = divmod(rem, 60_000_000_000)
-    secs = f"{rem / 1e9:g}s"
-    if hours:
-        return f"{hours}h{minutes}m{secs}"
-    if minutes:
-        return f"{minutes}m{secs}"
-    return secs
+    """Go's Duration.String of a duration given in seconds (as nsqd's --help shows defaults)."""
+    return go_duration(round(seconds * 1e9))
