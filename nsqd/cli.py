@@ -12,17 +12,9 @@ from typing import Any, NoReturn
 
 import trio
 
+from .config.options import FLAGS, FLAGS_BY_CFG, Flag, Options, convert, default_node_id
+from .gocompat.strconv import OptionError, format_duration
 from .log import log, setup
-from .options import (
-    FLAGS,
-    FLAGS_BY_CFG,
-    Flag,
-    OptionError,
-    Options,
-    convert,
-    default_node_id,
-    format_duration,
-)
 
 VERSION_STRING = "nsqd v1.3.0 (trio-nsqd, python)"
 
@@ -157,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
-    from .metadata import MetadataError
+    from .storage.metadata import MetadataError
 
     try:
         trio.run(NSQD(opts).run)

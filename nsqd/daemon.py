@@ -19,17 +19,17 @@ from typing import Any
 
 import trio
 
+from .cluster.lookupd import Lookupd
+from .config.options import Options
 from .engine import scanner
 from .engine.broker import Broker
 from .engine.settings import Settings
 from .http.routes import HTTPServer
 from .log import log
-from .lookupd import Lookupd
 from .metrics import statsd
 from .net.listeners import open_listeners
 from .node import Node
-from .options import Options
-from .storage import Storage
+from .storage.store import Storage
 from .tcp.connection import Client
 from .tcp.server import serve_tcp
 from .tls import server_context

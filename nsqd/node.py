@@ -10,7 +10,7 @@ from typing import Any
 
 from protocol import Limits
 
-from .options import Options
+from .config.options import Options
 
 
 def limits_from(opts: Options) -> Limits:

@@ -9,7 +9,8 @@ import trio
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from .options import OptionError, Options
+from .config.options import Options
+from .gocompat.strconv import OptionError
 
 _VERSIONS = {
     "tls1.0": ssl.TLSVersion.TLSv1,

@@ -13,8 +13,8 @@ from .server import BodyError
 from .v1 import HTTPError, Request, parse_int64, topic_from_query
 
 if TYPE_CHECKING:
+    from ..config.options import Options
     from ..engine.broker import Broker
-    from ..options import Options
 
 _PLAIN_QUERY_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-#="
 _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}

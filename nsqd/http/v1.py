@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.names import is_valid_name
 
+from ..config.options import FLAGS
 from ..gocompat.json import go_float, go_json
 from ..metrics.statsd import prefix_for
-from ..options import FLAGS
 from . import server as http_server
 from .server import BodyError
 

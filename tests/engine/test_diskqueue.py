@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nsqd.diskqueue import DiskQueue, MessageSizeError, QueueClosedError
+from nsqd.storage.diskqueue import DiskQueue, MessageSizeError, QueueClosedError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIN_SIZE = 4

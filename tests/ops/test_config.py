@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nsqd.cli import resolve
-from nsqd.options import FLAGS, OptionError, Options
+from nsqd.config.options import FLAGS, OptionError, Options
 
 from .conftest import HOST, OURS, REPO_ROOT, Launcher, free_port, http_get, reference_bin
 

@@ -25,14 +25,14 @@ from protocol.lookup import (
     is_error,
 )
 
-from .log import log
-from .version import VERSION
+from ..log import log
+from ..version import VERSION
 
 if TYPE_CHECKING:
-    from .engine.broker import Broker
-    from .engine.channel import Channel
-    from .engine.topic import Topic
-    from .node import Node
+    from ..engine.broker import Broker
+    from ..engine.channel import Channel
+    from ..engine.topic import Topic
+    from ..node import Node
 
 PING_INTERVAL = 15.0
 IO_TIMEOUT = 1.0  # nsqd's dial and per-command deadline

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .gocompat.strconv import (  # noqa: F401  (re-exported: cli uses them from here)
+from ..gocompat.strconv import (
     OptionError,
-    format_duration,
     format_float,
     parse_bool,
     parse_duration,

@@ -10,19 +10,19 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..engine.queue import DropOverflow
+from ..log import log
+from ..version import VERSION
 from . import metadata
-from .diskbacklog import DiskOverflow
 from .diskqueue import DiskQueueError
-from .engine.queue import DropOverflow
-from .log import log
-from .version import VERSION
+from .overflow import DiskOverflow
 
 if TYPE_CHECKING:
-    from .engine.broker import Broker
-    from .engine.channel import Channel
-    from .engine.ports import Overflow
-    from .engine.topic import Topic
-    from .options import Options
+    from ..config.options import Options
+    from ..engine.broker import Broker
+    from ..engine.channel import Channel
+    from ..engine.ports import Overflow
+    from ..engine.topic import Topic
 
 SYNC_CHECK_INTERVAL = 0.1
 

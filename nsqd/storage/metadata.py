@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from protocol import is_valid_name
 
-from .log import log
+from ..log import log
 
 if TYPE_CHECKING:
-    from .engine.topic import Topic
+    from ..engine.topic import Topic
 
 FILE_NAME = "nsqd.dat"
 

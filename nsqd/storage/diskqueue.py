@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Final
 
-from .engine.ports import StoreError
+from ..engine.ports import StoreError
 
 __all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"]
 

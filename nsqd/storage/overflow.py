@@ -9,8 +9,8 @@ from typing import Protocol
 
 from protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
+from ..engine.message import Message
 from .diskqueue import DiskQueue, DiskQueueError
-from .engine.message import Message
 
 log = logging.getLogger("nsqd")
 
