@@ -8,7 +8,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import Limits
+from protocol.v2 import Limits
 
 from .config.options import Options
 

@@ -13,9 +13,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from protocol import MAGIC_V2, ErrorCode, Frame, FrameDecoder, FrameType, NSQError
-from protocol import encoders as commands
-from protocol.frames import HEARTBEAT, OK
+from protocol.v2 import MAGIC_V2, ErrorCode, Frame, FrameDecoder, FrameType, NSQError
+from protocol.v2 import encoders as commands
+from protocol.v2.frames import HEARTBEAT, OK
 
 from .addresses import Address
 

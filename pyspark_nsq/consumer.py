@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from protocol import ErrorCode, FrameType, NSQError, decode_message
-from protocol import encoders as commands
-from protocol.frames import HEARTBEAT
-from protocol.message import DecodedMessage
+from protocol.v2 import ErrorCode, FrameType, NSQError, decode_message
+from protocol.v2 import encoders as commands
+from protocol.v2.frames import HEARTBEAT
+from protocol.v2.message import DecodedMessage
 
 from .addresses import Address
 from .conn import USER_AGENT, Connection, ConnectionClosed, parse_error

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from protocol import is_valid_name
+from protocol.v2 import is_valid_name
 
 from .addresses import Address, parse_list
 

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from protocol import NSQError, is_valid_name
+from protocol.v2 import NSQError, is_valid_name
 
 from .addresses import Address
 from .conn import Publisher

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 
-from protocol import FrameDecoder, encoders
+from protocol.v2 import FrameDecoder, encoders
 
 HOST = "127.0.0.1"
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol import ErrorCode, NSQError
-from protocol.gostr import go_quote
+from protocol.v2 import ErrorCode, NSQError
+from protocol.v2.gostr import go_quote
 
 from ..gocompat.json import go_json
 from ..log import log

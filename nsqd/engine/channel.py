@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from protocol import ErrorCode, NSQError
+from protocol.v2 import ErrorCode, NSQError
 
 from .e2e import E2ELatency
 from .inflight import TimeoutQueue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from protocol.names import is_valid_name
+from protocol.v2.names import is_valid_name
 
 from ..engine.ports import StoreError
 from ..log import LEVELS, log

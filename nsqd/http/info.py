@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
-from protocol.gostr import go_quote
+from protocol.v2.gostr import go_quote
 
 from ..metrics import render, snapshot
 from ..metrics.memory import memory_stats

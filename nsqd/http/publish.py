@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from protocol.names import is_valid_name
+from protocol.v2.names import is_valid_name
 
 from ..engine.broker import PublishFailed
 from ..log import log

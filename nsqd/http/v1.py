@@ -12,7 +12,7 @@ import time
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
-from protocol.names import is_valid_name
+from protocol.v2.names import is_valid_name
 
 from ..config.options import FLAGS
 from ..gocompat.json import go_float, go_json

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from protocol import is_valid_name
+from protocol.v2 import is_valid_name
 
 from ..log import log
 

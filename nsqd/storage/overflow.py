@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
 from ..engine.message import Message
 from .diskqueue import DiskQueue, DiskQueueError

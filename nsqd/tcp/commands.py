@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol import (
+from protocol.v2 import (
     CLOSE_WAIT_FRAME,
     OK_FRAME,
     Cls,
@@ -28,7 +28,7 @@ from protocol import (
     encode_error,
     negotiate,
 )
-from protocol.errors import ErrorCode, NSQError
+from protocol.v2.errors import ErrorCode, NSQError
 
 from ..engine.broker import PublishFailed
 

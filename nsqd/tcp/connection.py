@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from protocol import (
+from protocol.v2 import (
     CLOSED,
     HEARTBEAT_FRAME,
     NEED_DATA,
@@ -32,8 +32,8 @@ from protocol import (
     encode_error,
     encode_response,
 )
-from protocol.message import MESSAGE_FRAME_HEADER
-from protocol.state import ClientState
+from protocol.v2.message import MESSAGE_FRAME_HEADER
+from protocol.v2.state import ClientState
 
 from ..log import log
 from ..net.transport import Transport, transport_for

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from protocol import OK_FRAME, ErrorCode, Negotiation, NSQError
+from protocol.v2 import OK_FRAME, ErrorCode, Negotiation, NSQError
 
 from ..net.transport import StreamTransport
 from .streams import DeflateStream, PrefixedStream, SnappyStream

@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol import FrameDecoder, FrameType, decode_message
-from protocol.frames import Frame
-from protocol.message import DecodedMessage
+from protocol.v2 import FrameDecoder, FrameType, decode_message
+from protocol.v2.frames import Frame
+from protocol.v2.message import DecodedMessage
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process

@@ -9,7 +9,7 @@ import itertools
 import threading
 from pathlib import Path
 
-from protocol.message import DecodedMessage
+from protocol.v2.message import DecodedMessage
 
 from . import helpers
 

@@ -9,7 +9,7 @@ import itertools
 
 import trio
 
-from protocol import FrameType
+from protocol.v2 import FrameType
 
 from .conftest import Daemon
 from .wire import HEARTBEAT, Conn, ConnectionClosed

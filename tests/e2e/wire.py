@@ -12,9 +12,9 @@ from typing import Any
 
 import trio
 
-from protocol import FrameDecoder, FrameType, decode_message
-from protocol.frames import Frame
-from protocol.message import DecodedMessage
+from protocol.v2 import FrameDecoder, FrameType, decode_message
+from protocol.v2.frames import Frame
+from protocol.v2.message import DecodedMessage
 
 MAGIC = b"  V2"
 HEARTBEAT = b"_heartbeat_"

@@ -20,7 +20,7 @@ sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process
 import v2client
 
-from protocol import encoders
+from protocol.v2 import encoders
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = nsqd_process.HOST

@@ -29,7 +29,7 @@ from v2wire import (
     sized,
 )
 
-from protocol import (
+from protocol.v2 import (
     Auth,
     Cls,
     Command,
@@ -50,7 +50,7 @@ from protocol import (
 INIT, SUBSCRIBED, CLOSING = "INIT", "SUBSCRIBED", "CLOSING"
 ANY = frozenset({INIT, SUBSCRIBED, CLOSING})
 
-# Spec 2.3, written independently of protocol/state.py.
+# Spec 2.3, written independently of protocol/v2/state.py.
 ALLOWED: dict[bytes, frozenset[str]] = {
     b"IDENTIFY": frozenset({INIT}),
     b"AUTH": frozenset({INIT}),

@@ -34,7 +34,7 @@ from nsq_cases import (
 )
 from v2wire import MAGIC, Case, Err, identify
 
-from protocol import (
+from protocol.v2 import (
     Auth,
     ClientSettings,
     Cls,

@@ -7,7 +7,7 @@ import struct
 import pytest
 from v2wire import MSG_ID, bytewise, splits
 
-from protocol import (
+from protocol.v2 import (
     CLOSE_WAIT_FRAME,
     HEARTBEAT_FRAME,
     MSG_ID_LENGTH,

@@ -6,8 +6,8 @@ import pytest
 from nsq_cases import GO_QUOTE_CASES
 from v2wire import MAGIC
 
-from protocol import NSQError, V2Connection, is_valid_name
-from protocol.gostr import go_quote
+from protocol.v2 import NSQError, V2Connection, is_valid_name
+from protocol.v2.gostr import go_quote
 
 IDS = [repr(raw) for raw, _ in GO_QUOTE_CASES]
 

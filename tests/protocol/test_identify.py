@@ -11,7 +11,7 @@ import pytest
 from nsq_cases import BOTH_ERROR, NEGOTIATE_CASES, NEGOTIATE_DEFAULT_JSON
 from v2wire import EOF, MAGIC, identify, run, settings
 
-from protocol import (
+from protocol.v2 import (
     ClientSettings,
     ErrorCode,
     Identify,

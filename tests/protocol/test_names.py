@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import is_ephemeral, is_valid_name
+from protocol.v2 import is_ephemeral, is_valid_name
 
 VALID = [
     b"a",

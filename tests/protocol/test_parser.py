@@ -30,7 +30,7 @@ from v2wire import (
     whole,
 )
 
-from protocol import (
+from protocol.v2 import (
     CLOSED,
     NEED_DATA,
     PAUSED,
@@ -49,7 +49,7 @@ from protocol import (
     Sub,
     V2Connection,
 )
-from protocol.state import ClientState
+from protocol.v2.state import ClientState
 
 ALL_CASES = [
     *STATE_CASES,

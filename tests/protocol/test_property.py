@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from v2wire import MAGIC, MSG_ID, Err, i32, identify, run, sized
 
-from protocol import (
+from protocol.v2 import (
     Auth,
     Cls,
     DPub,

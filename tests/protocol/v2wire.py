@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from protocol import (
+from protocol.v2 import (
     CLOSED,
     NEED_DATA,
     PAUSED,

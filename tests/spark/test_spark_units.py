@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-import protocol as p
-from protocol import encoders as commands
+import protocol.v2 as p
+from protocol.v2 import encoders as commands
 from pyspark_nsq.addresses import Address, parse_list
 from pyspark_nsq.conn import parse_error
 from pyspark_nsq.http import parse_channel_counts, parse_producers

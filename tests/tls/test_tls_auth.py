@@ -28,7 +28,7 @@ from tls_support import (
     start_daemon,
 )
 
-from protocol import FrameType
+from protocol.v2 import FrameType
 
 KINDS = ("ours", "reference")
 _seq = itertools.count()

@@ -27,7 +27,7 @@ from tls_support import (
     start_daemon,
 )
 
-from protocol import FrameType, decode_message
+from protocol.v2 import FrameType, decode_message
 
 KINDS = ("ours", "reference")
 ERRORS = (ssl.SSLError, Closed, ConnectionResetError, BrokenPipeError, TimeoutError)

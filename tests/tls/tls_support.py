@@ -25,8 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 import snappy
 
 from nsqd.certs import CertFiles, issue, make_ca, write_all
-from protocol import FrameType
-from protocol.frames import Frame
+from protocol.v2 import FrameType
+from protocol.v2.frames import Frame
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process

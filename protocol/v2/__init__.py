@@ -1,0 +1,80 @@
+"""NSQ's V2 wire protocol as pure code: bytes in, commands and frames out. No I/O here."""
+
+from .commands import (
+    Auth,
+    Cls,
+    Command,
+    DPub,
+    Fin,
+    Identify,
+    MPub,
+    MPubStart,
+    Nop,
+    Pub,
+    Rdy,
+    Req,
+    Sub,
+    Touch,
+)
+from .connection import CLOSED, MAGIC_V2, NEED_DATA, PAUSED, V2Connection
+from .errors import ErrorCode, NSQError, ProtocolClosed
+from .frames import (
+    CLOSE_WAIT_FRAME,
+    HEARTBEAT_FRAME,
+    OK_FRAME,
+    Frame,
+    FrameDecoder,
+    FrameType,
+    encode_error,
+    encode_frame,
+    encode_response,
+)
+from .identify import ClientSettings, Negotiation, ServerFeatures, negotiate
+from .limits import Limits
+from .message import MSG_ID_LENGTH, decode_message, encode_message, encode_message_frame
+from .names import is_ephemeral, is_valid_name
+
+__all__ = [
+    "CLOSED",
+    "CLOSE_WAIT_FRAME",
+    "HEARTBEAT_FRAME",
+    "MAGIC_V2",
+    "MSG_ID_LENGTH",
+    "NEED_DATA",
+    "OK_FRAME",
+    "PAUSED",
+    "Auth",
+    "ClientSettings",
+    "Cls",
+    "Command",
+    "DPub",
+    "ErrorCode",
+    "Fin",
+    "Frame",
+    "FrameDecoder",
+    "FrameType",
+    "Identify",
+    "Limits",
+    "MPub",
+    "MPubStart",
+    "NSQError",
+    "Negotiation",
+    "Nop",
+    "ProtocolClosed",
+    "Pub",
+    "Rdy",
+    "Req",
+    "ServerFeatures",
+    "Sub",
+    "Touch",
+    "V2Connection",
+    "decode_message",
+    "encode_error",
+    "encode_frame",
+    "encode_message",
+    "encode_message_frame",
+    "encode_response",
+    "is_ephemeral",
+    "is_valid_name",
+    "negotiate",
+]
