@@ -6,8 +6,6 @@ from __future__ import annotations
 import ssl
 
 import trio
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 from .config.options import Options
 from .gocompat.strconv import OptionError
@@ -55,6 +53,9 @@ def peer_common_name(stream: trio.SSLStream[trio.abc.Stream]) -> str:
     der = stream.getpeercert(binary_form=True)
     if not der:
         return ""
+    from cryptography import x509  # only for TLS clients: a slow import otherwise not needed
+    from cryptography.x509.oid import NameOID
+
     cert = x509.load_der_x509_certificate(der)
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(names[0].value) if names else ""

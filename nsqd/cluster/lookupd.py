@@ -12,7 +12,6 @@ import math
 import socket
 from typing import TYPE_CHECKING
 
-import httpx
 import trio
 
 from protocol.lookup import (
@@ -193,6 +192,8 @@ class Lookupd:
 
     async def channels_for(self, topic: str) -> list[str]:
         """Every channel the known nsqlookupds list for `topic` (errors are only logged)."""
+        import httpx  # only with nsqlookupd peers: spares every other start its import time
+
         opts = self.node.options
         timeout = httpx.Timeout(
             opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
