@@ -54,7 +54,12 @@ class NSQD:
         self._nursery: trio.Nursery | None = None
         self._stopping = trio.Event()
         self.storage = Storage(options)
-        self.broker = Broker(engine_settings(options), self.storage.new_overflow, self.spawn)
+        self.broker = Broker(
+            engine_settings(options),
+            self.storage.new_overflow,
+            self.spawn,
+            self.storage.new_journal if options.durable_inflight else None,
+        )
         self.storage.attach(self.broker)
         self.lookupd = Lookupd(self.node, self.broker)
         self.broker.hooks.append(self.lookupd)
@@ -104,6 +109,8 @@ class NSQD:
             root.start_soon(scanner.run, broker)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
+            if self.options.durable_inflight:
+                root.start_soon(self.storage.journal_flusher)
             root.start_soon(statsd.run, node, broker)
             await root.start(self.lookupd.run)
             if http is not None:

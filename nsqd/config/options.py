@@ -48,6 +48,7 @@ class Flag:
         return self.cfg or self.attr
 
 
+EXTENSIONS = "trio-nsqd extensions (not in nsqd)"
 _B, _D, _M, _C, _S, _E, _T, _X = (
     "basic",
     "disk queue",
@@ -296,7 +297,17 @@ FLAGS: list[Flag] = [
         _X,
     ),
     Flag("snappy", "bool", True, "enable snappy feature negotiation (client compression)", _X),
+    # -- what nsqd does not have: all off by default, so the daemon stays nsqd byte for byte --
+    Flag(
+        "durable-inflight",
+        "bool",
+        False,
+        "keep in-flight and deferred messages (and deferred due times) across kill -9 and restarts",
+        EXTENSIONS,
+    ),
 ]
+# Flags of ours that the Go nsqd lacks (its --help and GET /config know none of them).
+EXTENSION_FLAGS = frozenset(f.name for f in FLAGS if f.group == EXTENSIONS)
 FLAGS_BY_NAME = {f.name: f for f in FLAGS}
 FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS}
 

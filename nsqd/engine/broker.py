@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from ..log import log
 from .channel import Channel
-from .ports import OverflowFactory, Peer, StoreError
+from .ports import JournalFactory, OverflowFactory, Peer, StoreError
 from .settings import Settings
 from .topic import Topic
 
@@ -37,9 +37,16 @@ class PublishFailed(Exception):
 
 
 class Broker:
-    def __init__(self, settings: Settings, new_overflow: OverflowFactory, spawn: Spawn) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        new_overflow: OverflowFactory,
+        spawn: Spawn,
+        new_journal: JournalFactory | None = None,
+    ) -> None:
         self.settings = settings
         self.new_overflow = new_overflow
+        self.new_journal = new_journal  # --durable-inflight
         self.spawn = spawn
         self.topics: dict[str, Topic] = {}
         self.hooks: list[Hooks] = []
@@ -56,7 +63,9 @@ class Broker:
         """The topic, created if missing (nsqd's GetTopic)."""
         topic = self.topics.get(name)
         if topic is None:
-            topic = Topic(name, self.settings, self.new_overflow, self, self.spawn)
+            topic = Topic(
+                name, self.settings, self.new_overflow, self, self.spawn, self.new_journal
+            )
             self.topics[name] = topic
             log.info("TOPIC(%s): created", name)
             for hook in self.hooks:

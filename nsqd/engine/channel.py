@@ -10,6 +10,7 @@ Every change of in-flight state happens here (`_hand_out`, `finish`, `requeue`, 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -25,7 +26,12 @@ from .queue import Backlog
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .ports import Consumer, OverflowFactory
+    from .ports import Consumer, Journal, OverflowFactory
+
+
+def _wall_ms(deadline: float) -> int:
+    """A trio-clock deadline as unix ms (what a journal keeps across restarts)."""
+    return time.time_ns() // 1_000_000 + round((deadline - trio.current_time()) * 1000)
 
 
 class Channel:
@@ -36,6 +42,7 @@ class Channel:
         settings: Settings,
         new_overflow: OverflowFactory,
         on_unused: Callable[[Channel], None],
+        journal: Journal | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.name = name
@@ -60,6 +67,26 @@ class Channel:
         percentiles = settings.e2e_percentiles
         self.e2e_latency = E2ELatency(settings.e2e_window, percentiles) if percentiles else None
         self.max_consumers = settings.max_channel_consumers
+        self.journal = journal  # --durable-inflight: in-flight and deferred state on disk
+        if journal is not None:
+            journal.attach(self._live)
+            self._recover(journal)
+
+    def _live(self) -> tuple[list[Message], list[tuple[Message, int]]]:
+        """In-flight and deferred messages (with due unix ms), for the journal's compaction."""
+        deferred = [(m, _wall_ms(m.deadline)) for m in self.deferred.by_id.values()]
+        return list(self.in_flight.by_id.values()), deferred
+
+    def _recover(self, journal: Journal) -> None:
+        """What the journal kept from the last run: deferred messages wait for their original
+        due time; in-flight ones go back to the queue at once, attempts kept."""
+        in_flight, deferred = journal.recover()
+        now, wall = trio.current_time(), time.time_ns() // 1_000_000
+        for msg, due_ms in deferred:
+            self.deferred.add(msg, now + max(0, due_ms - wall) / 1000)
+        if in_flight:
+            self.backlog.extend(in_flight)
+            journal.released([m.id for m in in_flight])
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"
@@ -87,10 +114,18 @@ class Channel:
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1
-        self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
+        self._defer(msg, delay_ms)
+
+    def _defer(self, msg: Message, delay_ms: int) -> None:
+        deadline = trio.current_time() + delay_ms / 1000
+        self.deferred.add(msg, deadline)
+        if self.journal is not None:
+            self.journal.deferred([msg], _wall_ms(deadline))
 
     def _requeue(self, msg: Message) -> None:
         self.backlog.put(msg)
+        if self.journal is not None:
+            self.journal.released([msg.id])  # queued again: its queue keeps it now
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -128,6 +163,8 @@ class Channel:
                 batch = consumer.sample(batch)
             if batch:
                 in_flight.deliver(batch, consumer, now, now + consumer.msg_timeout)
+                if self.journal is not None:
+                    self.journal.held(batch)
                 consumer.send(batch)
             if consumer.credit() > 0:
                 ready.append(consumer)
@@ -185,6 +222,7 @@ class Channel:
         by_id = self.in_flight.by_id
         errors: list[NSQError] = []
         done = 0
+        finished: list[bytes] | None = [] if self.journal is not None else None
         for msg_id in msg_ids:
             msg = by_id.get(msg_id)
             if msg is None or msg.owner is not consumer:
@@ -193,9 +231,13 @@ class Channel:
             del by_id[msg_id]
             msg.owner = None
             done += 1
+            if finished is not None:
+                finished.append(msg_id)
             if self.e2e_latency is not None:
                 self.e2e_latency.insert(msg.timestamp)
         consumer.finished(done)
+        if finished and self.journal is not None:
+            self.journal.released(finished)
         return errors
 
     def requeue(self, consumer: Consumer, msg_id: bytes, delay_ms: int) -> None:
@@ -205,7 +247,7 @@ class Channel:
         consumer.requeued()
         self.requeue_count += 1
         if delay_ms > 0:
-            self.deferred.add(msg, trio.current_time() + delay_ms / 1000)
+            self._defer(msg, delay_ms)
         else:
             self._requeue(msg)
 
@@ -214,6 +256,25 @@ class Channel:
         # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
         deadline = trio.current_time() + consumer.msg_timeout
         msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
+
+    # -- deferred messages by id (HTTP /message/cancel, /message/defer) ---------------------
+
+    def cancel_deferred(self, msg_id: bytes) -> bool:
+        """Drop a deferred message; False when none of this channel has that id."""
+        msg = self.deferred.by_id.pop(msg_id, None)  # its heap entry is skipped when it surfaces
+        if msg is None:
+            return False
+        if self.journal is not None:
+            self.journal.released([msg_id])
+        return True
+
+    def reschedule_deferred(self, msg_id: bytes, delay_ms: int) -> bool:
+        """Move a deferred message's due time to now + delay_ms; False when there is none."""
+        msg = self.deferred.by_id.get(msg_id)
+        if msg is None:
+            return False
+        self._defer(msg, delay_ms)  # a new heap entry; the old one is stale from now on
+        return True
 
     # -- the scanner's work ----------------------------------------------------------------
 
@@ -249,6 +310,8 @@ class Channel:
         self.backlog.clear()
         self.in_flight.clear()
         self.deferred.clear()
+        if self.journal is not None:
+            self.journal.clear()
         for consumer in self.consumers.values():
             consumer.emptied()
         self.refresh_all()
@@ -259,12 +322,19 @@ class Channel:
 
     def close(self) -> None:
         """Clean shutdown: queued, in-flight and deferred messages all go to disk (deferred ones
-        lose their delay, as in nsqd)."""
+        lose their delay, as in nsqd; with a journal they stay there, due times kept)."""
         self.close_consumers()
-        extra = self.in_flight.clear() + self.deferred.clear()
+        journal = self.journal
+        kept = self._live()[1] if journal is not None else []
+        extra = self.in_flight.clear()
+        deferred = self.deferred.clear()
+        if journal is None:
+            extra += deferred
         for msg in extra:
             msg.owner = None
         self.backlog.close(extra)
+        if journal is not None:
+            journal.close(kept)
 
     def delete(self) -> None:
         self.deleted = True
@@ -272,3 +342,5 @@ class Channel:
         self.in_flight.clear()
         self.deferred.clear()
         self.backlog.delete()
+        if self.journal is not None:
+            self.journal.delete()

@@ -77,3 +77,43 @@ class Consumer(Protocol):
     def stats(self, topic_filter: str = "") -> dict[str, Any]:
         """Its /stats entry (nsqd's ClientV2Stats keys)."""
         ...
+
+
+class Journal(Protocol):
+    """Where a channel keeps its in-flight and deferred messages durable (--durable-inflight;
+    storage/journal.py). The channel calls it from its named points only (hand-out, FIN, REQ,
+    timeout, deferred release, empty, close, delete); a channel without one pays one attribute
+    check per batch. Queued messages are not its business: their queue keeps them."""
+
+    def held(self, msgs: list[Message]) -> None:
+        """Delivered: in flight now (body, timestamp and attempts as sent)."""
+        ...
+
+    def deferred(self, msgs: list[Message], due_ms: int) -> None:
+        """Deferred until `due_ms` (unix ms): DPUB, /pub?defer=, REQ with a delay. Written
+        before this returns (a DPUB is acknowledged right after)."""
+        ...
+
+    def released(self, ids: list[bytes]) -> None:
+        """No longer in flight or deferred (FIN'd, back in the queue, dropped)."""
+        ...
+
+    def attach(self, live: Callable[[], tuple[list[Message], list[tuple[Message, int]]]]) -> None:
+        """Where the journal reads the channel's live set when it compacts itself."""
+        ...
+
+    def recover(self) -> tuple[list[Message], list[tuple[Message, int]]]:
+        """What the last run left: (in flight, [(deferred, due unix ms)])."""
+        ...
+
+    def clear(self) -> None: ...
+
+    def close(self, deferred: list[tuple[Message, int]]) -> None:
+        """Clean stop: only `deferred` survives (in-flight messages went back to the queue)."""
+        ...
+
+    def delete(self) -> None: ...
+
+
+# (queue name "topic:channel") -> its journal, or None for none (ephemeral channels)
+JournalFactory = Callable[[str], "Journal | None"]

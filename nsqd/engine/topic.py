@@ -16,7 +16,7 @@ import trio
 from .channel import Channel
 from .guid import GUIDFactory
 from .message import Message
-from .ports import OverflowFactory
+from .ports import JournalFactory, OverflowFactory
 from .queue import Backlog
 from .settings import Settings
 
@@ -41,8 +41,10 @@ class Topic:
         new_overflow: OverflowFactory,
         events: TopicEvents,
         spawn: Callable[[Callable[[], Awaitable[Any]]], None],
+        new_journal: JournalFactory | None = None,
     ) -> None:
         self.name = name
+        self._new_journal = new_journal
         self.settings = settings
         self._new_overflow = new_overflow
         self._events = events
@@ -124,8 +126,11 @@ class Topic:
     def get_channel(self, name: str) -> Channel:
         channel = self.channels.get(name)
         if channel is None:
+            journal = None
+            if self._new_journal is not None and not name.endswith("#ephemeral"):
+                journal = self._new_journal(f"{self.name}:{name}")
             channel = Channel(
-                self.name, name, self.settings, self._new_overflow, self._channel_unused
+                self.name, name, self.settings, self._new_overflow, self._channel_unused, journal
             )
             self.channels[name] = channel
             self._fanout = list(self.channels.values())

@@ -88,7 +88,7 @@ class AdminHandlers:
             raise HTTPError(404, "TOPIC_NOT_FOUND")
         return topic, channel_name
 
-    async def _existing_channel(self, req: Request) -> tuple[Any, Any]:
+    async def existing_channel(self, req: Request) -> tuple[Any, Any]:
         topic, name = await self._topic_channel_args(req)
         channel = topic.channels.get(name)
         if channel is None:
@@ -106,7 +106,7 @@ class AdminHandlers:
         topic.delete_channel(name)
 
     async def channel_empty(self, req: Request) -> None:
-        _, channel = await self._existing_channel(req)
+        _, channel = await self.existing_channel(req)
         try:
             channel.empty()
         except StoreError as exc:
@@ -114,11 +114,11 @@ class AdminHandlers:
             raise HTTPError(500, "INTERNAL_ERROR") from exc
 
     async def channel_pause(self, req: Request) -> None:
-        topic, channel = await self._existing_channel(req)
+        topic, channel = await self.existing_channel(req)
         self.broker.set_paused(topic, channel, True)
 
     async def channel_unpause(self, req: Request) -> None:
-        topic, channel = await self._existing_channel(req)
+        topic, channel = await self.existing_channel(req)
         self.broker.set_paused(topic, channel, False)
 
     # -- /config/:opt ------------------------------------------------------------------------

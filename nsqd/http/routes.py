@@ -31,6 +31,7 @@ from . import server as http_server
 from .admin import AdminHandlers
 from .info import InfoHandlers
 from .publish import PublishHandlers
+from .queues import QueueHandlers
 from .server import BodyError
 from .v1 import (
     PLAIN,
@@ -66,6 +67,7 @@ class API:
         self.publish = PublishHandlers(node.options, broker)
         self.admin = AdminHandlers(node, broker, set_lookupd)
         self.info = InfoHandlers(node, broker)
+        self.queues = QueueHandlers(self.admin.existing_channel, node.options.max_req_timeout)
         self.routes: dict[str, dict[str, Route]] = self._route_table()
         config = self.admin.config
         self.param_routes: dict[str, dict[str, Route]] = {
@@ -100,6 +102,9 @@ class API:
             for action in ("create", "delete", "empty", "pause", "unpause"):
                 handler = getattr(self.admin, f"{kind}_{action}")
                 routes[f"/{kind}/{action}"] = {"POST": (handler, True, V1)}
+        # ours, not nsqd's: deferred messages by id
+        routes["/message/cancel"] = {"POST": (self.queues.cancel, True, V1)}
+        routes["/message/defer"] = {"POST": (self.queues.defer, True, V1)}
         return routes
 
     # -- entry --------------------------------------------------------------------------------

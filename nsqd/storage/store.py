@@ -15,6 +15,8 @@ from ..log import log
 from ..version import VERSION
 from . import metadata
 from .diskqueue import DiskQueueError
+from .journal import SUFFIX as JOURNAL_SUFFIX
+from .journal import ChannelJournal
 from .overflow import DiskOverflow
 
 if TYPE_CHECKING:
@@ -38,6 +40,9 @@ class Storage:
         self._metadata_dirty = False
         self._metadata_wakeup: trio.Event | None = None
         self._sync_wakeup = trio.Event()
+        self._journals: list[ChannelJournal] = []
+        self._to_flush: list[ChannelJournal] = []
+        self._flush_wakeup = trio.Event()
 
     def attach(self, broker: Broker) -> None:
         """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
@@ -107,6 +112,37 @@ class Storage:
         self._queues[id(queue)] = queue
         return queue
 
+    def new_journal(self, name: str) -> ChannelJournal:
+        """--durable-inflight: the journal of channel `name` ("topic:channel")."""
+        opts = self.options
+        journal = ChannelJournal(
+            os.path.join(self.data_path, name + JOURNAL_SUFFIX),
+            opts.sync_every,
+            opts.sync_timeout,
+            self._journal_wants_flush,
+            self.sync_wanted,
+        )
+        self._journals.append(journal)
+        return journal
+
+    def _journal_wants_flush(self, journal: ChannelJournal) -> None:
+        self._to_flush.append(journal)
+        self._flush_wakeup.set()
+
+    async def journal_flusher(self) -> None:
+        """Write the releases (FIN runs) the journals gathered, once per scheduler pass: one
+        write() per journal for everything its channel finished meanwhile."""
+        while True:
+            await self._flush_wakeup.wait()
+            self._flush_wakeup = trio.Event()
+            batch, self._to_flush = self._to_flush, []
+            for journal in batch:
+                try:
+                    journal.flush()
+                except OSError as exc:
+                    self.broker.store_failed(str(exc))
+                    log.error("JOURNAL(%s): write failed - %s", journal.name, exc)
+
     def sync_wanted(self) -> None:
         self._sync_wakeup.set()
 
@@ -117,6 +153,10 @@ class Storage:
             with trio.move_on_after(SYNC_CHECK_INTERVAL):
                 await self._sync_wakeup.wait()
             self._sync_wakeup = trio.Event()
+            self._journals = [j for j in self._journals if not j.closed]
+            for journal in self._journals:
+                if journal.needs_sync():
+                    await trio.to_thread.run_sync(journal.sync)
             for key, overflow in list(self._queues.items()):
                 if overflow.closed:
                     del self._queues[key]

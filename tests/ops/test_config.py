@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nsqd.cli import resolve
-from nsqd.config.options import FLAGS, OptionError, Options
+from nsqd.config.options import EXTENSION_FLAGS, FLAGS, OptionError, Options
 
 from .conftest import HOST, OURS, REPO_ROOT, Launcher, free_port, http_get, reference_bin
 
@@ -58,6 +58,10 @@ def test_help_lists_every_reference_flag_with_its_default() -> None:
     ref_table = help_table(ref.stdout + ref.stderr)
     our_table = help_table(ours.stdout)
     our_table.pop("h", None)
+    # ours adds its own flags (all off by default) in a group of their own
+    extensions = {name: our_table.pop(name) for name in EXTENSION_FLAGS}
+    assert extensions and all(v in ("", "false") for v in extensions.values()), extensions
+    assert "\ntrio-nsqd extensions (not in nsqd):\n" in ours.stdout
     assert len(ref_table) > 50
     assert set(our_table) == set(ref_table)
     assert our_table == ref_table

@@ -1,0 +1,243 @@
+"""--durable-inflight: in-flight and deferred messages survive kill -9 and restarts (nsqd forgets
+them), deferred ones at their original due time; FIN'd ones never come back; damaged journals
+are skipped; without the flag nothing of it exists; the Go nsqd can take the directory over.
+Also POST /message/cancel and /message/defer. Ours only (the Go nsqd has none of it), except
+the takeover, which runs the Go nsqd on our directory."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from protocol.v2 import FrameType, decode_message
+from protocol.v2.message import DecodedMessage
+
+from . import helpers
+
+DURABLE = ("--mem-queue-size=0", "--sync-every=1", "--durable-inflight")
+
+
+def dpub(conn: helpers.Client, topic: str, delay_ms: int, body: bytes) -> None:
+    conn.send(helpers.command(f"DPUB {topic} {delay_ms}", body))
+
+
+def receive_timed(
+    conn: helpers.Client, expected: int, timeout: float, quiet: float = 1.0
+) -> list[tuple[float, DecodedMessage]]:
+    """(wall time of arrival, message) for each message, FINing each at once; stops `quiet`
+    seconds after `expected` arrived (to catch extras) or at `timeout`."""
+    out: list[tuple[float, DecodedMessage]] = []
+    deadline = quiet_until = time.monotonic() + timeout
+    while True:
+        now = time.monotonic()
+        end = deadline if len(out) < expected else min(deadline, quiet_until)
+        if now >= end:
+            return out
+        try:
+            frame = conn.read_frame(end - now)
+        except TimeoutError:
+            return out
+        assert frame.frame_type == FrameType.MESSAGE, frame
+        msg = decode_message(frame.data)
+        out.append((time.time(), msg))
+        conn.fin(msg.id)
+        if len(out) == expected:
+            quiet_until = time.monotonic() + quiet
+
+
+def journal_files(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if ".inflight.journal" in p.name)
+
+
+def http(daemon: helpers.Daemon, path: str) -> tuple[int, bytes]:
+    req = urllib.request.Request(f"http://{helpers.HOST}:{daemon.http_port}{path}", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def test_kill_9_keeps_in_flight_and_deferred_drops_finished(
+    data_dir: Path, record_property: pytest.RecordProperty
+) -> None:
+    n = 1000
+    finished = [b"fin-%04d" % i for i in range(n)]
+    held = [b"held-%04d" % i for i in range(n)]
+    deferred = [b"defer-%04d" % i for i in range(n)]
+    daemon = helpers.start("ours", data_dir, *DURABLE)
+    with daemon.client() as consumer, daemon.client() as producer:
+        consumer.sub("dur", "ch", rdy=2 * n)
+        producer.mpub_many("dur", [finished[i : i + 100] for i in range(0, n, 100)])
+        producer.mpub_many("dur", [held[i : i + 100] for i in range(0, n, 100)])
+        got = consumer.messages(2 * n, timeout=30)
+        assert sorted(m.body for m in got) == sorted(finished + held)
+        consumer.fin_many(m.id for m in got if m.body.startswith(b"fin-"))
+        consumer.barrier()
+        deferred_at = time.time()
+        for body in deferred:
+            dpub(producer, "dur", 30_000, body)
+        for _ in deferred:
+            producer.expect_ok()
+        helpers.sleep(0.3)  # a scheduler pass for the last FIN run's record
+        daemon.kill()
+    assert daemon.proc.returncode == -9
+
+    with helpers.running("ours", data_dir, *DURABLE) as daemon2:
+        with daemon2.client() as conn:
+            conn.sub("dur", "ch", rdy=2500)
+            arrivals = receive_timed(conn, 2 * n, timeout=60)
+        log = daemon2.log_tail()
+    counts = Counter(m.body for _, m in arrivals)
+    duplicates = {b: c for b, c in counts.items() if c > 1}
+    came_back = set(counts) & set(finished)
+    missing = (set(held) | set(deferred)) - set(counts)
+    early = [
+        m.body for t, m in arrivals if m.body.startswith(b"defer-") and t < deferred_at + 30 - 0.05
+    ]
+    wrong_attempts = [
+        (m.body, m.attempts)
+        for _, m in arrivals
+        if m.attempts != (2 if m.body.startswith(b"held-") else 1)
+    ]
+    record_property("lost", len(missing))
+    record_property("duplicated", len(duplicates))
+    record_property("finished_redelivered", len(came_back))
+    assert not missing, f"{len(missing)} unfinished messages lost; log:\n{log}"
+    assert not came_back, f"{len(came_back)} FIN'd messages delivered again"
+    assert not duplicates, f"{len(duplicates)} delivered twice"
+    assert not early, f"{len(early)} deferred messages before their due time"
+    assert not wrong_attempts, wrong_attempts[:5]
+    assert "recovered 1000 in flight, 1000 deferred" in log, log
+
+
+def test_clean_restart_keeps_deferred_due_times_and_req_delays(data_dir: Path) -> None:
+    daemon = helpers.start("ours", data_dir, "--durable-inflight")
+    with daemon.client() as consumer, daemon.client() as producer:
+        consumer.sub("later", "ch", rdy=10)
+        producer.pub("later", b"requeued")
+        msg = consumer.message()
+        consumer.req(msg.id, 4000)  # REQ with a delay: deferred, with its attempt counted
+        consumer.barrier()
+        dpub(producer, "later", 4000, b"dpub")
+        producer.expect_ok()
+        t0 = time.time()
+    daemon.stop()
+    assert journal_files(data_dir) == ["later:ch.inflight.journal"]
+    with helpers.running("ours", data_dir, "--durable-inflight") as d2, d2.client() as conn:
+        conn.sub("later", "ch", rdy=10)
+        arrivals = receive_timed(conn, 2, timeout=15)
+    bodies = sorted(m.body for _, m in arrivals)
+    assert bodies == [b"dpub", b"requeued"], bodies
+    for t, m in arrivals:
+        assert t >= t0 + 4 - 0.1, f"{m.body!r} came {t - t0:.2f}s after, before its due time"
+        assert m.attempts == (2 if m.body == b"requeued" else 1), (m.body, m.attempts)
+
+
+def test_without_the_flag_nothing_changes(data_dir: Path) -> None:
+    with helpers.running("ours", data_dir) as daemon:
+        with daemon.client() as consumer, daemon.client() as producer:
+            consumer.sub("plain", "ch", rdy=5)
+            producer.pub("plain", b"x")
+            dpub(producer, "plain", 60_000, b"later")
+            producer.expect_ok()
+            consumer.message()
+        assert journal_files(data_dir) == []
+    assert journal_files(data_dir) == []
+
+
+def test_go_nsqd_takes_the_directory_over_and_back(data_dir: Path, reference: Path) -> None:
+    daemon = helpers.start("ours", data_dir, *DURABLE)
+    with daemon.client() as consumer, daemon.client() as producer:
+        consumer.sub("swap", "ch", rdy=5)
+        producer.mpub("swap", [b"a", b"b", b"c"])
+        consumer.messages(3)  # left in flight: a clean stop puts them in the disk queue
+        dpub(producer, "swap", 3000, b"deferred")
+        producer.expect_ok()
+        producer.mpub("swap", [b"d", b"e"])
+    daemon.stop()
+    with helpers.running("reference", data_dir, "--mem-queue-size=0") as go, go.client() as conn:
+        conn.sub("swap", "ch", rdy=10)
+        got = conn.consume(5, timeout=10, quiet=0.5)
+    assert sorted(m.body for m in got) == [b"a", b"b", b"c", b"d", b"e"]
+    with helpers.running("ours", data_dir, *DURABLE) as daemon2, daemon2.client() as conn:
+        conn.sub("swap", "ch", rdy=10)
+        back = conn.consume(1, timeout=10, quiet=0.5)
+    assert [m.body for m in back] == [b"deferred"]
+
+
+def test_damaged_journal_is_skipped_record_by_record(data_dir: Path) -> None:
+    daemon = helpers.start("ours", data_dir, *DURABLE)
+    with daemon.client() as producer:
+        producer.sub("dmg", "ch")
+        for i in range(3):
+            dpub(producer, "dmg", 600_000, b"keep-%d" % i)
+            producer.expect_ok()
+    helpers.sleep(0.5)  # nsqd.dat names the channel (written a moment after it is made)
+    daemon.kill()
+    path = data_dir / "dmg:ch.inflight.journal"
+    data = bytearray(path.read_bytes())
+    # three records, one per DPUB: flip a byte in the second one's body, then tear the file
+    # with half a record at the end
+    first_len = int.from_bytes(data[0:4], "big") + 8
+    data[first_len + 20] ^= 0xFF
+    data += data[: first_len // 2]
+    path.write_bytes(bytes(data))
+    with helpers.running("ours", data_dir, *DURABLE) as daemon2:
+        _, body = daemon2.http("GET", "/stats?format=json&topic=dmg")
+        channel = json.loads(body)["topics"][0]["channels"][0]
+        log = daemon2.log_tail()
+    assert channel["deferred_count"] == 2, channel
+    assert "bad checksum" in log and "torn record" in log, log
+
+
+def test_cancel_and_reschedule_deferred_messages_by_id(data_dir: Path) -> None:
+    with (
+        helpers.running("ours", data_dir) as daemon,
+        daemon.client() as consumer,
+        daemon.client() as producer,
+    ):
+        consumer.sub("ids", "ch", rdy=10)
+        producer.mpub("ids", [b"cancel-me", b"move-me", b"in-flight"])
+        got = {m.body: m.id.decode() for m in consumer.messages(3)}
+        # REQ with a delay defers a message whose id the consumer knows
+        consumer.req(got[b"cancel-me"].encode(), 600_000)
+        consumer.req(got[b"move-me"].encode(), 600_000)
+        consumer.barrier()
+        status, body = daemon.http("GET", "/stats?format=json&topic=ids")
+        assert json.loads(body)["topics"][0]["channels"][0]["deferred_count"] == 2
+        q = "topic=ids&channel=ch"
+        cancel, move = got[b"cancel-me"], got[b"move-me"]
+        assert http(daemon, f"/message/cancel?{q}&id={cancel}") == (200, b"OK")
+        assert http(daemon, f"/message/cancel?{q}&id={cancel}") == (
+            404,
+            b'{"message":"MESSAGE_NOT_FOUND"}',
+        )
+        in_flight = got[b"in-flight"]
+        assert http(daemon, f"/message/cancel?{q}&id={in_flight}")[0] == 404  # not deferred
+        assert http(daemon, f"/message/defer?{q}&id={move}&ms=100") == (200, b"OK")
+        moved = consumer.message(timeout=5)
+        assert (moved.body, moved.attempts) == (b"move-me", 2)
+        status, body = daemon.http("GET", "/stats?format=json&topic=ids")
+        assert json.loads(body)["topics"][0]["channels"][0]["deferred_count"] == 0
+        for path, answer in [
+            (f"/message/defer?{q}&id={move}", "MISSING_ARG_MS"),
+            (f"/message/defer?{q}&id={move}&ms=-1", "INVALID_MS"),
+            (f"/message/defer?{q}&id={move}&ms=x", "INVALID_MS"),
+            (f"/message/defer?{q}&id={move}&ms=99999999999", "INVALID_MS"),
+            (f"/message/cancel?{q}", "MISSING_ARG_ID"),
+            (f"/message/cancel?{q}&id=zz", "INVALID_ID"),
+            ("/message/cancel?channel=ch&id=0000000000000000", "MISSING_ARG_TOPIC"),
+            ("/message/cancel?topic=ids&id=0000000000000000", "MISSING_ARG_CHANNEL"),
+            ("/message/cancel?topic=nope&channel=ch&id=0000000000000000", "TOPIC_NOT_FOUND"),
+            ("/message/cancel?topic=ids&channel=no&id=0000000000000000", "CHANNEL_NOT_FOUND"),
+        ]:
+            status, body = http(daemon, path)
+            assert json.loads(body) == {"message": answer}, (path, status, body)
+            assert status == (404 if answer.endswith("NOT_FOUND") else 400), (path, status)
