@@ -7,6 +7,8 @@ the takeover, which runs the Go nsqd on our directory."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -241,3 +243,46 @@ def test_cancel_and_reschedule_deferred_messages_by_id(data_dir: Path) -> None:
             status, body = http(daemon, path)
             assert json.loads(body) == {"message": answer}, (path, status, body)
             assert status == (404 if answer.endswith("NOT_FOUND") else 400), (path, status)
+
+
+def run_pynsq(daemon: helpers.Daemon, n: int, hold: str = "") -> list[tuple[str, int]]:
+    worker = Path(__file__).with_name("pynsq_worker.py")
+    argv = [sys.executable, str(worker), "--nsqd", f"{helpers.HOST}:{daemon.tcp_port}"]
+    argv += ["--topic", "py", "--channel", "ch", "--n", str(n), "--hold", hold]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [(body, int(att)) for body, att in (line.split() for line in done.stdout.splitlines())]
+
+
+def test_pynsq_consumer_gets_back_what_it_held_after_kill_9(data_dir: Path) -> None:
+    daemon = helpers.start("ours", data_dir, *DURABLE)
+    with daemon.client() as producer:
+        producer.sub("py", "ch")
+        producer.mpub("py", [b"fin-%03d" % i for i in range(100)])
+        producer.mpub("py", [b"hold-%03d" % i for i in range(100)])
+    first = run_pynsq(daemon, 200, hold="hold-")
+    assert len(first) == 200
+    _, body = daemon.http("GET", "/stats?format=json&topic=py")
+    assert json.loads(body)["topics"][0]["channels"][0]["in_flight_count"] == 100
+    daemon.kill()
+    with helpers.running("ours", data_dir, *DURABLE) as daemon2:
+        second = run_pynsq(daemon2, 100)
+        _, body = daemon2.http("GET", "/stats?format=json&topic=py")
+        channel = json.loads(body)["topics"][0]["channels"][0]
+    assert sorted(second) == [(f"hold-{i:03d}", 2) for i in range(100)], second[:5]
+    assert channel["depth"] == 0 and channel["in_flight_count"] == 0, channel
+
+
+def test_delays_of_months_survive_a_restart(data_dir: Path) -> None:
+    flags = ("--durable-inflight", "--max-req-timeout=2778h")  # RSMQ's 9,999,999 s
+    with helpers.running("ours", data_dir, *flags) as daemon, daemon.client() as conn:
+        conn.sub("months", "ch")
+        dpub(conn, "months", 9_999_999_000, b"far")
+        conn.expect_ok()
+    with helpers.running("ours", data_dir, *flags) as daemon2:
+        _, body = daemon2.http("GET", "/stats?format=json&topic=months")
+        channel = json.loads(body)["topics"][0]["channels"][0]
+    assert channel["deferred_count"] == 1, channel
+    journal = data_dir / "months:ch.inflight.journal"
+    due_ms = int.from_bytes(journal.read_bytes()[9:17], "big", signed=True)
+    assert abs(due_ms / 1000 - (time.time() + 9_999_999)) < 60, due_ms
