@@ -22,6 +22,7 @@ WORKDIR /opt/trio-nsqd
 COPY pyproject.toml README.md ./
 COPY protocol/ protocol/
 COPY nsqd/ nsqd/
+COPY nsqd_launcher.py ./
 RUN pip install --no-cache-dir . \
     && rm -rf /opt/trio-nsqd/build
 COPY config/nsqd.toml /etc/nsqd/nsqd.toml

@@ -15,8 +15,8 @@ import trio
 from .config.options import FLAGS, FLAGS_BY_CFG, Flag, Options, convert, default_node_id
 from .gocompat.strconv import OptionError, format_duration
 from .log import log, setup
+from .version import BUILD
 
-VERSION_STRING = "nsqd v1.3.0 (trio-nsqd, python)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nsqd: {exc}", file=sys.stderr)
         return 1
     if opts.version:
-        print(VERSION_STRING)
+        print(BUILD)
         return 0
     setup(opts.log_level, opts.log_prefix)
-    log.info("%s", VERSION_STRING)  # nsqd's first two lines
+    log.info("%s", BUILD)  # nsqd's first two lines
     log.info("ID: %d", opts.node_id)
     from .daemon import NSQD
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
+import shutil
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -79,10 +82,62 @@ def test_flag_table_matches_options() -> None:
     }
 
 
-def test_version() -> None:
+# what tools parse out of `nsqd --version` (gnsq's pattern, from Go's form)
+GO_VERSION_LINE = re.compile(r"^[a-z]+ v[0-9.]+(?:-[a-z]+)? \(built w/[a-z0-9.-]+\)$")
+
+
+def test_version_in_gos_form() -> None:
+    ref = run([str(reference_bin("nsqd")), "--version"])
+    assert GO_VERSION_LINE.match(ref.stdout.strip()), ref.stdout  # the pattern is Go's form
     out = run([*OURS, "--version"])
     assert out.returncode == 0
-    assert out.stdout.startswith("nsqd v1.3.0")
+    assert out.stdout == f"nsqd v1.3.0 (built w/python{platform.python_version()})\n"
+    assert GO_VERSION_LINE.match(out.stdout.strip())
+
+
+def console_script(name: str) -> str:
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    assert found, f"the {name} command is not installed (pip install -e . installs it)"
+    return found
+
+
+def test_console_command_ignores_a_shadowing_pythonpath(tmp_path: Path) -> None:
+    # gnsq's test setup: a folder holding its own nsqd.py on PYTHONPATH
+    shadow = tmp_path / "pp"
+    shadow.mkdir()
+    (shadow / "nsqd.py").write_text("raise SystemExit('the shadow nsqd.py ran')\n")
+    env = dict(os.environ, PYTHONPATH=str(shadow))
+    for argv in ([console_script("nsqd"), "--version"], [console_script("nsqd-certs"), "--help"]):
+        done = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    port, http = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            console_script("nsqd"),
+            f"--tcp-address={HOST}:{port}",
+            f"--http-address={HOST}:{http}",
+            f"--data-path={tmp_path}",
+        ],
+        cwd=shadow,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        answer = None
+        while time.monotonic() < deadline and proc.poll() is None and answer is None:
+            try:
+                answer = http_get(f"http://{HOST}:{http}/ping")
+            except OSError:
+                time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert answer is not None
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 # -- precedence ------------------------------------------------------------------------------
