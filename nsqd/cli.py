@@ -18,7 +18,6 @@ from .log import log, setup
 from .version import BUILD
 
 
-
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is an OptionError (main prints it and exits 1, not 2)."""
 
@@ -153,10 +152,29 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         trio.run(NSQD(opts).run)
-    except (OSError, MetadataError, OptionError) as exc:
-        log.critical("%s", exc)
+    except BaseException as exc:
+        refusal = _refusal(exc, (OSError, MetadataError, OptionError))
+        if refusal is None:
+            raise
+        if isinstance(refusal, MetadataError):
+            log.critical("%s", refusal)
+        else:  # nsqd's words for what stops New()/Main(): lock, listen, TLS
+            text = refusal.strerror if isinstance(refusal, OSError) else None
+            log.critical("failed to instantiate nsqd - %s", text or refusal)
         return 1
     return 0
+
+
+def _refusal(exc: BaseException, kinds: tuple[type[Exception], ...]) -> BaseException | None:
+    """The error that refused the start, out of the task tree's exception groups."""
+    if isinstance(exc, kinds):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _refusal(inner, kinds)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

@@ -19,9 +19,19 @@ _VERSIONS = {
 
 
 def server_context(opts: Options) -> ssl.SSLContext | None:
-    """None when no certificate and key are configured (then IDENTIFY answers tls_v1 false)."""
+    """None when no certificate and key are configured (then IDENTIFY answers tls_v1 false).
+    Unreadable files refuse the start with nsqd's words."""
     if not (opts.tls_cert and opts.tls_key):
         return None
+    try:
+        return _server_context(opts)
+    except OSError as exc:  # ssl.SSLError included
+        name = f"open {exc.filename}: " if exc.filename else ""
+        reason = (exc.strerror or str(exc)).lower()
+        raise OptionError(f"failed to build TLS config - {name}{reason}") from None
+
+
+def _server_context(opts: Options) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     version = (opts.tls_min_version or "tls1.0").lower()
     if version not in _VERSIONS:
@@ -29,6 +39,9 @@ def server_context(opts: Options) -> ssl.SSLContext | None:
     ctx.minimum_version = _VERSIONS[version]
     if ctx.minimum_version < ssl.TLSVersion.TLSv1_2:
         ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # let old clients in when asked to, as nsqd
+    for path in (opts.tls_cert, opts.tls_key):
+        with open(path, "rb"):  # Go names the file it could not open; ssl does not
+            pass
     ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
     policy = opts.tls_client_auth_policy
     if policy == "require":

@@ -24,7 +24,8 @@ async def open_listeners(address: str) -> list[trio.SocketListener]:
         return await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
+            reason = os.strerror(exc.errno).lower()
             raise OSError(
-                exc.errno, f"listen ({address}) failed - {os.strerror(exc.errno)}"
-            ) from exc
+                exc.errno, f"listen ({address}) failed - listen tcp {address}: bind: {reason}"
+            ) from None
         raise

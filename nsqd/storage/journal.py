@@ -12,10 +12,11 @@ Replaying it in order gives the live set: an id is in flight after H, deferred a
 after R. A record whose checksum fails is logged and skipped; a torn tail (the crash came
 during a write) ends the replay. Writes: a delivered batch (H) and a deferral (D, acknowledged
 right after) are written at once, one write() each; releases (FIN runs) are gathered and
-written once per scheduler pass by the store's flusher (at once with --sync-every=1). fsync follows --sync-every (counted in
-writes) and --sync-timeout, through the store's syncer. The file is rewritten from the live set
-at start, at a clean stop, and when it has grown to twice its live size (past 32 MiB), so it
-stays bounded. go-diskqueue's files and nsqd.dat are never touched: the Go nsqd ignores these."""
+written once per scheduler pass by the store's flusher (at once with --sync-every=1). fsync
+follows --sync-every (counted in writes) and --sync-timeout, through the store's syncer. The
+file is rewritten from the live set at start, at a clean stop, and when it has grown to twice
+its live size (past 32 MiB), so it stays bounded. go-diskqueue's files and nsqd.dat are never
+touched: the Go nsqd ignores these."""
 
 from __future__ import annotations
 

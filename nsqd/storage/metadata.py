@@ -60,6 +60,9 @@ def write(data_path: str, data: bytes) -> None:
 
 
 def load(data_path: str) -> list[TopicRecord]:
+    """nsqd.dat's topics and channels, decoded as strictly as nsqd's Go struct decoding: a value
+    of the wrong JSON type refuses the file (MetadataError, Go's message); null is a zero value;
+    unknown keys are ignored; an invalid name is skipped with nsqd's warning."""
     path = os.path.join(data_path, FILE_NAME)
     try:
         with open(path, "rb") as f:
@@ -67,21 +70,106 @@ def load(data_path: str) -> list[TopicRecord]:
     except FileNotFoundError:
         return []
     try:
-        doc = json.loads(raw)
-        topics = doc.get("topics") or []
-        records = []
-        for t in topics:
-            name = t["name"]
-            if not is_valid_name(name.encode()):
-                log.warning("skipping creation of invalid topic %s", name)
+        doc = json.loads(raw) if raw.strip() else _truncated()
+        topics = _struct(doc, _METADATA, "", "nsqd.Metadata").get("topics") or []
+    except ValueError as exc:
+        raise MetadataError(f"failed to parse metadata in {path} - {_go_syntax(exc)}") from None
+    except _TypeMismatch as exc:
+        raise MetadataError(f"failed to parse metadata in {path} - {exc}") from None
+    records = []
+    for t in topics:
+        name = t.get("name") or ""
+        if not is_valid_name(name.encode("utf-8", "surrogateescape")):
+            log.warning("skipping creation of invalid topic %s", name)
+            continue
+        rec = TopicRecord(name, bool(t.get("paused")))
+        for ch in t.get("channels") or []:
+            ch_name = ch.get("name") or ""
+            if not is_valid_name(ch_name.encode("utf-8", "surrogateescape")):
+                log.warning("skipping creation of invalid channel %s", ch_name)
                 continue
-            rec = TopicRecord(name, bool(t.get("paused", False)))
-            for ch in t.get("channels") or []:
-                if not is_valid_name(ch["name"].encode()):
-                    log.warning("skipping creation of invalid channel %s", ch["name"])
-                    continue
-                rec.channels.append((ch["name"], bool(ch.get("paused", False))))
-            records.append(rec)
-        return records
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise MetadataError(f"failed to parse metadata in {path} - {exc}") from exc
+            rec.channels.append((ch_name, bool(ch.get("paused"))))
+        records.append(rec)
+    return records
+
+
+# -- Go's encoding/json, for the three structs of nsqd.dat ----------------------------------------
+
+_CHANNEL = ("ChannelMetadata", {"name": "string", "paused": "bool"})
+_TOPIC = (
+    "TopicMetadata",
+    {"name": "string", "paused": "bool", "channels": ("[]nsqd.ChannelMetadata", _CHANNEL)},
+)
+_METADATA = (
+    "Metadata",
+    {"topics": ("[]nsqd.TopicMetadata", _TOPIC), "version": "string"},
+)
+_PY_TYPES = {"string": str, "bool": bool}
+
+
+class _TypeMismatch(Exception):
+    pass
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _struct(value: Any, spec: Any, path: str, go_type: str) -> dict[str, Any]:
+    """A JSON value decoded into a Go struct: the fields it knows, or Go's type error."""
+    struct_name, fields = spec
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        if not path:
+            raise _TypeMismatch(
+                f"json: cannot unmarshal {_json_kind(value)} into Go value of type {go_type}"
+            )
+        raise _mismatch(value, struct_name, path, go_type)
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        field = key if key in fields else next((f for f in fields if f == key.lower()), None)
+        if field is None or item is None:
+            continue  # unknown keys are ignored; null leaves the zero value
+        kind = fields[field]
+        where = f"{path}.{field}" if path else field
+        if isinstance(kind, tuple):  # a slice of structs
+            slice_type, inner = kind
+            if not isinstance(item, list):
+                raise _mismatch(item, struct_name, where, slice_type)
+            elem_type = slice_type[2:]
+            for v in item:
+                if v is not None and not isinstance(v, dict):
+                    raise _mismatch(v, struct_name, where, elem_type)
+            out[field] = [_struct(v, inner, where, elem_type) for v in item]
+        elif type(item) is not _PY_TYPES[kind]:
+            raise _mismatch(item, struct_name, where, kind)
+        else:
+            out[field] = item
+    return out
+
+
+def _mismatch(value: Any, struct_name: str, path: str, go_type: str) -> _TypeMismatch:
+    return _TypeMismatch(
+        f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+        f"{struct_name}.{path} of type {go_type}"
+    )
+
+
+def _truncated() -> Any:
+    raise ValueError("unexpected end of JSON input")
+
+
+def _go_syntax(exc: ValueError) -> str:
+    """Go's words for the commonest syntax error (a file cut short); Python's for the rest."""
+    if isinstance(exc, json.JSONDecodeError):
+        if exc.pos >= len(exc.doc.rstrip()):
+            return "unexpected end of JSON input"
+        return f"invalid JSON at byte {exc.pos + 1}: {exc.msg}"
+    return str(exc)

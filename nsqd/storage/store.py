@@ -58,7 +58,13 @@ class Storage:
     # -- lifecycle -------------------------------------------------------------------------
 
     def lock(self) -> None:
-        fd = os.open(self.data_path, os.O_RDONLY)
+        try:
+            fd = os.open(self.data_path, os.O_RDONLY)
+        except OSError as exc:
+            reason = os.strerror(exc.errno or 0).lower()
+            raise OSError(
+                exc.errno, f"failed to lock data-path: open {self.data_path}: {reason}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -74,8 +80,12 @@ class Storage:
     def load(self) -> None:
         """Recreate the topics and channels of nsqd.dat; their disk queues reopen themselves."""
         broker = self.broker
+        try:
+            records = metadata.load(self.data_path)
+        except metadata.MetadataError as exc:
+            raise metadata.MetadataError(f"failed to load metadata - {exc}") from None
         with broker.restoring():
-            for rec in metadata.load(self.data_path):
+            for rec in records:
                 topic = broker.topic(rec.name)
                 if rec.paused:
                     topic.pause()

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import nsqd_process
+import pytest
 
 from . import helpers
 
@@ -292,3 +296,71 @@ def test_deleted_and_emptied_stay_gone(kind: str, data_dir: Path) -> None:
         with daemon2.client() as conn:
             conn.sub("kept", "full", rdy=100)
             assert len(conn.consume(100, timeout=5)) == 100
+
+
+# -- refusals to start: Go's strictness and one FATAL line -------------------------------------
+
+MALFORMED = {
+    "paused_string": '{"topics":[{"name":"t","channels":[{"name":"c","paused":"yes"}]}]}',
+    "topics_object": '{"topics":{},"version":"1.3.0"}',
+    "name_number": '{"topics":[{"name":5}],"version":"1.3.0"}',
+    "topic_paused_number": '{"topics":[{"name":"t","paused":1}]}',
+    "version_number": '{"version":5}',
+    "topic_not_object": '{"topics":[5]}',
+    "channel_not_object": '{"topics":[{"name":"t","channels":[true]}]}',
+    "channels_object": '{"topics":[{"name":"t","channels":{}}]}',
+    "document_array": "[]",
+    "truncated": '{"topics":[',
+    "empty": "",
+    "syntax": '{"topics":[{"name":"t"}] x',
+}
+
+
+def refuse(kind: str, data_dir: Path, *flags: str) -> str:
+    """Run a daemon that must refuse to start: its output (exit status 1, one FATAL line)."""
+    tcp, http = nsqd_process.free_ports(2)
+    argv = [*helpers.daemon_command(kind), f"--data-path={data_dir}"]
+    argv += [f"--tcp-address={helpers.HOST}:{tcp}", f"--http-address={helpers.HOST}:{http}"]
+    argv += flags  # last: they win over the free ports above
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, f"{kind}: exit {done.returncode}\n{out}"
+    assert "Traceback" not in out, out
+    fatal = [line for line in out.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1, out
+    return fatal[0].split("FATAL: ", 1)[1]
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_nsqd_dat_refuses_as_go(case: str, tmp_path: Path, reference: Path) -> None:
+    said = {}
+    for kind in ("reference", "ours"):
+        data = tmp_path / kind
+        data.mkdir()
+        (data / "nsqd.dat").write_text(MALFORMED[case])
+        said[kind] = refuse(kind, data).replace(str(data), "<data>")
+    assert said["ours"].startswith("failed to load metadata - failed to parse metadata in "), said
+    assert "<data>/nsqd.dat - " in said["ours"], said
+    if case != "syntax":  # Python's JSON parser words other syntax errors its own way
+        assert said["ours"] == said["reference"], said
+
+
+def test_other_refusals_to_start_are_one_fatal_line(tmp_path: Path, reference: Path) -> None:
+    holder = helpers.start("ours", tmp_path)  # holds the data path's lock and its ports
+    cases = {
+        "locked": [],
+        "tcp port taken": [f"--tcp-address={helpers.HOST}:{holder.tcp_port}"],
+        "http port taken": [f"--http-address={helpers.HOST}:{holder.http_port}"],
+        "tls files missing": ["--tls-cert=/nonexistent.pem", "--tls-key=/nonexistent.key"],
+    }
+    for name, flags in cases.items():
+        data = tmp_path if name == "locked" else tmp_path / name.replace(" ", "_")
+        data.mkdir(exist_ok=True)
+        said = refuse("ours", data, *flags)
+        assert said.startswith("failed to instantiate nsqd - "), (name, said)
+    said = refuse("ours", tmp_path / "missing")
+    assert said == (
+        "failed to instantiate nsqd - failed to lock data-path: "
+        f"open {tmp_path}/missing: no such file or directory"
+    ), said
+    holder.stop()
