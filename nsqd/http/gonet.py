@@ -50,10 +50,12 @@ def check_head(event: parser.Request) -> tuple[Headers, str, bytes, bytes] | byt
     """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
     request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
     the path, a Host header with characters a host cannot have."""
-    if not event.http_version.startswith(b"1."):
+    if not event.http_version.startswith(b"1.") and not _H2_PREFACE(event):
         return go_status_error(505, "unsupported protocol version")
     raw_path, _, query = event.target.partition(b"?")
-    if not raw_path.startswith(b"/"):
+    if event.method == b"CONNECT" and not raw_path.startswith(b"/"):
+        raw_path = b""  # authority form: net/http's URL has no path (nsqd's router: 404)
+    elif not raw_path.startswith(b"/"):
         if raw_path.startswith((b"http://", b"https://")):  # absolute form
             raw_path = b"/" + raw_path.split(b"/", 3)[3] if raw_path.count(b"/") > 2 else b"/"
         elif raw_path != b"*":
@@ -69,6 +71,11 @@ def check_head(event: parser.Request) -> tuple[Headers, str, bytes, bytes] | byt
     if _BAD_ESCAPE.search(raw_path):
         return go_error(None)
     return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
+
+
+def _H2_PREFACE(event: parser.Request) -> bool:
+    """`PRI * HTTP/2.0`: net/http without HTTP/2 routes it like any request (405 from nsqd)."""
+    return event.method == b"PRI" and event.target == b"*" and event.http_version == b"2.0"
 
 
 def go_status_error(status: int, text: str) -> bytes:

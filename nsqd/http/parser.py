@@ -37,3 +37,12 @@ class ServerConnection(Protocol):
 
 def server_connection(max_head_bytes: int) -> ServerConnection:
     return h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes)
+
+
+_MAX_CHUNK = 1 << 64  # Go's chunked reader takes at most 16 hex digits of chunk size
+
+
+def chunk_too_large(conn: ServerConnection) -> bool:
+    """The chunk being read declared a size Go's net/http refuses (h11 takes 20 digits)."""
+    reader = getattr(conn, "_reader", None)
+    return getattr(reader, "_bytes_in_chunk", 0) >= _MAX_CHUNK

@@ -214,12 +214,16 @@ class Connection:
                 raise BodyError(str(exc)) from None
             kind = type(event)
             if kind is _Data:
+                if event.chunk_start and parser.chunk_too_large(conn):
+                    raise BodyError("http chunk length too large")
                 data = bytes(event.data)
                 self.body_read += len(data)
                 return data
             if kind is _EndOfMessage:
                 return b""
             if event is _NEED_DATA:
+                if parser.chunk_too_large(conn):  # never wait for what Go would refuse
+                    raise BodyError("http chunk length too large")
                 if conn.they_are_waiting_for_100_continue:
                     try:
                         await self._send(conn.send(_CONTINUE))
@@ -286,6 +290,8 @@ class Connection:
                 log.exception("HTTP: error in %s %s", request.method, request.path)
                 status, headers, body = _INTERNAL_ERROR
             linger = conn.their_state is not _DONE and not await self._finish_body(request)
+            if event.http_version == b"2.0":  # an HTTP/2 preface, answered as Go does, then closed
+                linger = True
             if linger:
                 headers = [*headers, (b"Connection", b"close")]
             data = conn.send(gonet.response(status, headers))

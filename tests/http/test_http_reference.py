@@ -570,3 +570,38 @@ def test_tls_client_stats(nsqd: Daemon, reference: Daemon, tmp_path: Any) -> Non
             client.close()
         for daemon in daemons:
             daemon.stop()
+
+
+def whole_answer(daemon: Daemon, request: bytes) -> tuple[bytes, float]:
+    """The whole answer to a hand-written request (Date removed) and how long it took: read
+    until the daemon closes or 1.5 s pass without a byte (an open keep-alive connection)."""
+    start = time.monotonic()
+    with socket.create_connection((HOST, daemon.http_port), timeout=5.0) as s:
+        s.sendall(request)
+        s.settimeout(1.5)
+        data = b""
+        try:
+            while chunk := s.recv(65536):
+                data += chunk
+        except TimeoutError:
+            pass
+    answered = time.monotonic() - start
+    return re.sub(rb"\r\nDate: [^\r]*", b"", data), answered
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # a chunk size past 16 hex digits: Go's chunked reader refuses it at once
+        b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"ffffffffffffffffff\r\nabc\r\n",
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",  # an HTTP/2 preface
+    ],
+    ids=["huge_chunk_size", "connect", "http2_preface"],
+)
+def test_edge_requests_answered_as_go(nsqd: Daemon, reference: Daemon, raw: bytes) -> None:
+    ours, ours_s = whole_answer(nsqd, raw)
+    go, go_s = whole_answer(reference, raw)
+    assert ours == go
+    assert ours_s < go_s + 1.0  # no waiting where Go answers at once
