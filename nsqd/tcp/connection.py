@@ -230,6 +230,8 @@ class Client:
         finally:
             self.closed = True
             self.accepting = False
+            self.conn.release()  # a body cut short must not wait for the collector
+            self._out.clear()
             if self.channel is not None:
                 self.channel.remove_consumer(self)
             self.broker.remove_client(self)
@@ -246,7 +248,11 @@ class Client:
     async def _reader(self) -> None:
         conn = self.conn
         while True:
-            data = await self.transport.receive(RECEIVE_SIZE)
+            try:
+                data = await self.transport.receive(RECEIVE_SIZE)
+            except ProtocolClosed as exc:  # a compressed stream Go's readers refuse
+                log.error("[%s] - %s", self, exc)
+                return
             self._last_read = trio.current_time()
             conn.receive_data(data)
             if not await self._process() or not data:
@@ -281,6 +287,7 @@ class Client:
                         raise
                     self.respond(encode_error(bytes(err)))
         except NSQError as err:
+            err.__traceback__ = None  # its frames hold the parser's buffer (a body cut short)
             log.error("[%s] - %s", self, err)
             self.respond(encode_error(bytes(err)))
             await self._flush_quietly()

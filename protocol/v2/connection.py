@@ -91,6 +91,10 @@ class _BodySpec:
             raise self.error(too_big)
 
 
+def _closed() -> Event:
+    return CLOSED
+
+
 class V2Connection:
     def __init__(
         self,
@@ -132,6 +136,18 @@ class V2Connection:
             b"AUTH": self._auth,
             b"IDENTIFY": self._identify,
         }
+
+    def release(self) -> None:
+        """The connection is over: drop the buffered bytes (a body cut short can be large)
+        and the bound methods that make this object a reference cycle, so it is freed at once
+        rather than at the next full garbage collection. Every later command is CLOSED."""
+        self._buf = bytearray()
+        self._pos = 0
+        self._mpub_bodies = []
+        self._body = None
+        self._handlers = {}
+        self._eof = True
+        self._stage = _closed
 
     # -- feeding ---------------------------------------------------------------------------
 
