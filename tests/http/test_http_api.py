@@ -619,7 +619,7 @@ def test_debug_endpoints_answer_like_nsqd(http: httpx.Client, nsqd: Daemon) -> N
 
 
 def test_tls_required_refuses_plain_http(tmp_path: Any) -> None:
-    trustme = pytest.importorskip("trustme")
+    import trustme
     from nsqhttp_support import https_port, start
 
     ca = trustme.CA()

@@ -20,6 +20,9 @@ from nsqhttp_support import HOST, Daemon, TCPClient, key_paths, mask, wait_until
 Case = tuple[str, str, Any]
 
 
+DAEMONS = ("ours",)  # these tests compare ours with the `reference` fixture themselves
+
+
 def binary_mpub(*bodies: bytes, count: int | None = None) -> bytes:
     n = len(bodies) if count is None else count
     return struct.pack(">i", n) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
@@ -527,6 +530,48 @@ def test_e2e_latency_shape_with_percentiles(nsqd: Daemon, reference: Daemon) -> 
             daemon.stop()
 
 
+
+def _e2e_after_fins(daemon: Daemon, hold: float, n: int) -> dict[str, Any]:
+    """PUB n messages one by one; a consumer (RDY 1) FINs each `hold` seconds after it came:
+    the channel's e2e_processing_latency from /stats."""
+    with TCPClient((HOST, daemon.tcp_port)) as consumer:
+        consumer.sub("lat", "c")
+        consumer.rdy(1)
+        for i in range(n):
+            httpx.post(f"{daemon.url}/pub?topic=lat", content=b"m%d" % i, timeout=5)
+            msg_id, _, _ = consumer.message()
+            time.sleep(hold)
+            consumer.fin(msg_id)
+        consumer.nop()
+        time.sleep(0.2)  # the last FIN is in
+    stats = httpx.get(f"{daemon.url}/stats?format=json&topic=lat", timeout=5).json()
+    return stats["topics"][0]["channels"][0]["e2e_processing_latency"]
+
+
+def test_e2e_latency_values_agree_with_go_on_real_fins() -> None:
+    """The same workload with real FINs on both daemons: the quantiles agree (ours exact per
+    bucket, Go's a sampled estimate), and both see the hold time."""
+    from nsqhttp_support import start
+
+    args = ("--e2e-processing-latency-percentile=1.0,0.99,0.5",)
+    hold, n = 0.05, 40
+    results = {}
+    for kind in ("ours", "reference"):
+        daemon = start(kind, *args)
+        try:
+            results[kind] = _e2e_after_fins(daemon, hold, n)
+        finally:
+            daemon.stop()
+    ours, go = results["ours"], results["reference"]
+    assert ours["count"] == go["count"] == n, results
+    quantiles = [[p["quantile"] for p in r["percentiles"]] for r in (ours, go)]
+    assert quantiles == [[1, 0.99, 0.5]] * 2, results
+    for mine, theirs in zip(ours["percentiles"], go["percentiles"], strict=True):
+        assert mine["value"] >= hold * 1e9 and theirs["value"] >= hold * 1e9, results
+        tolerance = max(0.3 * theirs["value"], 25e6)
+        assert abs(mine["value"] - theirs["value"]) <= tolerance, (mine, theirs)
+
+
 def _tls_consumer(daemon: Daemon) -> Any:
     import ssl
 
@@ -543,7 +588,7 @@ def _tls_consumer(daemon: Daemon) -> Any:
 
 
 def test_tls_client_stats(nsqd: Daemon, reference: Daemon, tmp_path: Any) -> None:
-    trustme = pytest.importorskip("trustme")
+    import trustme
     from nsqhttp_support import start
 
     cert = trustme.CA().issue_cert("127.0.0.1")

@@ -121,7 +121,7 @@ class Nsqds:
 
     def _tls_flags(self) -> list[str]:
         if self.cert is None:
-            trustme = pytest.importorskip("trustme")
+            import trustme
             issued = trustme.CA().issue_cert("localhost", "127.0.0.1")
             cert, key = self.tmp / "cert.pem", self.tmp / "key.pem"
             issued.cert_chain_pems[0].write_to_path(str(cert))

@@ -44,7 +44,7 @@ def gonsq_bin() -> Path:
         "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
     )
     if go is None:
-        pytest.skip("no Go toolchain to build the go-nsq client")
+        pytest.fail("no Go toolchain to build the go-nsq client", pytrace=False)
     proc = subprocess.run(
         [go, "build", "-o", str(binary), "."],
         cwd=src,
@@ -64,13 +64,13 @@ def nsqjs_env() -> dict[str, str]:
     """Environment for `node nsqjs/tls_check.js`: our own node_modules if installed, else the
     conformance suite's (same nsqjs 0.13.0), else `npm ci` here."""
     if shutil.which("node") is None:
-        pytest.skip("no node for the nsqjs client")
+        pytest.fail("no node for the nsqjs client", pytrace=False)
     own = HERE / "nsqjs" / "node_modules"
     shared = REPO_ROOT / "conformance" / "clients" / "nsqjs" / "node_modules"
     if not (own / "nsqjs").exists() and not (shared / "nsqjs").exists():
         npm = shutil.which("npm")
         if npm is None:
-            pytest.skip("nsqjs is not installed and there is no npm")
+            pytest.fail("nsqjs is not installed and there is no npm", pytrace=False)
         proc = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund"],
             cwd=HERE / "nsqjs",
