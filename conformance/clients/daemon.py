@@ -65,13 +65,14 @@ class Daemon(nsqd_process.LoggedProcess):
         return self.workdir / "nsqd.log"
 
     def stop(self) -> int | None:
-        """Stop the daemon (SIGTERM, then SIGKILL), remove its files; returns the exit code it
-        had already exited with on its own, else None."""
-        died = self.proc.poll()
-        if died is None:
-            nsqd_process.terminate(self.proc, STOP_TIMEOUT_S)
+        """Stop the daemon (SIGTERM, then SIGKILL), remove its files; returns its exit status:
+        the one it had already exited with on its own, else SIGTERM's (None if it had to be
+        killed). Anything but 0 means the daemon failed the run."""
+        status = self.proc.poll()
+        if status is None:
+            status = nsqd_process.terminate(self.proc, STOP_TIMEOUT_S)
         shutil.rmtree(self.workdir, ignore_errors=True)
-        return died
+        return status
 
 
 def start(target: str) -> Daemon:

@@ -242,8 +242,13 @@ def run_client(
             exit_code = dmn.stop()
         errfile.seek(0)
         stderr = errfile.read()
+    daemon_failed = died or exit_code != 0
     if died:
         problem = f"nsqd exited with {exit_code} during the run" + (
+            f"; {problem}" if problem else ""
+        )
+    elif exit_code != 0:
+        problem = f"nsqd exited with {exit_code} after SIGTERM" + (
             f"; {problem}" if problem else ""
         )
     elif not problem and code not in (0, 1):
@@ -254,6 +259,8 @@ def run_client(
         r = got.get(check) or Result(client, check, False, 0.0, problem or "no result reported")
         if problem and got.get(check):
             r.detail += f" [{problem}]"
+            if daemon_failed:  # a PASS means nothing from a daemon that died or failed to stop
+                r.ok = False
         results.append(r)
         mark = "PASS" if r.ok else "FAIL"
         print(f"  {client:<6} {check:<16} {mark}  {r.seconds:6.2f}s  {r.detail}", flush=True)
