@@ -121,9 +121,13 @@ class Daemon:
 
     def topic_message_count(self, topic: str) -> int:
         """Messages the topic accepted (/stats message_count); raise if /stats has no such topic."""
+        return self.topic_counts(topic)[0]
+
+    def topic_counts(self, topic: str) -> tuple[int, int]:
+        """The topic's (message_count, backend_depth) from /stats."""
         for t in self._stats_topics(topic):
             if t["topic_name"] == topic:
-                return int(t["message_count"])
+                return int(t["message_count"]), int(t["backend_depth"])
         raise DaemonError(f"{self.target} nsqd: no topic {topic!r} in /stats")
 
     def channel_stats(self, topic: str, channel: str) -> ChannelStats:
