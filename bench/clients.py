@@ -49,23 +49,30 @@ def publish_mpub(
     addr: Addr, topic: str, total: int, batch: int, size: int, deadline: float
 ) -> float:
     """Publish `total` messages of `size` bytes as MPUBs of `batch`; return the seconds it took."""
+    with Connection(addr) as conn:
+        return publish_mpub_on(conn, topic, total, batch, size, deadline)
+
+
+def publish_mpub_on(
+    conn: Connection, topic: str, total: int, batch: int, size: int, deadline: float
+) -> float:
+    """publish_mpub on an open (possibly upgraded) connection: every MPUB must be answered OK."""
     if total % batch:
         raise ValueError("total must be a multiple of batch")
     command = mpub_command(topic, [b"m" * size] * batch)
     n_commands = total // batch
-    with Connection(addr) as conn:
-        start = time.perf_counter()
-        sent = acked = 0
-        while acked < n_commands:
-            burst = min(MPUB_WINDOW - (sent - acked), n_commands - sent)
-            if burst > 0:
-                conn.send(command * burst)
-                sent += burst
-            frames = conn.recv_frames(deadline)
-            if not frames:
-                raise Timeout(f"MPUB: {acked} of {n_commands} acknowledged before the deadline")
-            acked += count_acks(conn, frames)
-        return time.perf_counter() - start
+    start = time.perf_counter()
+    sent = acked = 0
+    while acked < n_commands:
+        burst = min(MPUB_WINDOW - (sent - acked), n_commands - sent)
+        if burst > 0:
+            conn.send(command * burst)
+            sent += burst
+        frames = conn.recv_frames(deadline)
+        if not frames:
+            raise Timeout(f"MPUB: {acked} of {n_commands} acknowledged before the deadline")
+        acked += count_acks(conn, frames)
+    return time.perf_counter() - start
 
 
 def consume(

@@ -4,16 +4,20 @@ Wire format: the client sends the magic b"  V2", then text commands ("PUB t\\n" 
 [int32 size][body]); the server answers with frames [int32 size][int32 type][data] where
 size = 4 + len(data) and type 0 = response, 1 = error, 2 = message. A message frame's data is
 [int64 timestamp ns][uint16 attempts][16-byte id][body].
+
+`Connection.upgrade` negotiates TLS and/or snappy in IDENTIFY (nsqd's order: TLS, then
+compression, each confirmed by an OK frame); afterwards every send and receive goes through them.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
 import struct
 import time
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 MAGIC: Final = b"  V2"
 FRAME_RESPONSE: Final = 0
@@ -27,6 +31,7 @@ INT32: Final = struct.Struct(">i")
 MESSAGE_HEADER: Final = struct.Struct(">qH16s")
 MESSAGE_ID: Final = slice(10, 26)
 RECV_SIZE: Final = 1 << 18
+THROUGHPUT_CLIENT: Final = {"client_id": "bench", "hostname": "bench"}
 
 
 class ProtocolError(RuntimeError):
@@ -63,11 +68,16 @@ class Connection:
         self.sock = socket.create_connection(addr, timeout=connect_timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self._io: socket.socket = self.sock  # the TLS socket once upgraded
+        self._compress: Callable[[bytes], bytes] | None = None
+        self._decompress: Callable[[bytes], bytes] | None = None
         self._buf = bytearray()
         self._pending: list[tuple[int, bytes]] = []
         self.send(MAGIC)
 
     def close(self) -> None:
+        if self._io is not self.sock:
+            self._io.close()
         self.sock.close()
 
     def __enter__(self) -> Connection:
@@ -77,35 +87,40 @@ class Connection:
         self.close()
 
     def send(self, data: bytes) -> None:
-        self.sock.settimeout(10.0)
-        self.sock.sendall(data)
+        if self._compress is not None:
+            data = self._compress(data)
+        self._io.settimeout(10.0)
+        self._io.sendall(data)
 
-    def recv_frames(self, deadline: float) -> list[tuple[int, bytes]]:
-        """Block until whole frames arrived (or the deadline passed: []); return them all."""
+    def recv_frames(self, deadline: float, limit: int = -1) -> list[tuple[int, bytes]]:
+        """Block until whole frames arrived (or the deadline passed: []); return them all (at
+        most `limit` if >= 0: bytes behind them stay unparsed, they may be the next layer's)."""
         if self._pending:
             frames, self._pending = self._pending, []
             return frames
         while True:
-            frames = list(self._split_frames())
+            frames = list(self._split_frames(limit))
             if frames:
                 return frames
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            self.sock.settimeout(remaining)
+            self._io.settimeout(remaining)
             try:
-                chunk = self.sock.recv(RECV_SIZE)
+                chunk = self._io.recv(RECV_SIZE)
             except TimeoutError:
                 return []
             if not chunk:
                 raise ProtocolError("connection closed by the daemon")
-            self._buf += chunk
+            self._buf += self._decompress(chunk) if self._decompress is not None else chunk
 
-    def _split_frames(self) -> Iterator[tuple[int, bytes]]:
+    def _split_frames(self, limit: int = -1) -> Iterator[tuple[int, bytes]]:
+        """Whole frames at the head of the buffer (at most `limit` of them if >= 0), removed."""
         buf = self._buf
         end = len(buf)
         off = 0
-        while end - off >= 8:
+        while end - off >= 8 and limit != 0:
+            limit -= 1
             size, ftype = FRAME_HEADER.unpack_from(buf, off)
             if end - off < 4 + size:
                 break
@@ -137,6 +152,43 @@ class Connection:
     def identify(self, config: dict[str, object], deadline: float) -> bytes:
         self.send(identify_command(config))
         return self.expect_response(deadline, expected=b"")
+
+    def upgrade(
+        self, deadline: float, *, tls: ssl.SSLContext | None = None, snappy: bool = False
+    ) -> dict[str, Any]:
+        """IDENTIFY with feature negotiation, then TLS and/or snappy; raise if one is refused."""
+        config = {"feature_negotiation": True, "tls_v1": tls is not None, "snappy": snappy}
+        self.send(identify_command({**THROUGHPUT_CLIENT, **config}))
+        reply = json.loads(self._one_response(deadline, "IDENTIFY"))
+        if tls is not None:
+            if not reply.get("tls_v1"):
+                raise ProtocolError(f"TLS refused: {reply}")
+            if self._buf:
+                raise ProtocolError("bytes arrived before the TLS handshake")
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.1))
+            self._io = tls.wrap_socket(self.sock, server_hostname=self.sock.getpeername()[0])
+            self._one_response(deadline, "TLS", OK)
+        if snappy:
+            if not reply.get("snappy"):
+                raise ProtocolError(f"snappy refused: {reply}")
+            import snappy as snappy_codec  # only runs that measure snappy need it
+
+            compressor = snappy_codec.StreamCompressor()
+            decompressor = snappy_codec.StreamDecompressor()
+            self._compress, self._decompress = compressor.add_chunk, decompressor.decompress
+            # bytes already received behind the IDENTIFY answer belong to the snappy stream
+            leftover, self._buf = bytes(self._buf), bytearray()
+            if leftover:
+                self._buf += decompressor.decompress(leftover)
+            self._one_response(deadline, "snappy", OK)
+        return reply
+
+    def _one_response(self, deadline: float, what: str, expected: bytes = b"") -> bytes:
+        """Exactly one response frame (the bytes behind it may belong to the next layer)."""
+        frames = self.recv_frames(deadline, limit=1)
+        if not frames or frames[0][0] != FRAME_RESPONSE or expected not in (b"", frames[0][1]):
+            raise ProtocolError(f"{what}: unexpected answer {frames[:1]!r}")
+        return frames[0][1]
 
     def subscribe(self, topic: str, channel: str, rdy: int, deadline: float) -> None:
         self.send(b"SUB %s %s\n" % (topic.encode(), channel.encode()))

@@ -10,10 +10,14 @@ largest --rdy) and one local[2] Spark session, then prints:
                      --size bytes into Parquet, once per in-flight window (--rdy), FINs included;
                      then into the noop sink (the source's own ceiling) with the largest window
   DataFrame -> NSQ   rows/s of a batch write (df.write.format("nsq")) and of a streaming write
-                     (NSQ source -> nsq sink, availableNow) of --messages rows
+                     (NSQ source -> nsq sink, availableNow) of --messages rows; each is drained
+                     from a channel created beforehand and must hold exactly --messages
   latency            publish -> row latency: a publisher PUBs --rate messages/s for --duration
                      seconds carrying its clock; a foreachBatch query (trigger 0 s) notes when
                      each row reaches the driver; p50/p90/p99/max
+
+Every row checks its own count (rows read, messages written, rows seen) and stops the run with
+an AssertionError naming the row when it does not add up.
 """
 
 from __future__ import annotations
@@ -94,9 +98,12 @@ def bench_write(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int) -> N
     print(f"  DataFrame -> NSQ batch write:  {messages / elapsed:>9,.0f} rows/s "
           f"({messages:,} rows, {elapsed:.2f} s)")
     df.unpersist()
-    drain(nsqd.tcp, topic, "check", messages, timeout=300, settle=0)
+    # every row written must be in the topic exactly once (drain's settle catches extras)
+    written = drain(nsqd.tcp, topic, "check", messages, timeout=300)
+    assert len(written) == messages, f"batch write: {len(written)} messages of {messages} rows"
 
     target = f"{topic}_s"
+    create_channel(nsqd, target, "check")  # so the sink's messages are kept for the count below
     started = time.perf_counter()
     query = (nsq_source(spark, nsqd, topic, rdy="20000").writeStream.format("nsq")
              .option("nsqd", nsqd.tcp).option("topic", target)
@@ -104,6 +111,11 @@ def bench_write(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int) -> N
     query.awaitTermination(900)
     elapsed = time.perf_counter() - started
     batches = sum(1 for p in query.recentProgress if p["numInputRows"])
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    assert query.exception() is None, f"streaming write failed: {query.exception()}"
+    assert rows == messages, f"streaming write: the source read {rows} of {messages} rows"
+    arrived = drain(nsqd.tcp, target, "check", messages, timeout=300)
+    assert len(arrived) == messages, f"streaming write: {len(arrived)} of {messages} arrived"
     print(f"  NSQ -> NSQ streaming write:    {messages / elapsed:>9,.0f} rows/s "
           f"({batches} batches, {elapsed:.1f} s wall incl. query start)")
 
@@ -138,6 +150,7 @@ def bench_latency(spark: Any, nsqd: Any, tmp: Path, rate: int, duration: float) 
             pub.publish(topic, repr(time.time()).encode())
     wait_until(lambda: len(latencies) >= sent, 60, 0.1, "every published row")
     query.stop()
+    assert len(latencies) == sent, f"latency: {len(latencies)} rows for {sent} published"
     ms = sorted(x * 1000 for x in latencies)
     pct = statistics.quantiles(ms, n=100, method="inclusive")
     progress = [p["durationMs"]["triggerExecution"] for p in query.recentProgress

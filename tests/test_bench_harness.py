@@ -1,0 +1,134 @@
+"""Smoke test of the side-by-side benchmark harness (bench/): its parsers and count recovery,
+row selection and table, and one short real run of two rows on both daemons."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BENCH = REPO_ROOT / "bench"
+# bench/ imports its modules by bare name; conformance/ has a `daemons` of its own
+BENCH_MODULES = ("nsqv2", "clients", "daemons", "loops", "workloads", "scaleout", "run")
+
+
+@pytest.fixture
+def bench() -> Iterator[ModuleType]:
+    """bench/run.py imported with bench/ first on sys.path; sys.path and modules restored after."""
+    saved_path = list(sys.path)
+    saved = {name: sys.modules.pop(name) for name in BENCH_MODULES if name in sys.modules}
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module("run")
+    finally:
+        sys.path[:] = saved_path
+        for name in BENCH_MODULES:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+
+
+def test_tool_count_is_recovered_from_rate_and_duration(bench: ModuleType) -> None:
+    workloads = sys.modules["workloads"]
+    count, seconds = 1_651_400, 2.000912345
+    line = (
+        f"[bench_writer] 2026/11/25 03:19:01 duration: {seconds}s - 157.471mb/s - "
+        f"{count / seconds:.3f}ops/s - 1.211us/op\n"
+    )
+    run = workloads.parse_tool_output("bench_writer", 0, line)
+    assert run.count == count
+    assert run.seconds == seconds
+    assert workloads.parse_go_duration("1m0.5s") == 60.5
+    assert workloads.parse_go_duration("250ms") == 0.25
+    with pytest.raises(workloads.ToolError):
+        workloads.parse_tool_output("bench_reader", 2, "panic: E_BAD_TOPIC")
+
+
+def test_only_selects_rows_workloads_and_groups(bench: ModuleType) -> None:
+    names = [w.name for w in bench.select_workloads("latency_p99_us,writer,rss")]
+    assert names == ["writer_b200", "writer_b200_ch", "writer_b1", "writer_b1_ch", "latency", "rss"]
+    with pytest.raises(ValueError, match="nope"):
+        bench.select_workloads("mpub,nope")
+
+
+def test_response_parsers_count_ok_and_fail_loudly(bench: ModuleType) -> None:
+    loops, nsqv2 = sys.modules["loops"], sys.modules["nsqv2"]
+    a, b = socket.socketpair()
+    with a, b:
+        v2 = loops._Conn(a, "v2")
+        v2.buf += b"\x00\x00\x00\x06\x00\x00\x00\x00OK" + b"\x00\x00\x00\x0f\x00\x00\x00\x00_heart"
+        assert v2.take_responses() == 1
+        v2.buf += b"beat_" + b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+        assert v2.take_responses() == 1
+        assert b.recv(16) == b"NOP\n"  # the heartbeat was answered
+        v2.buf += b"\x00\x00\x00\x0e\x00\x00\x00\x01E_BAD_BODY"
+        with pytest.raises(nsqv2.ProtocolError, match="E_BAD_BODY"):
+            v2.take_responses()
+
+        http = loops._Conn(a, "http")
+        ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nOK"
+        http.buf += ok + ok[:20]
+        assert http.take_responses() == 1
+        http.buf += ok[20:]
+        assert http.take_responses() == 1
+        http.buf += b"HTTP/1.1 400 Bad Request\r\nContent-Length: 13\r\n\r\nMISSING_TOPIC"
+        with pytest.raises(nsqv2.ProtocolError, match="400"):
+            http.take_responses()
+
+
+def test_table_shows_ratio_and_failed_rows(bench: ModuleType) -> None:
+    settings = sys.modules["workloads"].Settings(
+        bin_dir=None,
+        runfor="1s",
+        runfor_s=1.0,
+        latency_rate=10_000,
+        latency_seconds=1.0,
+        mem_queue_size=10_000,
+        ours_cmd=(),
+        backlog=1_000,
+        start_samples=1,
+    )
+    ref = {"metrics": {"mpub200k_pub": 100.0, "mpub200k_sub": 50.0}, "error": None}
+    ours = {"metrics": {"mpub200k_pub": 150.0, "mpub200k_sub": 25.0}, "error": None}
+    failed = {"metrics": {}, "error": "Unsound: depth 3, not 1000000"}
+    results = {
+        "reference": bench.TargetResult("reference", runs=[{"mpub": ref, "rss": ref}]),
+        "ours": bench.TargetResult("ours", runs=[{"mpub": ours, "rss": failed}]),
+    }
+    rows = [m for w in bench.select_workloads("mpub,rss") for m in w.rows]
+    lines = bench.table(results, settings, rows).splitlines()
+    assert "1.50x" in lines[2] and "0.50x" in lines[3]
+    assert "FAILED" in lines[4]
+    assert bench.exit_code(results) == 2
+
+
+def test_two_rows_on_both_daemons(tmp_path: Path) -> None:
+    """A real run, kept short: MPUB 200k and HTTP /pub on one connection for 1 s."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "run.py"),
+            "--quick",
+            "--runfor=1s",
+            "--only=mpub,http_pub_1",
+            f"--results-dir={tmp_path}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "HTTP /pub keep-alive, 1 connection" in proc.stdout
+    (result,) = tmp_path.glob("*.json")
+    data = json.loads(result.read_text())
+    for key in ("mpub200k_pub", "mpub200k_sub", "http_pub_1"):
+        assert data["ratio_ours_over_reference"][key] > 0
