@@ -355,7 +355,10 @@ class Client:
                 self._urgent = False
                 self._next_tick = math.inf
                 self._sending_size = len(data)
-                await self.transport.send(data, max(self.heartbeat_interval, 1.0))
+                # A consumer that does not read is let go when it has been silent for as long
+                # as nsqd's read deadline allows (two heartbeats), not sooner: Go's buffered
+                # writer rarely blocks where our sends do.
+                await self.transport.send(data, max(self.read_timeout, 1.0))
                 self._sending_size = 0
         finally:
             self._sending = False

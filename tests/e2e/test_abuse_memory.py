@@ -51,3 +51,47 @@ def test_aborted_uploads_leave_no_memory_behind(record_property: pytest.RecordPr
     record_property("rss_growth_mib", {"ours": round(ours, 1), "reference": round(go, 1)})
     # 300 x 130 KB held until a collection would be ~37 MiB; freed at once it is noise
     assert ours < 12, f"ours: RSS +{ours:.1f} MiB after {UPLOADS} aborted uploads (Go: +{go:.1f})"
+
+
+def closed_after(kind: str) -> tuple[float, float]:
+    """A consumer with 2 s heartbeats takes RDY 2500 and never reads while 100 KB messages
+    pile up: (seconds until the daemon lets it go, daemon RSS growth in MiB)."""
+    import json
+    import urllib.request
+
+    daemon = start_daemon(kind)
+    try:
+        stats_url = f"http://127.0.0.1:{daemon.http_port}/stats?format=json&topic=silent"
+        consumer = socket.create_connection(("127.0.0.1", daemon.tcp_port), timeout=5)
+        consumer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        identify = b'{"heartbeat_interval":2000}'
+        consumer.sendall(b"  V2IDENTIFY\n" + struct.pack(">i", len(identify)) + identify)
+        consumer.sendall(b"SUB silent ch\nRDY 2500\n")
+        time.sleep(0.3)
+        before = rss_mib(daemon.proc.pid)
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", daemon.tcp_port), timeout=5) as pub:
+            body = b"x" * 100_000
+            pub.sendall(b"  V2" + (b"PUB silent\n" + struct.pack(">i", len(body)) + body) * 200)
+            while time.monotonic() - start < 15:
+                doc = json.loads(urllib.request.urlopen(stats_url, timeout=5).read())
+                channels = (doc["topics"] or [{}])[0].get("channels") or []
+                if channels and channels[0]["client_count"] == 0:
+                    break
+                time.sleep(0.1)
+            grew = rss_mib(daemon.proc.pid) - before
+        consumer.close()
+        return time.monotonic() - start, grew
+    finally:
+        shutdown(daemon)
+
+
+def test_a_silent_consumer_is_let_go_when_go_lets_it_go() -> None:
+    """nsqd closes a consumer that sends nothing for two heartbeat intervals (its read
+    deadline); a consumer that does not read must not be closed sooner here."""
+    ours, ours_grew = closed_after("ours")
+    go, go_grew = closed_after("reference")
+    assert 3.5 <= go <= 6.5, go  # the reference proves the expectation: 2 x 2 s
+    assert 3.5 <= ours <= 6.5, (ours, go)
+    # memory is bounded by what is in flight and in the output buffer, not by the backlog
+    assert ours_grew < max(2 * go_grew, 64), (ours_grew, go_grew)
