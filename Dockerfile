@@ -6,7 +6,10 @@
 #
 # Every argument after the image name is an nsqd flag (see `docker run trio-nsqd --help`);
 # messages beyond --mem-queue-size and nsqd.dat live in the /data volume.
-FROM python:3.11-slim-bookworm
+# The base is a build argument only so that an offline CI can build on a stand-in made from
+# Debian's packages (scripts/image_test.py); `docker build .` uses the official image.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

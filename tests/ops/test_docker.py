@@ -61,7 +61,10 @@ def test_hadolint_clean() -> None:
 
 
 def test_image_layout() -> None:
-    assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?", one("FROM")), one("FROM")
+    assert one("FROM") == "${BASE_IMAGE}", one("FROM")
+    default = one("ARG").partition("=")[2]  # BASE_IMAGE=<the official image>
+    assert one("ARG").startswith("BASE_IMAGE="), one("ARG")
+    assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?", default), default
     assert one("EXPOSE").split() == ["4150", "4151", "4152"]
     assert json.loads(one("VOLUME")) == ["/data"]
     user = one("USER")
