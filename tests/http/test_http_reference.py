@@ -531,26 +531,39 @@ def test_e2e_latency_shape_with_percentiles(nsqd: Daemon, reference: Daemon) -> 
 
 
 
-def _e2e_after_fins(daemon: Daemon, hold: float, n: int) -> dict[str, Any]:
+def _e2e_after_fins(
+    daemon: Daemon, hold: float, n: int
+) -> tuple[dict[str, Any], list[float], list[float]]:
     """PUB n messages one by one; a consumer (RDY 1) FINs each `hold` seconds after it came:
-    the channel's e2e_processing_latency from /stats."""
+    the channel's e2e_processing_latency from /stats, and the bounds the client saw of each
+    message's life in ns (it began inside the PUB request and ended inside the FIN write):
+    sorted lower bounds (PUB answered to FIN sent) and upper bounds (PUB sent to FIN written)."""
+    lower, upper = [], []
     with TCPClient((HOST, daemon.tcp_port)) as consumer:
         consumer.sub("lat", "c")
         consumer.rdy(1)
         for i in range(n):
+            before = time.monotonic()
             httpx.post(f"{daemon.url}/pub?topic=lat", content=b"m%d" % i, timeout=5)
+            published = time.monotonic()
             msg_id, _, _ = consumer.message()
             time.sleep(hold)
+            fin_at = time.monotonic()
             consumer.fin(msg_id)
+            upper.append((time.monotonic() - before) * 1e9)
+            lower.append((fin_at - published) * 1e9)
         consumer.nop()
         time.sleep(0.2)  # the last FIN is in
     stats = httpx.get(f"{daemon.url}/stats?format=json&topic=lat", timeout=5).json()
-    return stats["topics"][0]["channels"][0]["e2e_processing_latency"]
+    latency = stats["topics"][0]["channels"][0]["e2e_processing_latency"]
+    return latency, sorted(lower), sorted(upper)
 
 
 def test_e2e_latency_values_agree_with_go_on_real_fins() -> None:
-    """The same workload with real FINs on both daemons: the quantiles agree (ours exact per
-    bucket, Go's a sampled estimate), and both see the hold time."""
+    """The same workload with real FINs on both daemons: the quantiles agree in shape, and
+    each daemon's values lie within what its client saw (ours exact per bucket, Go's a
+    sampled estimate). Each is checked against its own run's bounds, not against the
+    other's: the two runs happen one after the other on a machine whose load changes."""
     from nsqhttp_support import start
 
     args = ("--e2e-processing-latency-percentile=1.0,0.99,0.5",)
@@ -562,14 +575,17 @@ def test_e2e_latency_values_agree_with_go_on_real_fins() -> None:
             results[kind] = _e2e_after_fins(daemon, hold, n)
         finally:
             daemon.stop()
-    ours, go = results["ours"], results["reference"]
+    ours, go = results["ours"][0], results["reference"][0]
     assert ours["count"] == go["count"] == n, results
     quantiles = [[p["quantile"] for p in r["percentiles"]] for r in (ours, go)]
     assert quantiles == [[1, 0.99, 0.5]] * 2, results
-    for mine, theirs in zip(ours["percentiles"], go["percentiles"], strict=True):
-        assert mine["value"] >= hold * 1e9 and theirs["value"] >= hold * 1e9, results
-        tolerance = max(0.3 * theirs["value"], 25e6)
-        assert abs(mine["value"] - theirs["value"]) <= tolerance, (mine, theirs)
+    slack = 2e6  # clock reads and the bucket a value is reported in
+    for kind, (latency, lower, upper) in results.items():
+        top, p99, p50 = (p["value"] for p in latency["percentiles"])
+        assert hold * 1e9 <= p50 <= p99 <= top, (kind, latency)
+        assert lower[-1] - slack <= top <= upper[-1] + slack, (kind, top, lower, upper)
+        mid = n // 2
+        assert lower[mid] * 0.9 - slack <= p50 <= upper[mid] * 1.1 + slack, (kind, p50, lower, upper)
 
 
 def _tls_consumer(daemon: Daemon) -> Any:
