@@ -44,6 +44,8 @@ def engine_settings(opts: Options) -> Settings:
         max_channel_consumers=opts.max_channel_consumers,
         e2e_window=opts.e2e_processing_latency_window_time,
         e2e_percentiles=list(opts.e2e_processing_latency_percentile),
+        max_msg_size=opts.max_msg_size,
+        max_req_timeout=opts.max_req_timeout,
     )
 
 

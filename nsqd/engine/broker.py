@@ -8,12 +8,13 @@ is told to the `Hooks` listeners (nsqd.dat, nsqlookupd registration)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from ..log import log
 from .channel import Channel
+from .policies import attributes as attrs
 from .ports import JournalFactory, OverflowFactory, Peer, StoreError
 from .settings import Settings
 from .topic import Topic
@@ -56,6 +57,13 @@ class Broker:
         self.start_time = int(time.time())
         self.last_error: str | None = None  # the latest store failure, for /ping and /stats
         self.loading = False  # topics being restored from nsqd.dat
+        # told after any attribute change (storage keeps them in a file of its own)
+        self.attribute_listeners: list[Callable[[], None]] = []
+        self.attribute_limits = attrs.Limits(
+            max_msg_size=settings.max_msg_size,
+            max_msg_timeout_ms=round(settings.max_msg_timeout * 1000),
+            max_req_timeout_ms=round(settings.max_req_timeout * 1000),
+        )
 
     # -- topics and channels -----------------------------------------------------------------
 
@@ -115,12 +123,56 @@ class Broker:
     def topic_unused(self, topic: Topic) -> None:
         self.delete_topic(topic.name)
 
+    def republish(self, topic: str, bodies: list[bytes]) -> None:
+        self.publish(topic, bodies)
+
+    # -- attributes (policies) -------------------------------------------------------------
+
+    def configure_topic(self, name: str, params: Mapping[str, str]) -> attrs.TopicAttributes:
+        """Set a topic's attributes (creating it, like RSMQ's createQueue); AttributeRefused
+        leaves everything as it was."""
+        topic = self.topic(name)
+        if params:
+            topic.configure(attrs.update(topic.attributes, params, self.attribute_limits, name))
+            self._attributes_changed()
+        return topic.attributes
+
+    def configure_channel(
+        self, topic_name: str, name: str, params: Mapping[str, str]
+    ) -> attrs.ChannelAttributes:
+        topic = self.topic(topic_name)
+        channel = topic.get_channel(name)
+        if params:
+            limits = self.attribute_limits
+            new = attrs.update(channel.attributes, params, limits, topic_name)
+            topic.configure_channel(channel, new)
+            self._attributes_changed()
+        return channel.attributes
+
+    def restore_attributes(
+        self,
+        topic_name: str,
+        topic_attrs: attrs.TopicAttributes,
+        channels: Mapping[str, attrs.ChannelAttributes],
+    ) -> None:
+        """What storage kept from the last run (the topic and its channels made if missing)."""
+        topic = self.topic(topic_name)
+        topic.attributes = topic_attrs
+        for name, channel_attrs in channels.items():
+            topic.get_channel(name).attributes = channel_attrs
+        topic.refresh_policies()
+
+    def _attributes_changed(self) -> None:
+        for listener in self.attribute_listeners:
+            listener()
+
     # -- publishing --------------------------------------------------------------------------
 
-    def publish(self, topic: str, bodies: list[bytes]) -> None:
-        """PUB / MPUB: raises PublishFailed when the store refused the messages."""
+    def publish(self, topic: str, bodies: list[bytes], ttl_ms: int = 0) -> None:
+        """PUB / MPUB: raises PublishFailed when the store refused the messages, and the
+        policies' QueueFull / MessageTooBig when a topic's attributes refuse them."""
         try:
-            self.topic(topic).publish(bodies)
+            self.topic(topic).publish(bodies, ttl_ms)
         except StoreError as exc:
             raise self._failed(exc) from exc
 
@@ -159,6 +211,8 @@ class Broker:
 
     def scan(self, now: float) -> None:
         for topic in list(self.topics.values()):
+            if topic.policy is not None:
+                topic.scan()
             for channel in list(topic.channels.values()):
                 channel.scan(now)
 

@@ -6,7 +6,9 @@ set; `refresh` runs when a consumer's credit changes and drains the queue into i
 scanner calls `scan` to time out in-flight messages and release deferred ones.
 
 Every change of in-flight state happens here (`_hand_out`, `finish`, `requeue`, `touch`,
-`scan`, `empty`): consumers (ports.Consumer) are told, never trusted to do the bookkeeping."""
+`scan`, `empty`): consumers (ports.Consumer) are told, never trusted to do the bookkeeping.
+A channel with attributes (policies/) consults its `policy` at the named points: new messages
+in, hand-out, retry (REQ, timeout) and the scan."""
 
 from __future__ import annotations
 
@@ -22,10 +24,12 @@ from protocol.v2 import ErrorCode, NSQError
 from .e2e import E2ELatency
 from .inflight import TimeoutQueue
 from .message import Message
+from .policies.attributes import ChannelAttributes
 from .queue import Backlog
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from .policies.policy import ChannelPolicy
     from .ports import Consumer, Journal, OverflowFactory
 
 
@@ -35,6 +39,12 @@ def _wall_ms(deadline: float) -> int:
 
 
 class Channel:
+    # counted only by policies (not in nsqd's /stats)
+    dead_letter_count = 0
+    expired_count = 0
+    dropped_count = 0
+    delivery_count = 0  # deliveries, counting redeliveries (RSMQ's totalrecv)
+
     def __init__(
         self,
         topic_name: str,
@@ -68,6 +78,10 @@ class Channel:
         self.e2e_latency = E2ELatency(settings.e2e_window, percentiles) if percentiles else None
         self.max_consumers = settings.max_channel_consumers
         self.journal = journal  # --durable-inflight: in-flight and deferred state on disk
+        self.attributes = ChannelAttributes()
+        self.policy: ChannelPolicy | None = None  # set by the topic when attributes are on
+        self.created_at = time.time_ns() // 1_000_000
+        self.modified_at = self.created_at
         if journal is not None:
             journal.attach(self._live)
             self._recover(journal)
@@ -104,19 +118,24 @@ class Channel:
     def put_many(self, msgs: list[Message]) -> None:
         """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
         self.message_count += len(msgs)
+        policy = self.policy
+        if policy is not None:
+            msgs = policy.incoming(self, msgs)
         if self._ready and not self.backlog and not self.paused and self._hand_off:
             msgs = self._hand_out(msgs)  # straight to consumers with credit
-            if not msgs:
-                return
+        if not msgs:
+            return
         self.backlog.extend(msgs)
         if self._ready:
             self._dispatch()
+        if policy is not None:
+            policy.trim(self)
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1
-        self._defer(msg, delay_ms)
+        self.defer(msg, delay_ms)
 
-    def _defer(self, msg: Message, delay_ms: int) -> None:
+    def defer(self, msg: Message, delay_ms: int) -> None:
         deadline = trio.current_time() + delay_ms / 1000
         self.deferred.add(msg, deadline)
         if self.journal is not None:
@@ -148,6 +167,9 @@ class Channel:
         in flight; return what is left."""
         ready, in_ready, in_flight = self._ready, self._in_ready, self.in_flight
         now = trio.current_time()
+        policy = self.policy
+        if policy is not None:
+            msgs = policy.unexpired(self, msgs)  # never delivered past its TTL
         while ready and msgs:
             consumer = ready.popleft()
             credit = consumer.credit()
@@ -162,7 +184,9 @@ class Channel:
             if consumer.sample_rate:
                 batch = consumer.sample(batch)
             if batch:
-                in_flight.deliver(batch, consumer, now, now + consumer.msg_timeout)
+                timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
+                in_flight.deliver(batch, consumer, now, now + timeout)
+                self.delivery_count += len(batch)
                 if self.journal is not None:
                     self.journal.held(batch)
                 consumer.send(batch)
@@ -246,15 +270,25 @@ class Channel:
         msg.owner = None
         consumer.requeued()
         self.requeue_count += 1
-        if delay_ms > 0:
-            self._defer(msg, delay_ms)
+        self._retry(msg, delay_ms)
+
+    def _retry(self, msg: Message, delay_ms: int) -> None:
+        """A REQ'd or timed-out message: back to the queue (or deferred), unless its policy
+        sends it to the dead-letter topic."""
+        if self.policy is not None and self.policy.retry(self, msg):
+            if self.journal is not None:
+                self.journal.released([msg.id])
+        elif delay_ms > 0:
+            self.defer(msg, delay_ms)
         else:
             self._requeue(msg)
 
     def touch(self, consumer: Consumer, msg_id: bytes) -> None:
         msg = self._take(consumer, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
         # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
-        deadline = trio.current_time() + consumer.msg_timeout
+        policy = self.policy
+        timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
+        deadline = trio.current_time() + timeout
         msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
 
     # -- deferred messages by id (HTTP /message/cancel, /message/defer) ---------------------
@@ -273,7 +307,7 @@ class Channel:
         msg = self.deferred.by_id.get(msg_id)
         if msg is None:
             return False
-        self._defer(msg, delay_ms)  # a new heap entry; the old one is stale from now on
+        self.defer(msg, delay_ms)  # a new heap entry; the old one is stale from now on
         return True
 
     # -- the scanner's work ----------------------------------------------------------------
@@ -286,7 +320,7 @@ class Channel:
             self.timeout_count += 1
             owner = msg.owner
             msg.owner = None
-            self._requeue(msg)
+            self._retry(msg, 0)
             if owner is not None:
                 owner.timed_out()
                 if self.consumers.get(owner.id) is owner:
@@ -294,6 +328,8 @@ class Channel:
         for msg in self.deferred.pop_expired(now):
             dirty = True
             self._requeue(msg)
+        if self.policy is not None:
+            self.policy.sweep(self)
         return dirty
 
     # -- admin -----------------------------------------------------------------------------

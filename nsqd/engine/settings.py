@@ -15,3 +15,6 @@ class Settings:
     max_channel_consumers: int = 0  # 0: no limit
     e2e_window: float = 600.0  # seconds
     e2e_percentiles: list[float] = field(default_factory=list)
+    # the bounds queue attributes must respect (policies/attributes.py)
+    max_msg_size: int = 1048576
+    max_req_timeout: float = 3600.0

@@ -2,7 +2,10 @@
 
 With no channel yet, or while paused, messages wait in the topic's own queue; the first
 channel (or the unpause) receives that backlog, moved over by a short-lived pump task in
-bounded chunks so a large backlog never stalls other clients."""
+bounded chunks so a large backlog never stalls other clients.
+
+Attributes (policies/) on the topic or its channels give it a `policy`, consulted before a
+publish stores anything (`admit`), after its queue grows (`trim`), in the pump and the scan."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import trio
 from .channel import Channel
 from .guid import GUIDFactory
 from .message import Message
+from .policies.attributes import ChannelAttributes, TopicAttributes
+from .policies.policy import ChannelPolicy, ExpiringMessage, TopicPolicy
 from .ports import JournalFactory, OverflowFactory
 from .queue import Backlog
 from .settings import Settings
@@ -32,8 +37,16 @@ class TopicEvents(Protocol):
         """An ephemeral topic lost its last channel."""
         ...
 
+    def republish(self, topic: str, bodies: list[bytes]) -> None:
+        """A policy's publish (dead letters, expiry events) into another topic."""
+        ...
+
 
 class Topic:
+    # counted only by policies (not in nsqd's /stats)
+    expired_count = 0
+    dropped_count = 0
+
     def __init__(
         self,
         name: str,
@@ -62,6 +75,11 @@ class Topic:
         self.guid = GUIDFactory(settings.node_id)
         self.message_count = 0
         self.message_bytes = 0
+        self.attributes = TopicAttributes()
+        self.policy: TopicPolicy | None = None
+        self.message_ttls = False  # a message with its own TTL was published here
+        self.created_at = time.time_ns() // 1_000_000
+        self.modified_at = self.created_at
 
     def __repr__(self) -> str:
         return f"Topic({self.name})"
@@ -75,13 +93,47 @@ class Topic:
         self._start_pump()
 
     @property
+    def flowing_now(self) -> bool:
+        """A publish goes straight to the channels (nothing waits in the topic's queue)."""
+        return self._flowing and not self.backlog
+
+    @property
     def depth(self) -> int:
         return len(self.backlog)
 
+    # -- attributes and their policies -----------------------------------------------------
+
+    def configure(self, attributes: TopicAttributes) -> None:
+        self.attributes = attributes
+        self.modified_at = time.time_ns() // 1_000_000
+        self.refresh_policies()
+
+    def configure_channel(self, channel: Channel, attributes: ChannelAttributes) -> None:
+        channel.attributes = attributes
+        channel.modified_at = time.time_ns() // 1_000_000
+        self.refresh_policies()
+
+    def refresh_policies(self) -> None:
+        """Rebuild the policies from the attributes (channels first: the topic's guards are
+        the channels that refuse publishes)."""
+        republish = self._events.republish
+        for channel in self.channels.values():
+            wanted = ChannelPolicy.wanted(self, channel.attributes)
+            channel.policy = ChannelPolicy(self, channel.attributes, republish) if wanted else None
+        self.policy = TopicPolicy(self, republish) if TopicPolicy.wanted(self) else None
+
     # -- publishing ------------------------------------------------------------------------
 
-    def publish(self, bodies: list[bytes]) -> None:
-        """PUB / MPUB: new messages, one id each, one timestamp for the batch."""
+    def publish(self, bodies: list[bytes], ttl_ms: int = 0) -> None:
+        """PUB / MPUB: new messages, one id each, one timestamp for the batch (`ttl_ms`: each
+        message expires that long after it; /pub?ttl=)."""
+        policy = self.policy
+        if ttl_ms:
+            return self._publish_expiring(bodies, ttl_ms)
+        if policy is not None:
+            policy.admit(self, bodies)  # refuses the whole batch, before anything is stored
+            if policy.delay:
+                return self._publish_each(bodies, policy.delay, 0)
         ts = time.time_ns()
         ids = self.guid.next_ids(len(bodies))
         self.message_count += len(bodies)
@@ -91,16 +143,43 @@ class Topic:
             self._fan_out(msgs, deferred=False)
         else:
             self.backlog.extend(msgs)
+            if policy is not None:
+                policy.trim(self)
 
     def publish_deferred(self, body: bytes, delay_ms: int) -> None:
-        msg = Message(self.guid.next_id(), body, time.time_ns())
-        msg.defer_ms = max(delay_ms, 0)
-        self.message_count += 1
-        self.message_bytes += len(body)
-        if self._flowing and not self.backlog:
-            self._fan_out([msg], deferred=True)
+        if self.policy is not None:
+            self.policy.admit(self, [body])
+        self._publish_each([body], max(delay_ms, 0), 0)
+
+    def _publish_expiring(self, bodies: list[bytes], ttl_ms: int) -> None:
+        if not self.message_ttls:
+            self.message_ttls = True  # from now on every queue of this topic checks expiry
+            self.refresh_policies()
+        assert self.policy is not None
+        self.policy.admit(self, bodies)
+        self._publish_each(bodies, self.policy.delay, ttl_ms)
+
+    def _publish_each(self, bodies: list[bytes], delay_ms: int, ttl_ms: int) -> None:
+        """The slower path: deferred messages, or messages with their own TTL."""
+        ts = time.time_ns()
+        ids = self.guid.next_ids(len(bodies))
+        self.message_count += len(bodies)
+        self.message_bytes += sum(map(len, bodies))
+        if ttl_ms:
+            expires = ts + ttl_ms * 1_000_000
+            msgs: list[Message] = [
+                ExpiringMessage(i, b, ts, 0, expires) for i, b in zip(ids, bodies, strict=True)
+            ]
         else:
-            self.backlog.put(msg)
+            msgs = list(map(Message, ids, bodies, repeat(ts)))
+        for msg in msgs:
+            msg.defer_ms = delay_ms
+        if self._flowing and not self.backlog:
+            self._fan_out(msgs, deferred=bool(delay_ms))
+        else:
+            self.backlog.extend(msgs)
+            if self.policy is not None:
+                self.policy.trim(self)
 
     def _fan_out(self, msgs: list[Message], *, deferred: bool) -> None:
         """Every channel gets every message: the first channel the records themselves, the
@@ -134,6 +213,8 @@ class Topic:
             )
             self.channels[name] = channel
             self._fanout = list(self.channels.values())
+            if self.policy is not None:
+                self.refresh_policies()  # the topic's TTL reaches the new channel too
             self._events.channel_created(self, channel)
             self._start_pump()
         return channel
@@ -144,6 +225,8 @@ class Topic:
             return
         self._fanout = list(self.channels.values())
         channel.delete()
+        if channel.policy is not None:
+            self.refresh_policies()  # no longer a guard of publishes
         self._events.channel_deleted(self, channel)
         if self.ephemeral and not self.channels and not self.deleted:
             self._events.topic_unused(self)
@@ -163,6 +246,8 @@ class Topic:
         try:
             while self.backlog and self._flowing and not self.deleted:
                 chunk = self.backlog.take(_PUMP_CHUNK)
+                if self.policy is not None:
+                    chunk = self.policy.unexpired(self, chunk)
                 self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk))
                 await trio.lowlevel.checkpoint()
         finally:
@@ -179,6 +264,11 @@ class Topic:
 
     def empty(self) -> None:
         self.backlog.clear()
+
+    def scan(self) -> None:
+        """The scanner's pass over the topic's own queue (expired messages leave it)."""
+        if self.policy is not None:
+            self.policy.sweep(self)
 
     def delete(self) -> None:
         """Topic deletion: its channels and every queued message go too."""

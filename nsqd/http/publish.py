@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from protocol.v2.names import is_valid_name
 
 from ..engine.broker import PublishFailed
+from ..engine.policies.policy import MessageTooBig, QueueFull
 from ..log import log
 from .server import BodyError
 from .v1 import HTTPError, Request, parse_int64, topic_from_query
@@ -47,10 +48,11 @@ class PublishHandlers:
                 raise HTTPError(400, "INVALID_TOPIC")
             try:
                 self.broker.publish(name, [body])
-            except PublishFailed as exc:
+            except (PublishFailed, QueueFull, MessageTooBig) as exc:
                 raise _publish_failed(exc) from exc
             return "OK"
         name, query = topic_from_query(req)
+        ttl_ms = _ttl(query)
         defer = query.get("defer")
         delay_ms = 0
         if defer is not None:
@@ -61,11 +63,13 @@ class PublishHandlers:
             if delay_ns < 0 or delay_ns > self.max_req_timeout_ns:
                 raise HTTPError(400, "INVALID_DEFER")
         try:
-            if delay_ms > 0:
+            if delay_ms > 0 and not ttl_ms:
                 self.broker.publish_deferred(name, body, delay_ms)
+            elif delay_ms > 0:
+                raise HTTPError(400, "INVALID_TTL", {"detail": "ttl and defer together"})
             else:
-                self.broker.publish(name, [body])
-        except PublishFailed as exc:
+                self.broker.publish(name, [body], ttl_ms)
+        except (PublishFailed, QueueFull, MessageTooBig) as exc:
             raise _publish_failed(exc) from exc
         return "OK"
 
@@ -74,6 +78,7 @@ class PublishHandlers:
         if length is not None and length > self.max_body_size:
             raise HTTPError(413, "BODY_TOO_BIG")
         name, query = topic_from_query(req)
+        ttl_ms = _ttl(query)
         self.broker.topic(name)  # made before the body is read, as nsqd
         binary = query.get("binary")
         binary_mode = False
@@ -90,8 +95,8 @@ class PublishHandlers:
             bodies = await self._read_text_mpub(req)
         if bodies:
             try:
-                self.broker.publish(name, bodies)
-            except PublishFailed as exc:
+                self.broker.publish(name, bodies, ttl_ms)
+            except (PublishFailed, QueueFull, MessageTooBig) as exc:
                 raise _publish_failed(exc) from exc
         return "OK"
 
@@ -136,9 +141,24 @@ class PublishHandlers:
         return bodies
 
 
-def _publish_failed(exc: PublishFailed) -> HTTPError:
+def _publish_failed(exc: Exception) -> HTTPError:
+    if isinstance(exc, QueueFull):  # a bound with overflow=reject (policies; not nsqd's)
+        return HTTPError(503, "QUEUE_FULL", {"detail": str(exc)})
+    if isinstance(exc, MessageTooBig):  # the topic's max_msg_size, as nsqd's own limit
+        return HTTPError(413, "MSG_TOO_BIG")
     # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
     return HTTPError(503, "EXITING")
+
+
+def _ttl(query: dict[str, list[str]]) -> int:
+    """`ttl=MS` (ours, not nsqd's): the message expires MS after it is published."""
+    values = query.get("ttl")
+    if values is None:
+        return 0
+    ttl = parse_int64(values[0])
+    if ttl is None or ttl <= 0:
+        raise HTTPError(400, "INVALID_TTL")
+    return ttl
 
 
 async def _read_exact(req: Request, n: int) -> bytes | None:

@@ -23,12 +23,14 @@ from urllib.parse import quote
 
 import trio
 
+from ..gocompat.json import go_json
 from ..gocompat.timefmt import go_duration
 from ..log import log
 from ..metrics.memory import track_gc_pauses
 from ..net.listeners import open_listeners
 from . import server as http_server
 from .admin import AdminHandlers
+from .attributes import AttributeHandlers
 from .info import InfoHandlers
 from .publish import PublishHandlers
 from .queues import QueueHandlers
@@ -39,6 +41,7 @@ from .v1 import (
     V1,
     Headers,
     HTTPError,
+    JSONBody,
     Request,
     Response,
     http_date,
@@ -68,6 +71,7 @@ class API:
         self.admin = AdminHandlers(node, broker, set_lookupd)
         self.info = InfoHandlers(node, broker)
         self.queues = QueueHandlers(self.admin.existing_channel, node.options.max_req_timeout)
+        self.attributes = AttributeHandlers(node, broker)
         self.routes: dict[str, dict[str, Route]] = self._route_table()
         config = self.admin.config
         self.param_routes: dict[str, dict[str, Route]] = {
@@ -105,6 +109,10 @@ class API:
         # ours, not nsqd's: deferred messages by id
         routes["/message/cancel"] = {"POST": (self.queues.cancel, True, V1)}
         routes["/message/defer"] = {"POST": (self.queues.defer, True, V1)}
+        # ours: queue attributes (policies)
+        for kind in ("topic", "channel"):
+            handler = getattr(self.attributes, f"{kind}_config")
+            routes[f"/{kind}/config"] = {"GET": (handler, True, V1), "POST": (handler, True, V1)}
         return routes
 
     # -- entry --------------------------------------------------------------------------------
@@ -243,6 +251,8 @@ class API:
             data = await handler(req)
         except HTTPError as err:
             status, data = err.status, err.message
+            if err.extra:
+                data = JSONBody(go_json({"message": err.message, **err.extra}))
         if rendering == RAW:
             return data
         if rendering == PLAIN:  # http_api.PlainText: the text as is, no nsq header

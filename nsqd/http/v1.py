@@ -30,10 +30,11 @@ Response = tuple[int, Headers, bytes]
 class HTTPError(Exception):
     """An error response: status code and nsqd's message text."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.extra = extra  # more keys beside "message" (as nsqd's TLS_REQUIRED has)
 
 
 class JSONBody(bytes):
@@ -128,7 +129,7 @@ def plain_headers(body: bytes) -> Headers:
 def render_v1(status: int, data: Any) -> tuple[Headers, bytes]:
     """http_api.RespondV1: headers (Go's order) and body."""
     if status != 200:
-        body = go_json({"message": str(data)})
+        body = data if isinstance(data, JSONBody) else go_json({"message": str(data)})
         return json_headers(body), body
     if isinstance(data, JSONBody):
         return json_headers(data), data

@@ -174,7 +174,9 @@ class ChannelJournal:
         if data:
             log.info(
                 "JOURNAL(%s): recovered %d in flight, %d deferred",
-                self.name, len(in_flight), len(deferred),
+                self.name,
+                len(in_flight),
+                len(deferred),
             )
             self._rewrite(in_flight, deferred)  # compacted: only the live set from here on
         return in_flight, deferred

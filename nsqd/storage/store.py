@@ -13,7 +13,7 @@ import trio
 from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
-from . import metadata
+from . import attributes, metadata
 from .diskqueue import DiskQueueError
 from .journal import SUFFIX as JOURNAL_SUFFIX
 from .journal import ChannelJournal
@@ -43,12 +43,14 @@ class Storage:
         self._journals: list[ChannelJournal] = []
         self._to_flush: list[ChannelJournal] = []
         self._flush_wakeup = trio.Event()
+        self._has_attributes = False  # the attributes file exists
 
     def attach(self, broker: Broker) -> None:
         """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
         and disk failures set its health."""
         self._broker = broker
         broker.hooks.append(self)
+        broker.attribute_listeners.append(self.attributes_changed)
 
     @property
     def broker(self) -> Broker:
@@ -93,6 +95,9 @@ class Storage:
                     channel = topic.get_channel(name)
                     if paused:
                         channel.pause()
+            doc = attributes.read(self.data_path)
+            self._has_attributes = bool(doc["topics"])
+            attributes.restore(self.broker, doc)
         self.persist_now()
 
     def close(self) -> None:
@@ -187,6 +192,8 @@ class Storage:
     def topic_deleted(self, topic: Topic) -> None:
         if not topic.ephemeral:
             self.metadata_changed()
+        if self._has_attributes:
+            self.attributes_changed()  # its attributes go with it
 
     def channel_created(self, topic: Topic, channel: Channel) -> None:
         if not channel.ephemeral:
@@ -195,6 +202,14 @@ class Storage:
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:
         if not channel.ephemeral:
             self.metadata_changed()
+        if self._has_attributes:
+            self.attributes_changed()
+
+    def attributes_changed(self) -> None:
+        """Write the attributes file now, before the change is acknowledged (rare, small)."""
+        doc = attributes.snapshot(self.broker.topics.values())
+        attributes.write(self.data_path, doc)
+        self._has_attributes = bool(doc["topics"])
 
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
         self.metadata_changed()  # nsqd.dat keeps the paused flags

@@ -31,6 +31,7 @@ from protocol.v2 import (
 from protocol.v2.errors import ErrorCode, NSQError
 
 from ..engine.broker import PublishFailed
+from ..engine.policies.policy import MessageTooBig, QueueFull
 
 if TYPE_CHECKING:
     from .connection import Client
@@ -61,16 +62,20 @@ def sub(client: Client, cmd: Sub) -> None:
     client.respond(OK_FRAME)
 
 
-def _publish_failed(verb: str, code: ErrorCode, exc: PublishFailed) -> NSQError:
-    # The store refused the write: the publisher learns why (the broker marked /ping NOK).
-    return NSQError(code, f"{verb} failed {exc}")
+def _publish_failed(verb: str, code: ErrorCode, exc: Exception) -> NSQError:
+    """The store refused the write (the broker marked /ping NOK; fatal, as in nsqd), or a
+    queue's policy did: a bound with overflow=reject (not fatal: the publisher may retry on
+    the same connection) or the topic's max_msg_size (E_BAD_MESSAGE, as nsqd's own limit)."""
+    if isinstance(exc, MessageTooBig):
+        return NSQError(ErrorCode.E_BAD_MESSAGE, f"{verb} message too big {exc.size} > {exc.limit}")
+    return NSQError(code, f"{verb} failed {exc}", fatal=isinstance(exc, PublishFailed))
 
 
 def pub(client: Client, cmd: Pub) -> None:
     mark = client.out_mark()
     try:
         client.broker.publish(cmd.topic, [cmd.body])
-    except PublishFailed as exc:
+    except (PublishFailed, QueueFull, MessageTooBig) as exc:
         raise _publish_failed("PUB", ErrorCode.E_PUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME, before=mark)
@@ -85,7 +90,7 @@ def mpub(client: Client, cmd: MPub) -> None:
     mark = client.out_mark()
     try:
         client.broker.publish(cmd.topic, cmd.bodies)
-    except PublishFailed as exc:
+    except (PublishFailed, QueueFull, MessageTooBig) as exc:
         raise _publish_failed("MPUB", ErrorCode.E_MPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
     client.respond(OK_FRAME, before=mark)
@@ -95,7 +100,7 @@ def dpub(client: Client, cmd: DPub) -> None:
     mark = client.out_mark()
     try:
         client.broker.publish_deferred(cmd.topic, cmd.body, cmd.delay_ms)
-    except PublishFailed as exc:
+    except (PublishFailed, QueueFull, MessageTooBig) as exc:
         raise _publish_failed("DPUB", ErrorCode.E_DPUB_FAILED, exc) from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME, before=mark)

@@ -132,6 +132,7 @@ class Client:
     def _apply_settings(self, s: ClientSettings) -> None:
         """The message pump's settings: nsqd takes them from the first IDENTIFY only."""
         self.msg_timeout = s.msg_timeout_ms / 1000
+        self.msg_timeout_explicit = s.msg_timeout_set  # else a channel's msg_timeout applies
         self.sample_rate = s.sample_rate
         self.heartbeat_interval = s.heartbeat_interval_ms / 1000 or math.inf
         self.output_buffer_size = s.output_buffer_size

@@ -47,6 +47,7 @@ class ClientSettings:
     output_buffer_timeout_ms: int = 250  # 0 = no timed flush
     sample_rate: int = 0
     msg_timeout_ms: int = 60_000
+    msg_timeout_set: bool = False  # IDENTIFY named one (a channel's default does not apply)
     feature_negotiation: bool = False
     tls_v1: bool = False
     deflate: bool = False
@@ -173,6 +174,7 @@ def apply_identify(body: bytes, current: ClientSettings, limits: Limits) -> Clie
     if not 0 <= sample_rate <= 99:
         raise _invalid("sample rate", sample_rate)
     msg_timeout = f.get("msg_timeout", 0)
+    msg_timeout_set = current.msg_timeout_set or msg_timeout != 0
     if msg_timeout == 0:
         msg_timeout = current.msg_timeout_ms
     elif not 1000 <= msg_timeout <= limits.max_msg_timeout_ms:
@@ -187,6 +189,7 @@ def apply_identify(body: bytes, current: ClientSettings, limits: Limits) -> Clie
         output_buffer_timeout_ms=timeout_ms,
         sample_rate=sample_rate,
         msg_timeout_ms=msg_timeout,
+        msg_timeout_set=msg_timeout_set,
         feature_negotiation=f.get("feature_negotiation", False),
         tls_v1=f.get("tls_v1", False),
         deflate=f.get("deflate", False),
