@@ -44,6 +44,7 @@ class Channel:
     expired_count = 0
     dropped_count = 0
     delivery_count = 0  # deliveries, counting redeliveries (RSMQ's totalrecv)
+    lease: Consumer | None = None  # the holder of what HTTP received (engine/leases.py)
 
     def __init__(
         self,
@@ -283,13 +284,38 @@ class Channel:
         else:
             self._requeue(msg)
 
-    def touch(self, consumer: Consumer, msg_id: bytes) -> None:
+    def touch(self, consumer: Consumer, msg_id: bytes, timeout: float | None = None) -> None:
+        """TOUCH: in flight again for the consumer's timeout (or `timeout` s: an HTTP lease)."""
         msg = self._take(consumer, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
         # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
-        policy = self.policy
-        timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
+        if timeout is None:
+            policy = self.policy
+            timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
         deadline = trio.current_time() + timeout
         msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
+
+    # -- taken on request (HTTP /channel/receive; ours) -------------------------------------
+
+    def lend(self, owner: Consumer, n: int, timeout: float) -> list[Message]:
+        """Up to n queued messages, now in flight to `owner` for `timeout` s (a lease that is
+        not in the ready rotation: it asks instead). Nothing while paused, as for TCP."""
+        if self.paused or n <= 0:
+            return []
+        msgs: list[Message] = []
+        while len(msgs) < n and self.backlog:
+            taken = self.backlog.take(n - len(msgs))
+            if not taken:
+                break
+            if self.policy is not None:
+                taken = self.policy.unexpired(self, taken)
+            msgs += taken
+        if msgs:
+            now = trio.current_time()
+            self.in_flight.deliver(msgs, owner, now, now + timeout)
+            self.delivery_count += len(msgs)
+            if self.journal is not None:
+                self.journal.held(msgs)
+        return msgs
 
     # -- deferred messages by id (HTTP /message/cancel, /message/defer) ---------------------
 

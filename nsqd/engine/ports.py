@@ -22,6 +22,10 @@ class Overflow(Protocol):
 
     def put(self, msg: Message) -> None: ...
     def get(self) -> Message | None: ...
+    def peek(self, n: int) -> list[Message]:
+        """The next n messages get() would give, left where they are."""
+        ...
+
     def __len__(self) -> int: ...
     def clear(self) -> None: ...
     def close(self) -> None: ...
@@ -50,6 +54,8 @@ class Consumer(Protocol):
     id: int
     msg_timeout: float  # seconds a delivered message stays in flight before it times out
     sample_rate: int  # 0, or 1-99: the percentage of messages it wants (IDENTIFY)
+    # (optional) msg_timeout_explicit: bool -- it chose msg_timeout; else a channel's
+    # msg_timeout attribute applies
 
     def credit(self) -> int:
         """How many more messages it may be sent right now."""

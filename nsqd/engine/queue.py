@@ -7,6 +7,7 @@ memory, as nsqd does."""
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from .message import Message
 from .ports import Overflow
@@ -28,6 +29,9 @@ class DropOverflow:
 
     def get(self) -> Message | None:
         return None
+
+    def peek(self, n: int) -> list[Message]:
+        return []
 
     def __len__(self) -> int:
         return 0
@@ -77,6 +81,13 @@ class Backlog:
         put = self.overflow.put
         for msg in msgs[max(room, 0) :]:
             put(msg)
+
+    def peek(self, n: int) -> list[Message]:
+        """Up to n messages in the order take() gives them, left in place."""
+        mem = self._mem
+        if len(mem) >= n:
+            return list(islice(mem, n))
+        return list(mem) + self.overflow.peek(n - len(mem))
 
     def take(self, n: int) -> list[Message]:
         """Up to n messages, oldest first."""

@@ -32,6 +32,7 @@ from . import server as http_server
 from .admin import AdminHandlers
 from .attributes import AttributeHandlers
 from .info import InfoHandlers
+from .messages import MessageHandlers
 from .publish import PublishHandlers
 from .queues import QueueHandlers
 from .server import BodyError
@@ -72,6 +73,7 @@ class API:
         self.info = InfoHandlers(node, broker)
         self.queues = QueueHandlers(self.admin.existing_channel, node.options.max_req_timeout)
         self.attributes = AttributeHandlers(node, broker)
+        self.messages = MessageHandlers(node, broker)
         self.routes: dict[str, dict[str, Route]] = self._route_table()
         config = self.admin.config
         self.param_routes: dict[str, dict[str, Route]] = {
@@ -109,6 +111,13 @@ class API:
         # ours, not nsqd's: deferred messages by id
         routes["/message/cancel"] = {"POST": (self.queues.cancel, True, V1)}
         routes["/message/defer"] = {"POST": (self.queues.defer, True, V1)}
+        # ours: messages seen and taken over HTTP
+        m = self.messages
+        routes["/channel/peek"] = {"GET": (m.peek, True, V1)}
+        routes["/channel/receive"] = {"POST": (m.receive, True, V1)}
+        routes["/channel/pop"] = {"POST": (m.pop, True, V1)}
+        for verb in ("fin", "req", "touch"):
+            routes[f"/message/{verb}"] = {"POST": (getattr(m, verb), True, V1)}
         # ours: queue attributes (policies)
         for kind in ("topic", "channel"):
             handler = getattr(self.attributes, f"{kind}_config")

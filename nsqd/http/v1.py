@@ -41,6 +41,10 @@ class JSONBody(bytes):
     """Handler data that is already encoded JSON (e.g. `null` for an option's nil list)."""
 
 
+class BinaryBody(bytes):
+    """Handler data served as application/octet-stream (nsqd message frames, for example)."""
+
+
 # -- query strings and bodies ------------------------------------------------------------------
 
 _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
@@ -133,6 +137,8 @@ def render_v1(status: int, data: Any) -> tuple[Headers, bytes]:
         return json_headers(body), body
     if isinstance(data, JSONBody):
         return json_headers(data), data
+    if isinstance(data, BinaryBody):
+        return raw_headers(b"application/octet-stream", data), data
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
     if data is None or isinstance(data, bytes):

@@ -141,6 +141,34 @@ class DiskQueue:
                 return data
             return None
 
+    def peek(self, n: int) -> list[bytes]:
+        """Up to n records from the read position on, leaving every position and file as it
+        is (a separate read; stops quietly at a damaged record, which read() will handle)."""
+        out: list[bytes] = []
+        with self._lock:
+            self._check_open()
+            num, pos = self._read_file_num, self._read_pos
+            end_num, end_pos = self._write_file_num, self._write_pos
+            while len(out) < n and (num, pos) < (end_num, end_pos):
+                try:
+                    with open(self._file_name(num), "rb") as f:
+                        f.seek(pos)
+                        limit = end_pos if num == end_num else os.fstat(f.fileno()).st_size
+                        while len(out) < n and pos < limit:
+                            head = f.read(4)
+                            size = _HEADER.unpack(head)[0] if len(head) == 4 else -1
+                            if not self._min_msg_size <= size <= self._max_msg_size:
+                                return out
+                            data = f.read(size)
+                            if len(data) < size:
+                                return out
+                            out.append(data)
+                            pos += 4 + size
+                except OSError:
+                    return out
+                num, pos = num + 1, 0
+        return out
+
     def depth(self) -> int:
         return self._depth
 

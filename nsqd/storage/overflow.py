@@ -87,6 +87,16 @@ class DiskOverflow:
             self._count = max(self._count - 1, 0)
             return msg
 
+    def peek(self, n: int) -> list[Message]:
+        """The next n messages get() would give, without taking them (HTTP peek)."""
+        msgs = []
+        for data in self.queue.peek(n):
+            try:
+                msgs.append(decode(data))
+            except Exception:  # get() logs and skips it
+                continue
+        return msgs
+
     def __len__(self) -> int:
         return self._count
 

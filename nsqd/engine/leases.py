@@ -1,0 +1,86 @@
+"""Messages seen and taken on request (ours; nsqd has neither): peeking at a channel's queued,
+in-flight or deferred messages without changing them, and the `Lease` holder that HTTP
+receive puts messages in flight to.
+
+A `Lease` is one per channel: a `Consumer` that never has credit (it is never in the ready
+rotation; `Channel.lend` gives it messages when asked) and is not in the channel's consumer
+list (not a client in /stats). FIN/REQ/TOUCH by id go through the channel with the lease as
+owner, so a message delivered to a TCP client can never be finished over HTTP, nor the other
+way round, and an expired lease times out and is redelivered exactly like a TCP delivery."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .message import Message
+
+STATES = ("queued", "in_flight", "deferred")
+
+
+class Lease:
+    """The holder of a channel's messages received over HTTP."""
+
+    sample_rate = 0
+    msg_timeout_explicit = True
+
+    def __init__(self, lease_id: int, msg_timeout: float) -> None:
+        self.id = lease_id
+        self.msg_timeout = msg_timeout
+        self.finished_count = self.requeued_count = self.timed_out_count = 0
+
+    def credit(self) -> int:
+        return 0
+
+    def sample(self, msgs: list[Message]) -> list[Message]:
+        return msgs
+
+    def send(self, msgs: list[Message]) -> None:  # pragma: no cover - never in the rotation
+        raise AssertionError("a lease is lent to, never sent to")
+
+    def finished(self, n: int) -> None:
+        self.finished_count += n
+
+    def requeued(self) -> None:
+        self.requeued_count += 1
+
+    def timed_out(self) -> None:
+        self.timed_out_count += 1
+
+    def emptied(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def stats(self, topic_filter: str = "") -> dict[str, Any]:  # pragma: no cover
+        return {}
+
+
+def lease_of(channel: Channel, msg_timeout: float) -> Lease:
+    """The channel's lease holder, made on first use (kept on the channel)."""
+    lease = channel.lease
+    if not isinstance(lease, Lease):
+        lease = channel.lease = Lease(-1, msg_timeout)
+    return lease
+
+
+def due_ms(deadline: float) -> int:
+    """A trio-clock deadline as unix ms."""
+    return time.time_ns() // 1_000_000 + round((deadline - trio.current_time()) * 1000)
+
+
+def peek(channel: Channel, state: str, n: int) -> list[tuple[Message, int | None]]:
+    """Up to n messages of `state`, oldest first, with their due time (unix ms) when in
+    flight or deferred; nothing changes (attempts, order, timers)."""
+    if state == "queued":
+        return [(m, None) for m in channel.backlog.peek(n)]
+    if state == "in_flight":
+        held = sorted(channel.in_flight.by_id.values(), key=lambda m: (m.delivered_at, m.timestamp))
+    else:
+        held = sorted(channel.deferred.by_id.values(), key=lambda m: m.deadline)
+    return [(m, due_ms(m.deadline)) for m in held[:n]]
