@@ -25,6 +25,7 @@ def main() -> int:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--hold", default="")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--max-in-flight", type=int, default=0, help="default: --n")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     loop = tornado.ioloop.IOLoop.current()
@@ -53,7 +54,7 @@ def main() -> int:
         channel=args.channel,
         message_handler=handler,
         nsqd_tcp_addresses=[args.nsqd],
-        max_in_flight=args.n,
+        max_in_flight=args.max_in_flight or args.n,
     )
     loop.call_later(args.timeout, give_up)
     loop.start()
