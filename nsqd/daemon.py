@@ -23,6 +23,7 @@ from .cluster.lookupd import Lookupd
 from .config.options import Options
 from .engine import scanner
 from .engine.broker import Broker
+from .engine.dedupe import Deduper
 from .engine.settings import Settings
 from .http.routes import HTTPServer
 from .log import log
@@ -61,6 +62,7 @@ class NSQD:
             self.storage.new_overflow,
             self.spawn,
             self.storage.new_journal if options.durable_inflight else None,
+            Deduper(options.dedupe_window) if options.dedupe_window > 0 else None,
         )
         self.storage.attach(self.broker)
         self.lookupd = Lookupd(self.node, self.broker)

@@ -305,6 +305,14 @@ FLAGS: list[Flag] = [
         "keep in-flight and deferred messages (and deferred due times) across kill -9 and restarts",
         EXTENSIONS,
     ),
+    Flag(
+        "dedupe-window",
+        "duration",
+        0.0,
+        "how long a /pub or /mpub dedupe_key is remembered: a repeat is acknowledged, not stored "
+        "(0 = off)",
+        EXTENSIONS,
+    ),
 ]
 # Flags of ours that the Go nsqd lacks (its --help and GET /config know none of them).
 EXTENSION_FLAGS = frozenset(f.name for f in FLAGS if f.group == EXTENSIONS)

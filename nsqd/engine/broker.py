@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ..log import log
 from .channel import Channel
+from .dedupe import Deduper
 from .policies import attributes as attrs
 from .ports import JournalFactory, OverflowFactory, Peer, StoreError
 from .settings import Settings
@@ -44,8 +45,10 @@ class Broker:
         new_overflow: OverflowFactory,
         spawn: Spawn,
         new_journal: JournalFactory | None = None,
+        deduper: Deduper | None = None,
     ) -> None:
         self.settings = settings
+        self.deduper = deduper  # --dedupe-window
         self.new_overflow = new_overflow
         self.new_journal = new_journal  # --durable-inflight
         self.spawn = spawn
@@ -168,19 +171,40 @@ class Broker:
 
     # -- publishing --------------------------------------------------------------------------
 
-    def publish(self, topic: str, bodies: list[bytes], ttl_ms: int = 0) -> None:
+    def publish(
+        self, topic: str, bodies: list[bytes], ttl_ms: int = 0, keys: list[str] | None = None
+    ) -> None:
         """PUB / MPUB: raises PublishFailed when the store refused the messages, and the
-        policies' QueueFull / MessageTooBig when a topic's attributes refuse them."""
+        policies' QueueFull / MessageTooBig when a topic's attributes refuse them. With
+        de-duplication keys (one per body) and --dedupe-window, bodies whose key was seen
+        are acknowledged and not stored."""
+        deduper = self.deduper
+        if keys is not None and deduper is not None:
+            fresh = deduper.fresh(topic, keys)
+            if len(fresh) < len(bodies):
+                bodies, keys = [bodies[i] for i in fresh], [keys[i] for i in fresh]
+            if bodies:
+                self._publish(topic, bodies, ttl_ms)
+            deduper.remember(topic, keys)  # after the store took them: a refusal is retried
+            return
+        self._publish(topic, bodies, ttl_ms)
+
+    def _publish(self, topic: str, bodies: list[bytes], ttl_ms: int) -> None:
         try:
             self.topic(topic).publish(bodies, ttl_ms)
         except StoreError as exc:
             raise self._failed(exc) from exc
 
-    def publish_deferred(self, topic: str, body: bytes, delay_ms: int) -> None:
+    def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
+        deduper = self.deduper if key else None
+        if deduper is not None and not deduper.fresh(topic, [key]):
+            return
         try:
             self.topic(topic).publish_deferred(body, delay_ms)
         except StoreError as exc:
             raise self._failed(exc) from exc
+        if deduper is not None:
+            deduper.remember(topic, [key])
 
     def _failed(self, exc: StoreError) -> PublishFailed:
         self.last_error = str(exc)  # /ping says NOK until the next start, as nsqd

@@ -53,6 +53,7 @@ class PublishHandlers:
             return "OK"
         name, query = topic_from_query(req)
         ttl_ms = _ttl(query)
+        key = query.get("dedupe_key")
         defer = query.get("defer")
         delay_ms = 0
         if defer is not None:
@@ -64,11 +65,11 @@ class PublishHandlers:
                 raise HTTPError(400, "INVALID_DEFER")
         try:
             if delay_ms > 0 and not ttl_ms:
-                self.broker.publish_deferred(name, body, delay_ms)
+                self.broker.publish_deferred(name, body, delay_ms, key[0] if key else "")
             elif delay_ms > 0:
                 raise HTTPError(400, "INVALID_TTL", {"detail": "ttl and defer together"})
             else:
-                self.broker.publish(name, [body], ttl_ms)
+                self.broker.publish(name, [body], ttl_ms, [key[0]] if key else None)
         except (PublishFailed, QueueFull, MessageTooBig) as exc:
             raise _publish_failed(exc) from exc
         return "OK"
@@ -94,8 +95,10 @@ class PublishHandlers:
         else:
             bodies = await self._read_text_mpub(req)
         if bodies:
+            prefix = query.get("dedupe_key")  # message i's key: <prefix>/<i>
+            keys = [f"{prefix[0]}/{i}" for i in range(len(bodies))] if prefix else None
             try:
-                self.broker.publish(name, bodies, ttl_ms)
+                self.broker.publish(name, bodies, ttl_ms, keys)
             except (PublishFailed, QueueFull, MessageTooBig) as exc:
                 raise _publish_failed(exc) from exc
         return "OK"

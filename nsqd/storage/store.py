@@ -14,6 +14,7 @@ from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
 from . import attributes, metadata
+from .dedupe import KeyFile
 from .diskqueue import DiskQueueError
 from .journal import SUFFIX as JOURNAL_SUFFIX
 from .journal import ChannelJournal
@@ -44,6 +45,7 @@ class Storage:
         self._to_flush: list[ChannelJournal] = []
         self._flush_wakeup = trio.Event()
         self._has_attributes = False  # the attributes file exists
+        self._key_file: KeyFile | None = None  # --dedupe-window
 
     def attach(self, broker: Broker) -> None:
         """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
@@ -98,12 +100,18 @@ class Storage:
             doc = attributes.read(self.data_path)
             self._has_attributes = bool(doc["topics"])
             attributes.restore(self.broker, doc)
+        if broker.deduper is not None:
+            opts = self.options
+            self._key_file = KeyFile(self.data_path, opts.sync_every, opts.sync_timeout)
+            broker.deduper.attach(self._key_file)
         self.persist_now()
 
     def close(self) -> None:
         """Clean shutdown: nsqd.dat, then every queue flushed and closed, then the lock."""
         self.persist_now()
         self.broker.close()
+        if self._key_file is not None:
+            self._key_file.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -172,6 +180,8 @@ class Storage:
             for journal in self._journals:
                 if journal.needs_sync():
                     await trio.to_thread.run_sync(journal.sync)
+            if self._key_file is not None and self._key_file.needs_sync():
+                await trio.to_thread.run_sync(self._key_file.sync)
             for key, overflow in list(self._queues.items()):
                 if overflow.closed:
                     del self._queues[key]

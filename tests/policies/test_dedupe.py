@@ -1,0 +1,84 @@
+"""--dedupe-window (ours): /pub and /mpub with dedupe_key publish nothing twice within the
+window, across a clean restart and a kill -9; off by default (keys ignored, as nsqd ignores
+unknown parameters, and no file of ours in the data path)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from durability import helpers
+
+from .test_policies import call, stats
+
+
+def count(daemon: helpers.Daemon, topic: str) -> int:
+    return stats(daemon)[topic]["message_count"]
+
+
+def test_repeated_keys_are_acknowledged_and_not_stored(data_dir: Path) -> None:
+    with helpers.running("ours", data_dir, "--dedupe-window=60s") as daemon:
+        for _ in range(3):
+            assert call(daemon, "POST", "/pub?topic=d&dedupe_key=job-1", b"one") == (200, "OK")
+        assert count(daemon, "d") == 1
+        assert call(daemon, "POST", "/mpub?topic=d&dedupe_key=b7", b"a\nb\nc") == (200, "OK")
+        assert call(daemon, "POST", "/mpub?topic=d&dedupe_key=b7", b"a\nb\nc\nd\ne") == (200, "OK")
+        assert count(daemon, "d") == 1 + 5  # the retry's first three were stored before
+        # keys are per topic; a message without a key is never a duplicate
+        assert call(daemon, "POST", "/pub?topic=other&dedupe_key=job-1", b"x") == (200, "OK")
+        assert call(daemon, "POST", "/pub?topic=d", b"plain") == (200, "OK")
+        assert call(daemon, "POST", "/pub?topic=d", b"plain") == (200, "OK")
+        assert count(daemon, "d") == 8 and count(daemon, "other") == 1
+        # a deferred publish too
+        assert call(daemon, "POST", "/pub?topic=d&defer=10&dedupe_key=late", b"l") == (200, "OK")
+        assert call(daemon, "POST", "/pub?topic=d&defer=10&dedupe_key=late", b"l") == (200, "OK")
+        assert count(daemon, "d") == 9
+
+
+def test_keys_survive_a_restart_and_a_kill_9(data_dir: Path) -> None:
+    # messages on disk (a kill -9 loses what is only in memory, keys or not)
+    flags = ("--dedupe-window=60s", "--mem-queue-size=0")
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/mpub?topic=d&dedupe_key=q1-b0-p0", b"r0\nr1")
+    daemon.stop()
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/mpub?topic=d&dedupe_key=q1-b0-p0", b"r0\nr1")  # the retried task
+    assert stats(daemon)["d"]["depth"] == 2 and count(daemon, "d") == 0
+    call(daemon, "POST", "/pub?topic=d&dedupe_key=q1-b1-p0", b"r2")
+    daemon.kill()  # acknowledged: its key was written before the answer
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/pub?topic=d&dedupe_key=q1-b1-p0", b"r2")
+    call(daemon, "POST", "/mpub?topic=d&dedupe_key=q1-b0-p0", b"r0\nr1")
+    assert stats(daemon)["d"]["depth"] == 3, stats(daemon)["d"]
+    daemon.stop()
+
+
+def test_the_window_ends_and_a_refused_publish_is_not_remembered(data_dir: Path) -> None:
+    with helpers.running("ours", data_dir, "--dedupe-window=1s") as daemon:
+        call(daemon, "POST", "/pub?topic=w&dedupe_key=k", b"1")
+        time.sleep(1.3)
+        call(daemon, "POST", "/pub?topic=w&dedupe_key=k", b"2")
+        assert count(daemon, "w") == 2
+        call(daemon, "POST", "/topic/config?topic=full&max_depth=1")
+        call(daemon, "POST", "/pub?topic=full", b"fills it")
+        assert call(daemon, "POST", "/pub?topic=full&dedupe_key=r", b"x")[0] == 503
+        call(daemon, "POST", "/topic/config?topic=full&max_depth=")
+        assert call(daemon, "POST", "/pub?topic=full&dedupe_key=r", b"x") == (200, "OK")
+        assert stats(daemon)["full"]["depth"] == 2
+
+
+def test_off_by_default(data_dir: Path) -> None:
+    with helpers.running("ours", data_dir) as daemon:
+        for _ in range(2):
+            assert call(daemon, "POST", "/pub?topic=o&dedupe_key=k", b"1") == (200, "OK")
+        assert count(daemon, "o") == 2
+    assert not (data_dir / "trio-nsqd.dedupe").exists()
+
+
+def test_damaged_key_file_is_skipped(data_dir: Path) -> None:
+    (data_dir / "trio-nsqd.dedupe").write_bytes(b"\x00\x00\x00\x20garbage")
+    with helpers.running("ours", data_dir, "--dedupe-window=60s") as daemon:
+        assert call(daemon, "GET", "/ping") == (200, "OK")
+        call(daemon, "POST", "/pub?topic=z&dedupe_key=k", b"1")
+        assert count(daemon, "z") == 1
+    assert "DEDUPE: " in daemon.log_path.read_text()
