@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -44,7 +44,7 @@ class Channel:
     expired_count = 0
     dropped_count = 0
     delivery_count = 0  # deliveries, counting redeliveries (RSMQ's totalrecv)
-    lease: Consumer | None = None  # the holder of what HTTP received (engine/leases.py)
+    leases: dict[str, Any] | None = None  # holders of what HTTP received (engine/leases.py)
 
     def __init__(
         self,

@@ -61,12 +61,31 @@ class Lease:
         return {}
 
 
-def lease_of(channel: Channel, msg_timeout: float) -> Lease:
-    """The channel's lease holder, made on first use (kept on the channel)."""
-    lease = channel.lease
-    if not isinstance(lease, Lease):
-        lease = channel.lease = Lease(-1, msg_timeout)
+def lease_of(channel: Channel, msg_timeout: float, name: str = "") -> Lease:
+    """The channel's lease holder called `name` ("" for the default one), made on first use
+    and kept on the channel. Named leases let one caller take a batch and another finish it
+    whole (a Spark driver finishing what its executors received)."""
+    leases = channel.leases
+    if leases is None:
+        leases = channel.leases = {}
+    lease = leases.get(name)
+    if lease is None:
+        if len(leases) >= 256:
+            _prune(channel, leases)
+        lease = leases[name] = Lease(-1, msg_timeout)
     return lease
+
+
+def held_by(channel: Channel, lease: Lease) -> list[bytes]:
+    """The ids `lease` holds in flight now."""
+    return [m.id for m in channel.in_flight.by_id.values() if m.owner is lease]
+
+
+def _prune(channel: Channel, leases: dict[str, Lease]) -> None:
+    """Forget named leases that hold nothing any more (finished, or timed out)."""
+    live = {id(m.owner) for m in channel.in_flight.by_id.values()}
+    for name in [n for n, lease in leases.items() if n and id(lease) not in live]:
+        del leases[name]
 
 
 def due_ms(deadline: float) -> int:

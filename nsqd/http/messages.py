@@ -14,7 +14,10 @@ request accepts `application/octet-stream`. fin/req/touch take one `id` in the q
 MESSAGE_NOT_IN_FLIGHT with nsqd's reason as `detail`) or many in the body, one per line
 (`{"ok": N, "failed": [{"id", "error"}]}`: every id not listed succeeded). A lease is the
 channel's, not a connection's: any HTTP caller may finish what any HTTP caller received, never
-what a TCP consumer holds. Engine side: engine/leases.py, Channel.lend."""
+what a TCP consumer holds. `lease=NAME` on receive puts what it takes under a named lease, and
+fin/req without ids then act on everything that lease holds (one caller receives, another
+finishes the batch: a Spark driver after its commit). Engine side: engine/leases.py,
+Channel.lend."""
 
 from __future__ import annotations
 
@@ -82,14 +85,14 @@ class MessageHandlers:
     async def receive(self, req: Request) -> JSONBody | BinaryBody:
         channel = self._existing_channel(req)
         n, vt_ms = self._n(req), self._vt(req, channel)
-        lease = leases.lease_of(channel, self.msg_timeout_ms / 1000)
+        lease = self._lease(req, channel)
         msgs = channel.lend(lease, n, vt_ms / 1000)
         due = leases.due_ms(msgs[0].deadline) if msgs else 0
         return self._answer(req, channel, [(m, due) for m in msgs])
 
     async def pop(self, req: Request) -> JSONBody | BinaryBody:
         channel = self._existing_channel(req)
-        lease = leases.lease_of(channel, self.msg_timeout_ms / 1000)
+        lease = self._lease(req, channel)
         msgs = channel.lend(lease, self._n(req), self.max_msg_timeout_ms / 1000)
         if msgs:
             channel.finish(lease, [m.id for m in msgs])
@@ -105,6 +108,12 @@ class MessageHandlers:
                 )
             )
         return _json(msgs, channel)
+
+    def _lease(self, req: Request, channel: Channel) -> leases.Lease:
+        name = (req.query().get("lease") or [""])[0]
+        if len(name) > 256:
+            raise HTTPError(400, "INVALID_LEASE")
+        return leases.lease_of(channel, self.msg_timeout_ms / 1000, name)
 
     def _n(self, req: Request) -> int:
         values = req.query().get("n")
@@ -128,9 +137,25 @@ class MessageHandlers:
 
     async def fin(self, req: Request) -> Any:
         channel, ids, single = await self._ids(req)
-        lease = leases.lease_of(channel, self.msg_timeout_ms / 1000)
-        errors = {e.desc.split()[1]: e for e in channel.finish(lease, ids)}  # type: ignore[union-attr]
+        errors: dict[str, NSQError] = {}
+        for lease, group in self._holders(req, channel, ids).items():
+            for err in channel.finish(lease, group):
+                errors[err.desc.split()[1]] = err  # type: ignore[union-attr]
         return self._results(ids, errors, single)
+
+    def _holders(self, req: Request, channel: Channel, ids: list[bytes]) -> dict[Any, list[bytes]]:
+        """Ids grouped by the lease they act through: the named one (`lease=`), else the HTTP
+        lease that holds each (a message held by a TCP consumer fails with nsqd's reason)."""
+        if req.query().get("lease"):
+            return {self._lease(req, channel): ids}
+        default = self._lease(req, channel)
+        by_id = channel.in_flight.by_id
+        groups: dict[Any, list[bytes]] = {}
+        for msg_id in ids:
+            msg = by_id.get(msg_id)
+            owner = msg.owner if msg is not None and isinstance(msg.owner, leases.Lease) else None
+            groups.setdefault(owner or default, []).append(msg_id)
+        return groups
 
     async def req(self, req: Request) -> Any:
         delay = self._ms(req, "delay", 0, self.max_req_timeout_ms, "INVALID_DELAY")
@@ -143,13 +168,13 @@ class MessageHandlers:
 
     async def _each(self, req: Request, act: Callable[[Any, Any, bytes], None]) -> Any:
         channel, ids, single = await self._ids(req)
-        lease = leases.lease_of(channel, self.msg_timeout_ms / 1000)
         errors = {}
-        for msg_id in ids:
-            try:
-                act(channel, lease, msg_id)
-            except NSQError as exc:
-                errors[msg_id.decode()] = exc
+        for lease, group in self._holders(req, channel, ids).items():
+            for msg_id in group:
+                try:
+                    act(channel, lease, msg_id)
+                except NSQError as exc:
+                    errors[msg_id.decode()] = exc
         return self._results(ids, errors, single)
 
     @staticmethod
@@ -163,15 +188,19 @@ class MessageHandlers:
         return _json_doc({"ok": len(ids) - len(failed), "failed": failed})
 
     async def _ids(self, req: Request) -> tuple[Any, list[bytes], bool]:
-        """The channel, the ids (query `id`, or the body's lines) and whether it was one."""
+        """The channel, the ids (query `id`, the body's lines, or with `lease=NAME` and
+        neither, all that lease holds) and whether it was one."""
         channel = self._existing_channel(req)
-        values = req.query().get("id")
+        query = req.query()
+        values = query.get("id")
         if values:
             raw = values[0].encode()
             if not _ID.fullmatch(raw):
                 raise HTTPError(400, "INVALID_ID")
             return channel, [raw], True
         body = await req.read(self.max_body_size + 1)
+        if not body.strip() and query.get("lease"):
+            return channel, leases.held_by(channel, self._lease(req, channel)), False
         if len(body) > self.max_body_size:
             raise HTTPError(413, "BODY_TOO_BIG")
         ids = body.split()

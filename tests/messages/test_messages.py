@@ -351,3 +351,22 @@ def test_phpmq_dead_letter(daemon: helpers.Daemon) -> None:
     with daemon.client() as conn:
         conn.sub("Foo.dead", "c", rdy=1)
         assert conn.message().body == b"poison"
+
+
+def test_named_leases_are_finished_whole_by_another_caller(daemon: helpers.Daemon) -> None:
+    """Two readers take batches under one named lease (Spark executors); a third caller
+    finishes the lease whole (the driver after its commit); another lease is untouched."""
+    setup_queue(daemon, "q", [b"m%d" % i for i in range(10)])
+    a = msgs(daemon, f"/channel/receive?{Q}&n=3&lease=batch-7")
+    b = msgs(daemon, f"/channel/receive?{Q}&n=3&lease=batch-7")
+    other = msgs(daemon, f"/channel/receive?{Q}&n=2&lease=batch-8")
+    plain = msgs(daemon, f"/channel/receive?{Q}&n=1")
+    status, doc = call(daemon, "POST", f"/message/fin?{Q}&lease=batch-7")
+    assert (status, doc) == (200, {"ok": 6, "failed": []}), doc
+    held = msgs(daemon, f"/channel/peek?{Q}&state=in_flight&n=10", "GET")
+    assert sorted(m["id"] for m in held) == sorted(m["id"] for m in other + plain)
+    assert len({m["id"] for m in a + b}) == 6
+    # by id, without a lease: whichever HTTP lease holds it
+    assert call(daemon, "POST", f"/message/fin?{Q}&id={other[0]['id']}") == (200, "OK")
+    assert call(daemon, "POST", f"/message/req?{Q}&lease=batch-8")[1] == {"ok": 1, "failed": []}
+    assert channel_stats(daemon, "q", "c")["depth"] == 10 - 6 - 2 - 1 + 1
