@@ -25,7 +25,7 @@ from .e2e import E2ELatency
 from .inflight import TimeoutQueue
 from .message import Message
 from .policies.attributes import ChannelAttributes
-from .queue import Backlog
+from .queue import Backlog, messages
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -131,6 +131,26 @@ class Channel:
             self._dispatch()
         if policy is not None:
             policy.trim(self)
+
+    def put_run(self, ids: list[bytes], bodies: list[bytes], ts: int) -> None:
+        """New messages of one publish (PUB, MPUB): records are made only for what is handed
+        out now; the rest waits as a run of the publish's lists (queue.Run)."""
+        if self.policy is not None:
+            return self.put_many(messages(ids, bodies, ts))  # policies work on records
+        n = len(ids)
+        self.message_count += n
+        start = 0
+        ready = self._ready
+        if ready and not self.backlog and not self.paused and self._hand_off:
+            credit = sum(c.credit() for c in ready)
+            if credit > 0:
+                start = min(credit, n)
+                rest = self._hand_out(messages(ids[:start], bodies[:start], ts))
+                if rest:
+                    self.backlog.extend(rest)
+        self.backlog.extend_run(ids, bodies, ts, start)
+        if ready and start < n:
+            self._dispatch()
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1

@@ -7,7 +7,7 @@ memory, as nsqd does."""
 from __future__ import annotations
 
 from collections import deque
-from itertools import islice
+from itertools import repeat
 
 from .message import Message
 from .ports import Overflow
@@ -40,86 +40,161 @@ class DropOverflow:
         pass
 
 
+class Run:
+    """Consecutive messages of one publish still waiting in a queue, kept as the publish's
+    own lists (ids, bodies, one timestamp) and a position: no per-message record until a
+    message is taken. Channels of one topic share the lists, each with its own Run."""
+
+    __slots__ = ("bodies", "end", "ids", "pos", "ts")
+
+    def __init__(self, ids: list[bytes], bodies: list[bytes], ts: int, pos: int, end: int) -> None:
+        self.ids = ids
+        self.bodies = bodies
+        self.ts = ts
+        self.pos = pos
+        self.end = end
+
+    def take(self, n: int) -> list[Message]:
+        """The next n messages as records (fresh: attempts 0), advancing the position."""
+        a = self.pos
+        b = self.pos = min(a + n, self.end)
+        return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
+
+    def view(self, n: int) -> list[Message]:
+        a = self.pos
+        b = min(a + n, self.end)
+        return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
+
+
+def messages(ids: list[bytes], bodies: list[bytes], ts: int) -> list[Message]:
+    return list(map(Message, ids, bodies, repeat(ts, len(ids))))
+
+
 class Backlog:
-    __slots__ = ("_mem", "capacity", "overflow")
+    """Memory holds records (requeued or deferred messages come back as records) and runs of
+    a publish (`extend_run`), oldest first; `_count` is the messages memory holds."""
+
+    __slots__ = ("_count", "_mem", "capacity", "overflow")
 
     def __init__(self, capacity: int, overflow: Overflow) -> None:
-        self._mem: deque[Message] = deque()
+        self._mem: deque[Message | Run] = deque()
+        self._count = 0
         self.capacity = capacity
         self.overflow = overflow
 
     def __len__(self) -> int:
-        return len(self._mem) + len(self.overflow)
+        return self._count + len(self.overflow)
 
     def __bool__(self) -> bool:
-        return bool(self._mem) or len(self.overflow) > 0
+        return self._count > 0 or len(self.overflow) > 0
 
     @property
     def backend_depth(self) -> int:
         return len(self.overflow)
 
     def put(self, msg: Message) -> None:
-        if len(self._mem) < self.capacity:
+        if self._count < self.capacity:
             self._mem.append(msg)
+            self._count += 1
         else:
             self.overflow.put(msg)
 
     def get(self) -> Message | None:
         # Older overflowed messages first once memory is drained, so none waits forever.
-        if self._mem:
-            return self._mem.popleft()
+        if self._count:
+            return self.take(1)[0]
         return self.overflow.get()
 
     def extend(self, msgs: list[Message]) -> None:
-        mem = self._mem
-        room = self.capacity - len(mem)
+        room = self.capacity - self._count
         if room >= len(msgs):
-            mem.extend(msgs)
+            self._mem.extend(msgs)
+            self._count += len(msgs)
             return
         if room > 0:
-            mem.extend(msgs[:room])
+            self._mem.extend(msgs[:room])
+            self._count += room
         put = self.overflow.put
         for msg in msgs[max(room, 0) :]:
             put(msg)
 
-    def peek(self, n: int) -> list[Message]:
-        """Up to n messages in the order take() gives them, left in place."""
-        mem = self._mem
-        if len(mem) >= n:
-            return list(islice(mem, n))
-        return list(mem) + self.overflow.peek(n - len(mem))
+    def extend_run(self, ids: list[bytes], bodies: list[bytes], ts: int, start: int = 0) -> None:
+        """Messages ids[start:] of one publish, without a record each while in memory."""
+        n = len(ids) - start
+        if n <= 0:
+            return
+        room = self.capacity - self._count
+        if room >= n:
+            self._mem.append(Run(ids, bodies, ts, start, len(ids)))
+            self._count += n
+            return
+        if room > 0:
+            self._mem.append(Run(ids, bodies, ts, start, start + room))
+            self._count += room
+            start += room
+        put = self.overflow.put
+        for msg in messages(ids[start:], bodies[start:], ts):
+            put(msg)
 
     def take(self, n: int) -> list[Message]:
         """Up to n messages, oldest first."""
         mem = self._mem
-        if len(mem) >= n:
-            popleft = mem.popleft
-            return [popleft() for _ in range(n)]
-        msgs = list(mem)
-        mem.clear()
-        get = self.overflow.get
-        while len(msgs) < n and (m := get()) is not None:
-            msgs.append(m)
+        msgs: list[Message] = []
+        while mem and len(msgs) < n:
+            head = mem[0]
+            if type(head) is Run:
+                msgs += head.take(n - len(msgs))
+                if head.pos >= head.end:
+                    mem.popleft()
+            else:
+                msgs.append(mem.popleft())  # type: ignore[arg-type]
+        self._count -= len(msgs)
+        if len(msgs) < n:
+            get = self.overflow.get
+            while len(msgs) < n and (m := get()) is not None:
+                msgs.append(m)
         return msgs
+
+    def peek(self, n: int) -> list[Message]:
+        """Up to n messages in the order take() gives them, left in place."""
+        out: list[Message] = []
+        for item in self._mem:
+            if len(out) >= n:
+                return out
+            if type(item) is Run:
+                out += item.view(n - len(out))
+            else:
+                out.append(item)  # type: ignore[arg-type]
+        if len(out) < n:
+            out += self.overflow.peek(n - len(out))
+        return out
 
     def clear(self) -> None:
         self._mem.clear()
+        self._count = 0
         self.overflow.clear()
 
     def push_front(self, msgs: list[Message]) -> None:
         """Give back messages taken but not handed out, ahead of the rest."""
         self._mem.extendleft(reversed(msgs))
+        self._count += len(msgs)
+
+    def _drain(self) -> list[Message]:
+        msgs = self.take(self._count) if self._count else []
+        self._mem.clear()
+        self._count = 0
+        return msgs
 
     def close(self, extra: list[Message] | None = None) -> None:
         """Clean stop: memory (and `extra`, e.g. in-flight messages) to the overflow store."""
         put = self.overflow.put
-        for msg in self._mem:
+        for msg in self._drain():
             put(msg)
         for msg in extra or ():
             put(msg)
-        self._mem.clear()
         self.overflow.close()
 
     def delete(self) -> None:
         self._mem.clear()
+        self._count = 0
         self.overflow.delete()

@@ -138,11 +138,13 @@ class Topic:
         ids = self.guid.next_ids(len(bodies))
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
-        msgs = list(map(Message, ids, bodies, repeat(ts)))
+        # No record per message here: each channel gets the publish's own lists (a record is
+        # made when a message is taken from a queue, or handed straight to a consumer).
         if self._flowing and not self.backlog:
-            self._fan_out(msgs, deferred=False)
+            for channel in self._fanout:
+                channel.put_run(ids, bodies, ts)
         else:
-            self.backlog.extend(msgs)
+            self.backlog.extend_run(ids, bodies, ts)
             if policy is not None:
                 policy.trim(self)
 
