@@ -133,6 +133,13 @@ def format_value(value: float | int | bool) -> str:
     return repr(value)
 
 
+def label_text(labels: Labels) -> str:
+    """`{k="v",...}`, or nothing without labels."""
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in labels) + "}"
+
+
 class Exposition:
     """Samples gathered per family, written out family by family (the format wants each
     family's samples together, after its # HELP and # TYPE lines)."""
@@ -141,14 +148,10 @@ class Exposition:
         self.samples: dict[str, list[str]] = {name: [] for name in FAMILIES}
 
     def add(
-        self, family: str, value: float | int | bool, labels: Labels = (), suffix: str = ""
+        self, family: str, value: float | int | bool, labels: str = "", suffix: str = ""
     ) -> None:
-        text = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels)
-        name = family + suffix
-        line = (
-            f"{name}{{{text}}} {format_value(value)}" if text else f"{name} {format_value(value)}"
-        )
-        self.samples[family].append(line)
+        """One sample; `labels` as label_text renders them (once per topic, channel...)."""
+        self.samples[family].append(f"{family}{suffix}{labels} {format_value(value)}")
 
     def render(self) -> bytes:
         out: list[str] = []
@@ -171,13 +174,13 @@ def _summary(expo: Exposition, family: str, e2e: dict[str, Any], labels: Labels)
     if percentiles is None:
         return
     for p in percentiles:
-        quantile = (("quantile", format_value(float(p["quantile"]))),)
-        expo.add(family, p["value"] / 1e9, labels + quantile)
-    expo.add(family, e2e["count"], labels, "_count")
+        quantile = ("quantile", format_value(float(p["quantile"])))
+        expo.add(family, p["value"] / 1e9, label_text((*labels, quantile)))
+    expo.add(family, e2e["count"], label_text(labels), "_count")
 
 
 def _node(expo: Exposition, broker: Broker, memory: dict[str, int] | None) -> None:
-    expo.add("nsq_build_info", 1, (("version", VERSION),))
+    expo.add("nsq_build_info", 1, label_text((("version", VERSION),)))
     expo.add("nsq_healthy", broker.health == "OK")
     expo.add("nsq_start_time_seconds", broker.start_time)
     expo.add("nsq_uptime_seconds", max(0.0, round(time.time() - broker.start_time, 3)))
@@ -196,7 +199,7 @@ def _who(client: dict[str, Any]) -> Labels:
 
 def _clients(expo: Exposition, clients: list[dict[str, Any]] | None, labels: Labels) -> None:
     for c in clients or ():
-        who = (*labels, *_who(c))
+        who = label_text((*labels, *_who(c)))
         for key, family in CLIENT_KEYS.items():
             if key in c:
                 expo.add(family, c[key], who)
@@ -206,9 +209,8 @@ def _producers(expo: Exposition, producers: list[dict[str, Any]] | None) -> None
     for p in producers or ():
         who = _who(p)
         for count in p.get("pub_counts") or ():
-            expo.add(
-                "nsq_client_published_total", count["count"], (("topic", count["topic"]), *who)
-            )
+            labels = label_text((("topic", count["topic"]), *who))
+            expo.add("nsq_client_published_total", count["count"], labels)
 
 
 def _topics(expo: Exposition, broker: Broker, topics: list[dict[str, Any]] | None) -> None:
@@ -216,22 +218,24 @@ def _topics(expo: Exposition, broker: Broker, topics: list[dict[str, Any]] | Non
         name = t["topic_name"]
         topic = broker.topics.get(name)
         labels: Labels = (("topic", name),)
+        text = label_text(labels)
         for key, family in TOPIC_KEYS.items():
-            expo.add(family, t[key], labels)
+            expo.add(family, t[key], text)
         # every channel, whatever the channel filter, as the topic's latency merges them all
-        expo.add("nsq_topic_channels", len(topic.channels) if topic is not None else 0, labels)
+        expo.add("nsq_topic_channels", len(topic.channels) if topic is not None else 0, text)
         for key, family in TOPIC_EXTRA.items():
-            expo.add(family, getattr(topic, key, 0), labels)
+            expo.add(family, getattr(topic, key, 0), text)
         _summary(
             expo, "nsq_topic_e2e_processing_latency_seconds", t["e2e_processing_latency"], labels
         )
         for c in t["channels"]:
             channel = topic.channels.get(c["channel_name"]) if topic is not None else None
             clabels = (*labels, ("channel", c["channel_name"]))
+            ctext = label_text(clabels)
             for key, family in CHANNEL_KEYS.items():
-                expo.add(family, c[key], clabels)
+                expo.add(family, c[key], ctext)
             for key, family in CHANNEL_EXTRA.items():
-                expo.add(family, getattr(channel, key, 0), clabels)
+                expo.add(family, getattr(channel, key, 0), ctext)
             _summary(
                 expo,
                 "nsq_channel_e2e_processing_latency_seconds",
