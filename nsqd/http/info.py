@@ -1,5 +1,6 @@
 """nsqd's endpoints that report and inspect: GET /ping, /info and /stats, and the /debug ones
-(/debug/setblockrate, /debug/freememory, /debug/pprof/*: Go's profiler does not exist here)."""
+(/debug/setblockrate, /debug/freememory, /debug/pprof/*: Go's profiler does not exist here);
+and ours, GET /metrics: the figures of /stats for Prometheus (metrics.prometheus)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.gostr import go_quote
 
-from ..metrics import render, snapshot
+from ..metrics import prometheus, render, snapshot
 from ..metrics.memory import memory_stats
 from ..version import VERSION
 from .v1 import (
@@ -83,6 +84,28 @@ class InfoHandlers:
         if first("format") == "json":
             return snapshot.stats_json(self.broker, topics, producers, memory)
         return render.stats_text(self.broker, topics, producers, memory)
+
+    async def metrics(self, req: Request) -> Response:
+        """GET /metrics, with /stats' filters (topic, channel, include_clients, include_mem);
+        served raw (Prometheus' content type), errors in nsqd's V1 form."""
+        try:
+            await read_params(req)
+            query = req.query()
+        except HTTPError as err:
+            return err.status, *render_v1(err.status, err.message)
+
+        def first(name: str) -> str:
+            values = query.get(name)
+            return values[0] if values else ""
+
+        include_clients = _BOOL_PARAMS.get(first("include_clients"), True)
+        include_mem = _BOOL_PARAMS.get(first("include_mem"), True)
+        topics, producers = snapshot.snapshot(
+            self.broker, first("topic"), first("channel"), include_clients
+        )
+        memory = memory_stats() if include_mem else None
+        body = prometheus.metrics_text(self.broker, topics, producers, memory)
+        return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
 
     # -- /debug ------------------------------------------------------------------------------
 

@@ -91,6 +91,7 @@ class API:
             "/ping": {"GET": (info.ping, True, PLAIN)},
             "/info": {"GET": (info.info, True, V1)},
             "/stats": {"GET": (info.stats, True, V1)},
+            "/metrics": {"GET": (info.metrics, True, RAW)},  # ours: Prometheus
             "/pub": {"POST": (pub.pub, False, V1)},
             "/mpub": {"POST": (pub.mpub, False, V1)},
             "/debug/setblockrate": {"PUT": (info.set_block_rate, True, PLAIN)},
@@ -263,6 +264,8 @@ class API:
             if err.extra:
                 data = JSONBody(go_json({"message": err.message, **err.extra}))
         if rendering == RAW:
+            if logged:
+                _log_request(req, data[0], start)
             return data
         if rendering == PLAIN:  # http_api.PlainText: the text as is, no nsq header
             if data is None:  # nsqd's wrapper panics on an empty result (the debug endpoints)
