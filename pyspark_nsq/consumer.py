@@ -70,9 +70,7 @@ class Link:
             raise
         self.conn = conn
         self.alive = True
-        self.thread = threading.Thread(
-            target=self._run, name=f"nsq-{self.address}", daemon=True
-        )
+        self.thread = threading.Thread(target=self._run, name=f"nsq-{self.address}", daemon=True)
         self.thread.start()
         if rdy_open:
             self.send(commands.rdy(self.rdy))
@@ -99,8 +97,12 @@ class Link:
         limit = int(negotiated.get("max_msg_timeout") or 0)
         if not limit or limit >= msg_timeout_ms:
             raise NSQError(ErrorCode.E_BAD_BODY, f"msgTimeoutMs {msg_timeout_ms} refused")
-        log.warning("%s: msgTimeoutMs %d is above nsqd's --max-msg-timeout, using %d ms",
-                    self.address, msg_timeout_ms, limit)
+        log.warning(
+            "%s: msgTimeoutMs %d is above nsqd's --max-msg-timeout, using %d ms",
+            self.address,
+            msg_timeout_ms,
+            limit,
+        )
         return self._connect(limit)
 
     def send(self, data: bytes) -> bool:
@@ -126,8 +128,12 @@ class Link:
                         messages.append(decode_message(frame.data))
                     elif frame.frame_type == FrameType.ERROR:
                         err = parse_error(frame.data)
-                        log.log(logging.DEBUG if not err.fatal else logging.WARNING,
-                                "%s: %s", self.address, err)
+                        log.log(
+                            logging.DEBUG if not err.fatal else logging.WARNING,
+                            "%s: %s",
+                            self.address,
+                            err,
+                        )
                     elif frame.data == HEARTBEAT:
                         conn.send(commands.NOP)
                 if messages:
@@ -181,8 +187,9 @@ class Consumer:
 
     def start(self, *, rdy_open: bool = True) -> None:
         self._rdy_open = rdy_open
-        producers = [Producer(t, h) for t, h in zip(self.opts.nsqd, self.opts.nsqd_http,
-                                                    strict=True)]
+        producers = [
+            Producer(t, h) for t, h in zip(self.opts.nsqd, self.opts.nsqd_http, strict=True)
+        ]
         if self.opts.lookupd:
             producers += lookup(self.opts.lookupd, self.opts.topic, self._http_timeout)
         errors = []
@@ -395,8 +402,7 @@ class Consumer:
             if self.opts.lookupd and now >= next_lookup:
                 next_lookup = now + self.opts.lookupd_poll_interval_ms / 1000
                 try:
-                    for producer in lookup(self.opts.lookupd, self.opts.topic,
-                                           self._http_timeout):
+                    for producer in lookup(self.opts.lookupd, self.opts.topic, self._http_timeout):
                         self._wanted.setdefault(producer.tcp, producer)
                 except ConnectionError as exc:
                     log.warning("%s", exc)

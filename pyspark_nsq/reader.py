@@ -133,8 +133,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.opts.max_messages_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, int] | None = None,
-                     limit: ReadLimit | None = None) -> dict[str, int]:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, int]:
         start_seq = int((start or {}).get("seq", self._base))
         self._base = max(self._base, start_seq)
         consumer = self._started()
@@ -150,8 +151,16 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = start_seq
         if not isinstance(limit, ReadMinRows) or consumer.buffered() >= limit.min_rows:
             end = consumer.take(start_seq, max_rows)
-        _trace(self.opts.topic, "latestOffset", start=start_seq, end=end, limit=repr(limit),
-               fin=fins, accepted=consumer.accepted, redelivered=consumer.redelivered)
+        _trace(
+            self.opts.topic,
+            "latestOffset",
+            start=start_seq,
+            end=end,
+            limit=repr(limit),
+            fin=fins,
+            accepted=consumer.accepted,
+            redelivered=consumer.redelivered,
+        )
         return _offset(end)
 
     def _wait_available_now(self, consumer: Consumer) -> None:
@@ -163,8 +172,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             if not consumer.wait_for_data(idle):
                 if self._target is not None:
-                    log.warning("availableNow: %d of %d messages arrived, ending the run",
-                                consumer.accepted, self._target)
+                    log.warning(
+                        "availableNow: %d of %d messages arrived, ending the run",
+                        consumer.accepted,
+                        self._target,
+                    )
                 return
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -181,8 +193,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._target = target
             consumer.limit_accepted(target)
         except (OSError, ValueError) as exc:
-            log.warning("availableNow: no channel counts from nsqd's /stats (%s); reading "
-                        "until nothing arrives for availableNowIdleMs", exc)
+            log.warning(
+                "availableNow: no channel counts from nsqd's /stats (%s); reading "
+                "until nothing arrives for availableNowIdleMs",
+                exc,
+            )
             self._target = None
         _trace(self.opts.topic, "target", target=self._target)
         if self._target != 0:
@@ -195,8 +210,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + 2.0
         best = 0
         while True:
-            counts = channel_counts(http, self.opts.topic, self.opts.channel,
-                                    self.opts.connect_timeout_ms / 1000)
+            counts = channel_counts(
+                http, self.opts.topic, self.opts.channel, self.opts.connect_timeout_ms / 1000
+            )
             if counts is None:
                 return best
             best = max(best, counts.topic_depth + counts.depth + counts.in_flight)
@@ -215,8 +231,13 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not held:  # e.g. a fresh process replaying the last uncommitted batch: its
             return []  # messages were never FINed and come back from nsqd
         if len(held) < e - s:
-            log.warning("batch (%d, %d]: %d of %d messages no longer held; nsqd redelivers "
-                        "the rest", s, e, len(held), e - s)
+            log.warning(
+                "batch (%d, %d]: %d of %d messages no longer held; nsqd redelivers the rest",
+                s,
+                e,
+                len(held),
+                e - s,
+            )
         n = max(1, min(self.opts.num_partitions, len(held)))
         size = -(-len(held) // n)
         return [self._partition(held[i : i + size]) for i in range(0, len(held), size)]
@@ -261,4 +282,3 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if consumer is not None:
             consumer.close()
             _trace(self.opts.topic, "stopped", requeued=consumer.requeued)
-

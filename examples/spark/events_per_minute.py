@@ -26,8 +26,9 @@ from typing import Any
 EVENT_SCHEMA = "ts timestamp, kind string, user long"
 
 
-def events_per_minute(spark: Any, nsqd: str, topic: str, channel: str = "events_per_minute",
-                      **options: str) -> Any:
+def events_per_minute(
+    spark: Any, nsqd: str, topic: str, channel: str = "events_per_minute", **options: str
+) -> Any:
     """The streaming DataFrame: minute, kind, events."""
     from pyspark.sql import functions as F
 
@@ -40,9 +41,12 @@ def events_per_minute(spark: Any, nsqd: str, topic: str, channel: str = "events_
     )
     for key, value in options.items():
         reader = reader.option(key, value)
-    events = reader.load().select(
-        F.from_json(F.col("body").cast("string"), EVENT_SCHEMA).alias("e")
-    ).select("e.*").where(F.col("ts").isNotNull())
+    events = (
+        reader.load()
+        .select(F.from_json(F.col("body").cast("string"), EVENT_SCHEMA).alias("e"))
+        .select("e.*")
+        .where(F.col("ts").isNotNull())
+    )
     return (
         events.withWatermark("ts", "1 minute")
         .groupBy(F.window("ts", "1 minute"), "kind")
@@ -71,15 +75,19 @@ def main() -> int:
     parser.add_argument("--channel", default="events_per_minute")
     parser.add_argument("--out", required=True, help="Parquet output directory")
     parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--available-now", action="store_true",
-                        help="process what is queued now, then exit")
+    parser.add_argument(
+        "--available-now", action="store_true", help="process what is queued now, then exit"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need pyarrow too
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.appName("events_per_minute")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark = (
+        SparkSession.builder.appName("events_per_minute")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     query = start(spark, args)
     try:
         query.awaitTermination()

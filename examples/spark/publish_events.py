@@ -19,8 +19,11 @@ def events(start: dt.datetime, minutes: int, per_minute: int) -> list[bytes]:
     for m in range(minutes):
         for i in range(per_minute):
             ts = start + dt.timedelta(minutes=m, seconds=i * 60 / per_minute)
-            body = {"ts": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "kind": KINDS[i % len(KINDS)],
-                    "user": i}
+            body = {
+                "ts": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "kind": KINDS[i % len(KINDS)],
+                "user": i,
+            }
             out.append(json.dumps(body).encode())
     return out
 

@@ -305,6 +305,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def certs(tmp_path: Path) -> dict[str, Any]:
     import trustme
+
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1")
     server.private_key_pem.write_to_path(tmp_path / "key.pem")

@@ -33,12 +33,8 @@ def test_go_duration(ns: int, text: str) -> None:
 
 
 def test_go_json_and_floats() -> None:
-    assert (
-        go_json({"a": [1, "<&>"], "b": None}) == b'{"a":[1,"\\u003c\\u0026\\u003e"],"b":null}'
-    )
-    assert go_json({"q": go_float(1.0), "v": go_float(0.99)}) == (
-        b'{"q":1,"v":0.99}'
-    )
+    assert go_json({"a": [1, "<&>"], "b": None}) == b'{"a":[1,"\\u003c\\u0026\\u003e"],"b":null}'
+    assert go_json({"q": go_float(1.0), "v": go_float(0.99)}) == (b'{"q":1,"v":0.99}')
     assert go_json("é\u2028") == '"é\\u2028"'.encode()
 
 

@@ -37,18 +37,18 @@ def test_policy_counters(daemon: Daemon) -> None:
             msg_id = consumer.message()[0]
             consumer.req(msg_id)
             consumer.nop()
-            wait_until(lambda: c.get("/channel/config?topic=pol&channel=dl").json()["counts"]["dead_lettered"] >= 1)
+            dl = "/channel/config?topic=pol&channel=dl"
+            wait_until(lambda: c.get(dl).json()["counts"]["dead_lettered"] >= 1)
         time.sleep(0.5)
         samples, _ = scrape(c)
         for ch in ("dl", "full", "old"):
             counts = c.get(f"/channel/config?topic=pol&channel={ch}").json()["counts"]
             labels = {"topic": "pol", "channel": ch}
-            print(ch, counts)
-            assert value(samples, "nsq_channel_dead_lettered_total", **labels) == counts["dead_lettered"]
+            dead = value(samples, "nsq_channel_dead_lettered_total", **labels)
+            assert dead == counts["dead_lettered"]
             assert value(samples, "nsq_channel_expired_total", **labels) == counts["expired"]
             assert value(samples, "nsq_channel_dropped_total", **labels) == counts["dropped"]
         tcounts = c.get("/topic/config?topic=pol").json()["counts"]
-        print(tcounts)
         assert value(samples, "nsq_topic_expired_total", topic="pol") == tcounts["expired"]
         assert value(samples, "nsq_topic_dropped_total", topic="pol") == tcounts["dropped"]
         assert value(samples, "nsq_channel_dead_lettered_total", topic="pol", channel="dl") == 1

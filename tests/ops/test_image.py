@@ -149,7 +149,6 @@ def test_start_time_and_size_are_reported(built: float) -> None:
     assert built < 600, built
 
 
-
 def test_two_containers_register_with_nsqlookupd_and_nsqadmin_sees_both(built: float) -> None:
     """examples/cluster/docker-compose.yml as far as it runs here: two containers of the image
     with its entrypoint and flags like the compose file's, registered with the real nsqlookupd,

@@ -122,13 +122,15 @@ class Nsqds:
     def _tls_flags(self) -> list[str]:
         if self.cert is None:
             import trustme
+
             issued = trustme.CA().issue_cert("localhost", "127.0.0.1")
             cert, key = self.tmp / "cert.pem", self.tmp / "key.pem"
             issued.cert_chain_pems[0].write_to_path(str(cert))
             issued.private_key_pem.write_to_path(str(key))
             self.cert = (str(cert), str(key))
         return [
-            f"--tls-cert={self.cert[0]}", f"--tls-key={self.cert[1]}",
+            f"--tls-cert={self.cert[0]}",
+            f"--tls-key={self.cert[1]}",
             f"--https-address=127.0.0.1:{_free_port()}",  # TLS also starts an HTTPS listener
         ]
 
@@ -138,8 +140,11 @@ class Nsqds:
             data = self.tmp / f"data{len(self.running)}"
             data.mkdir()
             argv = [
-                str(NSQD), f"--tcp-address=127.0.0.1:{tcp}",
-                f"--http-address=127.0.0.1:{http}", f"--data-path={data}", "--log-level=fatal",
+                str(NSQD),
+                f"--tcp-address=127.0.0.1:{tcp}",
+                f"--http-address=127.0.0.1:{http}",
+                f"--data-path={data}",
+                "--log-level=fatal",
             ]
             for flag in flags:
                 argv.extend(self._tls_flags() if flag == "TLS" else [flag])
@@ -199,10 +204,14 @@ def negotiation_reply(s: ClientSettings, limits: Limits, server: ServerFeatures)
     assert not (s.deflate and server.deflate), "an upgrade would follow: use NEGOTIATE_CASES"
     assert not (s.snappy and server.snappy), "an upgrade would follow: use NEGOTIATE_CASES"
     return reply(
-        max_rdy_count=limits.max_rdy_count, max_msg_timeout=limits.max_msg_timeout_ms,
-        msg_timeout=s.msg_timeout_ms, deflate_level=min(6, server.max_deflate_level),
-        max_deflate_level=server.max_deflate_level, sample_rate=s.sample_rate,
-        auth_required=server.auth_required, output_buffer_size=s.output_buffer_size,
+        max_rdy_count=limits.max_rdy_count,
+        max_msg_timeout=limits.max_msg_timeout_ms,
+        msg_timeout=s.msg_timeout_ms,
+        deflate_level=min(6, server.max_deflate_level),
+        max_deflate_level=server.max_deflate_level,
+        sample_rate=s.sample_rate,
+        auth_required=server.auth_required,
+        output_buffer_size=s.output_buffer_size,
         output_buffer_timeout=s.output_buffer_timeout_ms,
     )
 
@@ -220,9 +229,7 @@ def expected_frames(case: Case) -> list[Frame]:
             case Req(msg_id=msg_id):
                 frames.append((1, b"E_REQ_FAILED REQ " + msg_id + b" failed ID not in flight"))
             case Touch(msg_id=msg_id):
-                frames.append(
-                    (1, b"E_TOUCH_FAILED TOUCH " + msg_id + b" failed ID not in flight")
-                )
+                frames.append((1, b"E_TOUCH_FAILED TOUCH " + msg_id + b" failed ID not in flight"))
             case Auth():
                 return [*frames, (1, b"E_AUTH_DISABLED AUTH disabled")]  # fatal: nsqd closes
             case Identify(settings=s) if s.feature_negotiation:
@@ -244,7 +251,11 @@ def answered(nsqds: Nsqds, case: Case) -> tuple[list[Frame], bytes]:
 ORACLE_CASES = [
     case
     for case in (
-        *STATE_CASES, *TLS_CASES, *STREAM_CASES, *MAGIC_CASES, *LINE_LIMIT_CASES,
+        *STATE_CASES,
+        *TLS_CASES,
+        *STREAM_CASES,
+        *MAGIC_CASES,
+        *LINE_LIMIT_CASES,
         *IDENTIFY_JSON_CASES,
     )
     if case.oracle
@@ -262,11 +273,20 @@ def test_nsqd_answers_as_the_table_says(nsqds: Nsqds, case: Case) -> None:
     ids=[case[0] for case in NEGOTIATE_CASES],
 )
 def test_nsqd_negotiation_reply(
-    nsqds: Nsqds, body: dict[str, Any], server: ServerFeatures, limits: Limits,
+    nsqds: Nsqds,
+    body: dict[str, Any],
+    server: ServerFeatures,
+    limits: Limits,
     expected: bytes | str,
 ) -> None:
-    case = Case("negotiate", identify({**body, "feature_negotiation": True}), (), Err(b""),
-                limits, server=server)
+    case = Case(
+        "negotiate",
+        identify({**body, "feature_negotiation": True}),
+        (),
+        Err(b""),
+        limits,
+        server=server,
+    )
     frames, _ = answered(nsqds, case)
     if isinstance(expected, str):
         assert frames == [(1, expected.encode())]
@@ -278,9 +298,9 @@ def test_nsqd_negotiation_reply(
 # Characters newer than Python 3.11's Unicode tables: nsqd prints them, we escape them.
 NEWER_UNICODE = {"\U0001fae8".encode()}
 QUOTABLE = [
-    (raw, quoted) for raw, quoted in GO_QUOTE_CASES
-    if b" " not in raw and b"\n" not in raw and not is_valid_name(raw)
-    and raw not in NEWER_UNICODE
+    (raw, quoted)
+    for raw, quoted in GO_QUOTE_CASES
+    if b" " not in raw and b"\n" not in raw and not is_valid_name(raw) and raw not in NEWER_UNICODE
 ]
 
 

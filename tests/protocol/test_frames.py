@@ -36,8 +36,10 @@ from protocol.v2 import (
         (CLOSE_WAIT_FRAME, b"\x00\x00\x00\x0e\x00\x00\x00\x00CLOSE_WAIT"),
         (encode_response(b"OK"), OK_FRAME),
         (encode_frame(FrameType.RESPONSE, b""), b"\x00\x00\x00\x04\x00\x00\x00\x00"),
-        (encode_error(b"E_INVALID invalid command ASDF"),
-         b"\x00\x00\x00\x22\x00\x00\x00\x01E_INVALID invalid command ASDF"),
+        (
+            encode_error(b"E_INVALID invalid command ASDF"),
+            b"\x00\x00\x00\x22\x00\x00\x00\x01E_INVALID invalid command ASDF",
+        ),
         (encode_error(b"E_BAD_PROTOCOL"), b"\x00\x00\x00\x12\x00\x00\x00\x01E_BAD_PROTOCOL"),
         (encode_frame(2, b"x"), b"\x00\x00\x00\x05\x00\x00\x00\x02x"),
     ],
@@ -117,7 +119,10 @@ def test_message_round_trip(timestamp: int, attempts: int, msg_id: bytes, body: 
     assert len(data) == 26 + len(body)
     decoded = decode_message(data)
     assert (decoded.timestamp, decoded.attempts, decoded.id, decoded.body) == (
-        timestamp, attempts, msg_id, body,
+        timestamp,
+        attempts,
+        msg_id,
+        body,
     )
 
 
@@ -126,8 +131,9 @@ def test_message_frame_is_a_type_2_frame(
     timestamp: int, attempts: int, msg_id: bytes, body: bytes
 ) -> None:
     frame = encode_message_frame(timestamp, attempts, msg_id, body)
-    assert frame == encode_frame(FrameType.MESSAGE, encode_message(timestamp, attempts, msg_id,
-                                                                   body))
+    assert frame == encode_frame(
+        FrameType.MESSAGE, encode_message(timestamp, attempts, msg_id, body)
+    )
     assert struct.unpack_from(">i", frame)[0] == 4 + 26 + len(body)
     (decoded,) = FrameDecoder().feed(frame)
     assert decoded.frame_type == 2
@@ -140,8 +146,7 @@ def test_message_header_layout() -> None:
         b"\x00\x00\x00\x1f"  # size: 4 + 8 + 2 + 16 + 1
         b"\x00\x00\x00\x02"
         b"\x01\x02\x03\x04\x05\x06\x07\x08"  # timestamp ns, big-endian
-        b"\x09\x0a"  # attempts
-        + MSG_ID + b"B"
+        b"\x09\x0a" + MSG_ID + b"B"  # attempts
     )
     assert MSG_ID_LENGTH == 16
 
@@ -160,18 +165,35 @@ def test_decode_message_too_short() -> None:
     [
         (NSQError(ErrorCode.E_INVALID, "invalid command "), b"E_INVALID invalid command ", True),
         (NSQError(ErrorCode.E_BAD_PROTOCOL), b"E_BAD_PROTOCOL", True),
-        (NSQError(ErrorCode.E_FIN_FAILED, "FIN x failed ID not in flight"),
-         b"E_FIN_FAILED FIN x failed ID not in flight", False),
-        (NSQError(ErrorCode.E_REQ_FAILED, "REQ x failed exiting"),
-         b"E_REQ_FAILED REQ x failed exiting", False),
-        (NSQError(ErrorCode.E_TOUCH_FAILED, "TOUCH x failed"), b"E_TOUCH_FAILED TOUCH x failed",
-         False),
-        (NSQError(ErrorCode.E_PUB_FAILED, "PUB failed exiting"), b"E_PUB_FAILED PUB failed exiting",
-         True),
+        (
+            NSQError(ErrorCode.E_FIN_FAILED, "FIN x failed ID not in flight"),
+            b"E_FIN_FAILED FIN x failed ID not in flight",
+            False,
+        ),
+        (
+            NSQError(ErrorCode.E_REQ_FAILED, "REQ x failed exiting"),
+            b"E_REQ_FAILED REQ x failed exiting",
+            False,
+        ),
+        (
+            NSQError(ErrorCode.E_TOUCH_FAILED, "TOUCH x failed"),
+            b"E_TOUCH_FAILED TOUCH x failed",
+            False,
+        ),
+        (
+            NSQError(ErrorCode.E_PUB_FAILED, "PUB failed exiting"),
+            b"E_PUB_FAILED PUB failed exiting",
+            True,
+        ),
         (NSQError(ErrorCode.E_FIN_FAILED, "forced", fatal=True), b"E_FIN_FAILED forced", True),
         # client bytes that are not UTF-8 come back unchanged
-        (NSQError(ErrorCode.E_INVALID, b"invalid command \xff".decode("utf-8", "surrogateescape")),
-         b"E_INVALID invalid command \xff", True),
+        (
+            NSQError(
+                ErrorCode.E_INVALID, b"invalid command \xff".decode("utf-8", "surrogateescape")
+            ),
+            b"E_INVALID invalid command \xff",
+            True,
+        ),
     ],
 )
 def test_error_body_and_fatality(err: NSQError, body: bytes, fatal: bool) -> None:

@@ -19,7 +19,8 @@ def test_go_quote(raw: bytes, quoted: str) -> None:
 
 # Invalid names that fit in one parameter (no space, no newline).
 PARAMS = [
-    (raw, quoted) for raw, quoted in GO_QUOTE_CASES
+    (raw, quoted)
+    for raw, quoted in GO_QUOTE_CASES
     if b" " not in raw and b"\n" not in raw and not is_valid_name(raw)
 ]
 
@@ -36,8 +37,17 @@ def test_quoted_in_error_frames(raw: bytes, quoted: str) -> None:
 @pytest.mark.parametrize("code", range(128))
 def test_every_ascii_byte(code: int) -> None:
     # Go: printable ASCII as is (escaping " and \), the named escapes, \xNN for the rest.
-    named = {7: "\\a", 8: "\\b", 12: "\\f", 10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v",
-             34: '\\"', 92: "\\\\"}
+    named = {
+        7: "\\a",
+        8: "\\b",
+        12: "\\f",
+        10: "\\n",
+        13: "\\r",
+        9: "\\t",
+        11: "\\v",
+        34: '\\"',
+        92: "\\\\",
+    }
     if code in named:
         inner = named[code]
     elif 32 <= code < 127:

@@ -24,14 +24,26 @@ from protocol.v2 import (
 )
 
 NSQD_KEY_ORDER = [
-    "max_rdy_count", "version", "max_msg_timeout", "msg_timeout", "tls_v1", "deflate",
-    "deflate_level", "max_deflate_level", "snappy", "sample_rate", "auth_required",
-    "output_buffer_size", "output_buffer_timeout",
+    "max_rdy_count",
+    "version",
+    "max_msg_timeout",
+    "msg_timeout",
+    "tls_v1",
+    "deflate",
+    "deflate_level",
+    "max_deflate_level",
+    "snappy",
+    "sample_rate",
+    "auth_required",
+    "output_buffer_size",
+    "output_buffer_timeout",
 ]
 
 
-def identify_once(body: bytes | str | dict[str, Any], limits: Limits | None = None,
-                  ) -> ClientSettings:
+def identify_once(
+    body: bytes | str | dict[str, Any],
+    limits: Limits | None = None,
+) -> ClientSettings:
     conn = V2Connection(limits)
     conn.receive_data(MAGIC + identify(body))
     event = conn.next_command()
@@ -44,19 +56,36 @@ def identify_once(body: bytes | str | dict[str, Any], limits: Limits | None = No
 def test_defaults_before_identify() -> None:
     conn = V2Connection(remote_ip="10.1.2.3")
     assert conn.settings == ClientSettings(
-        client_id="10.1.2.3", hostname="10.1.2.3", user_agent="", heartbeat_interval_ms=30000,
-        output_buffer_size=16384, output_buffer_timeout_ms=250, sample_rate=0,
-        msg_timeout_ms=60000, feature_negotiation=False, tls_v1=False, deflate=False,
-        deflate_level=0, snappy=False,
+        client_id="10.1.2.3",
+        hostname="10.1.2.3",
+        user_agent="",
+        heartbeat_interval_ms=30000,
+        output_buffer_size=16384,
+        output_buffer_timeout_ms=250,
+        sample_rate=0,
+        msg_timeout_ms=60000,
+        feature_negotiation=False,
+        tls_v1=False,
+        deflate=False,
+        deflate_level=0,
+        snappy=False,
     )
 
 
 def test_defaults_follow_limits() -> None:
-    limits = Limits(msg_timeout_ms=5000, heartbeat_interval_ms=1000, output_buffer_size=100,
-                    output_buffer_timeout_ms=50)
+    limits = Limits(
+        msg_timeout_ms=5000,
+        heartbeat_interval_ms=1000,
+        output_buffer_size=100,
+        output_buffer_timeout_ms=50,
+    )
     s = V2Connection(limits).settings
-    assert (s.msg_timeout_ms, s.heartbeat_interval_ms, s.output_buffer_size,
-            s.output_buffer_timeout_ms) == (5000, 1000, 100, 50)
+    assert (
+        s.msg_timeout_ms,
+        s.heartbeat_interval_ms,
+        s.output_buffer_size,
+        s.output_buffer_timeout_ms,
+    ) == (5000, 1000, 100, 50)
 
 
 def test_identify_replaces_client_id_and_hostname() -> None:
@@ -72,8 +101,14 @@ def test_identify_replaces_client_id_and_hostname() -> None:
 def test_repeated_identify_keeps_what_zero_leaves_alone() -> None:
     conn = V2Connection()
     conn.receive_data(MAGIC)
-    first = {"heartbeat_interval": -1, "output_buffer_size": -1, "msg_timeout": 2000,
-             "sample_rate": 10, "client_id": "a", "deflate": True}
+    first = {
+        "heartbeat_interval": -1,
+        "output_buffer_size": -1,
+        "msg_timeout": 2000,
+        "sample_rate": 10,
+        "client_id": "a",
+        "deflate": True,
+    }
     conn.receive_data(identify(first) + identify(b"{}"))
     assert isinstance(conn.next_command(), Identify)
     conn.resume()
@@ -81,14 +116,18 @@ def test_repeated_identify_keeps_what_zero_leaves_alone() -> None:
     assert isinstance(second, Identify)
     # 0 (absent) keeps the heartbeat, buffering and msg timeout; the rest is taken as sent
     assert second.settings == settings(
-        heartbeat_interval_ms=0, output_buffer_size=1, output_buffer_timeout_ms=0,
-        msg_timeout_ms=2000, sample_rate=0, client_id="", deflate=False,
+        heartbeat_interval_ms=0,
+        output_buffer_size=1,
+        output_buffer_timeout_ms=0,
+        msg_timeout_ms=2000,
+        sample_rate=0,
+        client_id="",
+        deflate=False,
     )
 
 
 def test_output_buffer_size_minus_one_means_unbuffered() -> None:
-    events, end = run([MAGIC + identify({"output_buffer_size": -1,
-                                          "output_buffer_timeout": 500})])
+    events, end = run([MAGIC + identify({"output_buffer_size": -1, "output_buffer_timeout": 500})])
     assert end is EOF
     s = events[0].settings  # type: ignore[union-attr]
     assert (s.output_buffer_size, s.output_buffer_timeout_ms) == (1, 0)
@@ -141,7 +180,10 @@ def test_negotiate_reply_bytes(
     reply = json.loads(expected)
     assert list(reply) == NSQD_KEY_ORDER
     assert (n.tls, n.deflate, n.snappy, n.deflate_level) == (
-        reply["tls_v1"], reply["deflate"], reply["snappy"], reply["deflate_level"]
+        reply["tls_v1"],
+        reply["deflate"],
+        reply["snappy"],
+        reply["deflate_level"],
     )
 
 
@@ -154,12 +196,26 @@ def test_negotiate_default_reply_is_compact_and_ordered() -> None:
 
 @pytest.mark.parametrize(
     ("asked", "max_level", "expected"),
-    [(0, 6, 6), (1, 6, 1), (5, 6, 5), (6, 6, 6), (7, 6, 6), (9, 6, 6), (9, 9, 9), (8, 9, 8),
-     (-1, 9, 6), (3, 1, 1), (0, 1, 1)],
+    [
+        (0, 6, 6),
+        (1, 6, 1),
+        (5, 6, 5),
+        (6, 6, 6),
+        (7, 6, 6),
+        (9, 6, 6),
+        (9, 9, 9),
+        (8, 9, 8),
+        (-1, 9, 6),
+        (3, 1, 1),
+        (0, 1, 1),
+    ],
 )
 def test_deflate_level_capping(asked: int, max_level: int, expected: int) -> None:
-    n = negotiated({"deflate": True, "deflate_level": asked},
-                   ServerFeatures(max_deflate_level=max_level), Limits())
+    n = negotiated(
+        {"deflate": True, "deflate_level": asked},
+        ServerFeatures(max_deflate_level=max_level),
+        Limits(),
+    )
     assert n.deflate and n.deflate_level == expected
     assert json.loads(n.response)["deflate_level"] == expected
 

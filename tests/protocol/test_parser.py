@@ -160,8 +160,7 @@ def test_state_follows_sub_and_cls() -> None:
 
 
 def test_tls_active_lifts_the_tls_requirement() -> None:
-    conn = fed(MAGIC + identify(b'{"tls_v1":true,"feature_negotiation":true}'),
-               tls_required=True)
+    conn = fed(MAGIC + identify(b'{"tls_v1":true,"feature_negotiation":true}'), tls_required=True)
     assert isinstance(conn.next_command(), Identify)
     conn.tls_active = True  # the daemon completed the handshake
     conn.resume()
@@ -179,11 +178,17 @@ def test_tls_not_required_by_default() -> None:
         (b"XXXX", ErrorCode.E_BAD_PROTOCOL, None),
         (MAGIC + b"\n", ErrorCode.E_INVALID, "invalid command "),
         (MAGIC + b"PUB bad!\n", ErrorCode.E_BAD_TOPIC, 'PUB topic name "bad!" is not valid'),
-        (MAGIC + b"MPUB bad!\n", ErrorCode.E_BAD_TOPIC,
-         'E_BAD_TOPIC MPUB topic name "bad!" is not valid'),
+        (
+            MAGIC + b"MPUB bad!\n",
+            ErrorCode.E_BAD_TOPIC,
+            'E_BAD_TOPIC MPUB topic name "bad!" is not valid',
+        ),
         (MAGIC + b"SUB t bad!\n", ErrorCode.E_BAD_CHANNEL, 'SUB channel name "bad!" is not valid'),
-        (MAGIC + b"PUB p\n" + b"\0\0\0\0", ErrorCode.E_BAD_MESSAGE,
-         "PUB invalid message body size 0"),
+        (
+            MAGIC + b"PUB p\n" + b"\0\0\0\0",
+            ErrorCode.E_BAD_MESSAGE,
+            "PUB invalid message body size 0",
+        ),
         (MAGIC + b"AUTH\n" + b"\0\0\0\0", ErrorCode.E_BAD_BODY, "AUTH invalid body size 0"),
     ],
 )
@@ -195,16 +200,27 @@ def test_error_code_desc_and_fatal(data: bytes, code: ErrorCode, desc: str | Non
 
 def test_many_commands_in_one_read() -> None:
     data = (
-        MAGIC + b"SUB t c\nRDY 5\n" + pub(b"p", b"a") + mpub(b"p", [b"b", b"c"])
-        + b"FIN " + MSG_ID + b"\nNOP\nCLS\n"
+        MAGIC
+        + b"SUB t c\nRDY 5\n"
+        + pub(b"p", b"a")
+        + mpub(b"p", [b"b", b"c"])
+        + b"FIN "
+        + MSG_ID
+        + b"\nNOP\nCLS\n"
     )
     conn = fed(data)
     events = []
     while (event := conn.next_command()) is not NEED_DATA:
         events.append(event)
     assert events == [
-        Sub("t", "c"), Rdy(5), Pub("p", b"a"), MPubStart("p"), MPub("p", [b"b", b"c"]),
-        Fin([MSG_ID]), Nop(), Cls(),
+        Sub("t", "c"),
+        Rdy(5),
+        Pub("p", b"a"),
+        MPubStart("p"),
+        MPub("p", [b"b", b"c"]),
+        Fin([MSG_ID]),
+        Nop(),
+        Cls(),
     ]
 
 

@@ -29,57 +29,124 @@ from protocol.v2 import (
 
 COMMAND_TYPES = (Identify, Auth, Sub, Pub, MPubStart, MPub, DPub, Rdy, Fin, Req, Touch, Cls, Nop)
 PROFILE = settings(
-    max_examples=250, deadline=None, derandomize=True, database=None,
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-VERBS = [b"IDENTIFY", b"AUTH", b"SUB", b"PUB", b"MPUB", b"DPUB", b"RDY", b"FIN", b"REQ",
-         b"TOUCH", b"CLS", b"NOP", b"", b"XX", b"nop"]
-IDENTIFY_KEYS = ["client_id", "hostname", "heartbeat_interval", "output_buffer_size",
-                 "output_buffer_timeout", "feature_negotiation", "tls_v1", "deflate",
-                 "deflate_level", "snappy", "sample_rate", "user_agent", "msg_timeout",
-                 "SAMPLE_RATE", "x"]
+VERBS = [
+    b"IDENTIFY",
+    b"AUTH",
+    b"SUB",
+    b"PUB",
+    b"MPUB",
+    b"DPUB",
+    b"RDY",
+    b"FIN",
+    b"REQ",
+    b"TOUCH",
+    b"CLS",
+    b"NOP",
+    b"",
+    b"XX",
+    b"nop",
+]
+IDENTIFY_KEYS = [
+    "client_id",
+    "hostname",
+    "heartbeat_interval",
+    "output_buffer_size",
+    "output_buffer_timeout",
+    "feature_negotiation",
+    "tls_v1",
+    "deflate",
+    "deflate_level",
+    "snappy",
+    "sample_rate",
+    "user_agent",
+    "msg_timeout",
+    "SAMPLE_RATE",
+    "x",
+]
 
 params = st.one_of(
-    st.sampled_from([b"t", b"c", b"p#ephemeral", MSG_ID, b"10", b"0", b"-1", b"", b"3600001",
-                     b"18446744073709551616", b"bad!"]),
+    st.sampled_from(
+        [
+            b"t",
+            b"c",
+            b"p#ephemeral",
+            MSG_ID,
+            b"10",
+            b"0",
+            b"-1",
+            b"",
+            b"3600001",
+            b"18446744073709551616",
+            b"bad!",
+        ]
+    ),
     st.binary(max_size=18).map(lambda b: b.replace(b"\n", b"").replace(b" ", b"")),
 )
 line = st.builds(
     lambda verb, ps, cr: b" ".join([verb, *ps]) + (b"\r\n" if cr else b"\n"),
-    st.sampled_from(VERBS), st.lists(params, max_size=3), st.booleans(),
+    st.sampled_from(VERBS),
+    st.lists(params, max_size=3),
+    st.booleans(),
 )
 json_value = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**64), 2**64)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from(IDENTIFY_KEYS) | st.text(max_size=6), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(IDENTIFY_KEYS) | st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 body = st.one_of(json_value.map(lambda v: json.dumps(v).encode()), st.binary(max_size=40))
 sized_body = st.builds(
     lambda data, size: (i32(size) if size is not None else i32(len(data))) + data,
-    body, st.one_of(st.none(), st.integers(-3, 60)),
+    body,
+    st.one_of(st.none(), st.integers(-3, 60)),
 )
 mpub_payload = st.builds(
-    lambda msgs, count, declared: i32(declared) + i32(len(msgs) if count is None else count)
-    + b"".join(sized(m) for m in msgs),
-    st.lists(st.binary(max_size=8), max_size=4), st.one_of(st.none(), st.integers(-2, 6)),
+    lambda msgs, count, declared: (
+        i32(declared)
+        + i32(len(msgs) if count is None else count)
+        + b"".join(sized(m) for m in msgs)
+    ),
+    st.lists(st.binary(max_size=8), max_size=4),
+    st.one_of(st.none(), st.integers(-2, 6)),
     st.integers(-2, 100),
 )
 piece = st.one_of(
     line,
     st.builds(bytes.__add__, line, sized_body),
-    st.builds(lambda topic, payload: b"MPUB " + topic + b"\n" + payload,
-              st.sampled_from([b"p", b"bad!"]), mpub_payload),
+    st.builds(
+        lambda topic, payload: b"MPUB " + topic + b"\n" + payload,
+        st.sampled_from([b"p", b"bad!"]),
+        mpub_payload,
+    ),
     st.binary(max_size=30),
 )
 streams = st.lists(piece, max_size=8).map(b"".join)
-limits = st.sampled_from([
-    Limits(),
-    Limits(max_msg_size=8, max_body_size=64, max_rdy_count=5, max_req_timeout_ms=50,
-           max_line_length=32, max_heartbeat_interval_ms=2000),
-])
+limits = st.sampled_from(
+    [
+        Limits(),
+        Limits(
+            max_msg_size=8,
+            max_body_size=64,
+            max_rdy_count=5,
+            max_req_timeout_ms=50,
+            max_line_length=32,
+            max_heartbeat_interval_ms=2000,
+        ),
+    ]
+)
 
 
 def check(data: bytes, cuts: list[int], limits: Limits, tls_required: bool) -> None:

@@ -17,8 +17,16 @@ FORBIDDEN = {"trio", "socket", "time", "logging", "asyncio", "selectors", "ssl",
 
 def test_sources_found() -> None:
     assert {p.name for p in SOURCES} >= {
-        "connection.py", "identify.py", "errors.py", "frames.py", "message.py", "names.py",
-        "gostr.py", "state.py", "commands.py", "limits.py",
+        "connection.py",
+        "identify.py",
+        "errors.py",
+        "frames.py",
+        "message.py",
+        "names.py",
+        "gostr.py",
+        "state.py",
+        "commands.py",
+        "limits.py",
     }
 
 
@@ -37,8 +45,10 @@ def test_no_io_imports(path: Path) -> None:
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
 def test_no_io_import_text(path: Path) -> None:
     # the plain grep, which also catches __import__("...") and importlib spellings
-    pattern = re.compile(r"""(import\s+|from\s+|import_module\(\s*|__import__\(\s*)["']?"""
-                         r"(trio|socket|time|logging)\b")
+    pattern = re.compile(
+        r"""(import\s+|from\s+|import_module\(\s*|__import__\(\s*)["']?"""
+        r"(trio|socket|time|logging)\b"
+    )
     assert not pattern.search(path.read_text())
 
 
@@ -49,6 +59,7 @@ def test_importing_protocol_pulls_in_no_io() -> None:
         f"bad = sorted(new & set({sorted(FORBIDDEN)!r})); print(bad); sys.exit(1 if bad else 0)"
     )
     root = str(PROTOCOL.parent)
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr

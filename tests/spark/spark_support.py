@@ -27,8 +27,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.2,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, interval: float = 0.2, what: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -116,8 +117,9 @@ def _wait_port(proc: subprocess.Popen[bytes], port: int) -> bool:
     return False
 
 
-def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
-                  *, data_flag: str = "--data-path") -> Proc:
+def start_process(
+    name: str, command: Sequence[str], extra: Sequence[str] = (), *, data_flag: str = "--data-path"
+) -> Proc:
     """An nsqd (ours or Go's) or nsqlookupd on free loopback ports."""
     workdir = Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
     for _ in range(3):
@@ -126,8 +128,13 @@ def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
         if data_flag:
             args.append(f"{data_flag}={workdir}")
         with open(workdir / "log", "ab") as log:
-            proc = subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [*args, *extra],
+                cwd=REPO_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         started = Proc(name, proc, tcp, http, workdir)
         if _wait_port(proc, tcp):
             return started
@@ -149,8 +156,14 @@ def publish(nsqd: Proc, topic: str, bodies: Sequence[bytes]) -> None:
         pub.publish_many(topic, bodies)
 
 
-def drain(nsqd_tcp: str, topic: str, channel: str, expected: int,
-          timeout: float = 60.0, settle: float = 0.5) -> list[bytes]:
+def drain(
+    nsqd_tcp: str,
+    topic: str,
+    channel: str,
+    expected: int,
+    timeout: float = 60.0,
+    settle: float = 0.5,
+) -> list[bytes]:
     """Consume and FIN until `expected` messages arrived (then `settle` more seconds for
     extras); returns their bodies."""
     from pyspark_nsq.consumer import Consumer
@@ -162,6 +175,7 @@ def drain(nsqd_tcp: str, topic: str, channel: str, expected: int,
     bodies: list[bytes] = []
     seq = 0
     try:
+
         def take() -> bool:
             nonlocal seq
             end = consumer.take(seq, None)

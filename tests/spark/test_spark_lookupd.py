@@ -21,8 +21,9 @@ from pyspark_nsq.options import SourceOptions
 def _binary(name: str) -> Path:
     """A reference tool from .reference/bin, installed if missing (the test fails if it
     cannot be)."""
-    spec = importlib.util.spec_from_file_location("reference", REPO_ROOT / "scripts" /
-                                                  "reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "reference", REPO_ROOT / "scripts" / "reference.py"
+    )
     assert spec is not None and spec.loader is not None
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
@@ -44,9 +45,14 @@ def lookupd() -> Iterator[Proc]:
 @pytest.fixture(scope="module")
 def nsqd_l(lookupd: Proc) -> Iterator[Proc]:
     """Our nsqd, registered with the nsqlookupd."""
-    proc = start_process("nsqd-lookupd", [sys.executable, "-m", "nsqd"], [
-        f"--lookupd-tcp-address={lookupd.tcp}", "--broadcast-address=127.0.0.1",
-    ])
+    proc = start_process(
+        "nsqd-lookupd",
+        [sys.executable, "-m", "nsqd"],
+        [
+            f"--lookupd-tcp-address={lookupd.tcp}",
+            "--broadcast-address=127.0.0.1",
+        ],
+    )
     try:
         yield proc
     finally:
@@ -70,10 +76,12 @@ def test_lookup_parses_real_nsqlookupd(lookupd: Proc, nsqd_l: Proc, topic: str) 
     assert channel_counts(Address.parse(nsqd_l.http), topic, "other", 5.0) is None
 
 
-def test_consumer_discovers_a_producer_that_appears_later(lookupd: Proc, nsqd_l: Proc,
-                                                          topic: str) -> None:
-    opts = SourceOptions.parse({"lookupd": lookupd.http, "topic": topic, "channel": "c",
-                                "lookupdPollIntervalMs": "200"})
+def test_consumer_discovers_a_producer_that_appears_later(
+    lookupd: Proc, nsqd_l: Proc, topic: str
+) -> None:
+    opts = SourceOptions.parse(
+        {"lookupd": lookupd.http, "topic": topic, "channel": "c", "lookupdPollIntervalMs": "200"}
+    )
     consumer = Consumer(opts)
     consumer.start()  # no producer yet: not an error
     try:
@@ -86,16 +94,24 @@ def test_consumer_discovers_a_producer_that_appears_later(lookupd: Proc, nsqd_l:
         consumer.close()
 
 
-def test_spark_source_and_sink_through_lookupd(spark: Any, lookupd: Proc, nsqd_l: Proc,
-                                               topic: str, tmp_path: Path) -> None:
+def test_spark_source_and_sink_through_lookupd(
+    spark: Any, lookupd: Proc, nsqd_l: Proc, topic: str, tmp_path: Path
+) -> None:
     sent = [b"lk-%d" % i for i in range(500)]
     publish(nsqd_l, topic, sent)
     wait_until(lambda: registered(lookupd, topic), 15, 0.2, "registration")
     query = (
-        spark.readStream.format("nsq").option("lookupd", lookupd.http).option("topic", topic)
-        .option("channel", "spark").option("availableNowIdleMs", "5000").load()
-        .writeStream.format("parquet").option("path", str(tmp_path / "out"))
-        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+        spark.readStream.format("nsq")
+        .option("lookupd", lookupd.http)
+        .option("topic", topic)
+        .option("channel", "spark")
+        .option("availableNowIdleMs", "5000")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
     )
     assert query.awaitTermination(90)
     df = spark.read.parquet(str(tmp_path / "out"))
@@ -104,7 +120,13 @@ def test_spark_source_and_sink_through_lookupd(spark: Any, lookupd: Proc, nsqd_l
     target = f"{topic}_w"
     publish(nsqd_l, target, [b"first"])  # so nsqlookupd knows a producer of the topic
     wait_until(lambda: registered(lookupd, target), 15, 0.2, "registration")
-    (df.select("body").write.format("nsq").option("lookupd", lookupd.http)
-       .option("topic", target).mode("append").save())
+    (
+        df.select("body")
+        .write.format("nsq")
+        .option("lookupd", lookupd.http)
+        .option("topic", target)
+        .mode("append")
+        .save()
+    )
     got = drain(nsqd_l.tcp, target, "check", len(sent) + 1)
     assert sorted(got) == sorted([*sent, b"first"])
