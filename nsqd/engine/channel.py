@@ -142,12 +142,7 @@ class Channel:
         start = 0
         ready = self._ready
         if ready and not self.backlog and not self.paused and self._hand_off:
-            credit = sum(c.credit() for c in ready)
-            if credit > 0:
-                start = min(credit, n)
-                rest = self._hand_out(messages(ids[:start], bodies[:start], ts))
-                if rest:
-                    self.backlog.extend(rest)
+            start = self._hand_out_run(ids, bodies, ts)
         self.backlog.extend_run(ids, bodies, ts, start)
         if ready and start < n:
             self._dispatch()
@@ -175,6 +170,14 @@ class Channel:
             credit = sum(c.credit() for c in ready)
             if credit <= 0:
                 return
+            run = backlog.take_run(credit) if self.policy is None else None
+            if run is not None:  # the common case: records made as they are handed out
+                ids, bodies, ts = run
+                given = self._hand_out_run(ids, bodies, ts)
+                if given < len(ids):
+                    backlog.push_front(messages(ids[given:], bodies[given:], ts))
+                    return
+                continue
             taken = backlog.take(credit)
             if not taken:
                 return  # a disk depth that was off: nothing more to read
@@ -216,6 +219,41 @@ class Channel:
             else:
                 in_ready.discard(consumer.id)
         return msgs
+
+    def _hand_out_run(self, ids: list[bytes], bodies: list[bytes], ts: int) -> int:
+        """`_hand_out` for messages of one publish that have no record yet (no policy): each
+        consumer's share is made in flight in one pass (inflight.deliver_run). Returns how
+        many were handed out (the rest are the caller's)."""
+        ready, in_ready, in_flight = self._ready, self._in_ready, self.in_flight
+        now = trio.current_time()
+        pos, total = 0, len(ids)
+        while ready and pos < total:
+            consumer = ready.popleft()
+            credit = consumer.credit()
+            if credit <= 0:
+                in_ready.discard(consumer.id)
+                continue
+            end = pos + min(credit, max(1, (total - pos) // (len(ready) + 1)))
+            deadline = now + consumer.msg_timeout
+            if consumer.sample_rate:
+                batch = consumer.sample(messages(ids[pos:end], bodies[pos:end], ts))
+                if batch:
+                    in_flight.deliver(batch, consumer, now, deadline)
+            else:
+                batch = in_flight.deliver_run(
+                    ids[pos:end], bodies[pos:end], ts, consumer, now, deadline
+                )
+            pos = end
+            if batch:
+                self.delivery_count += len(batch)
+                if self.journal is not None:
+                    self.journal.held(batch)
+                consumer.send(batch)
+            if consumer.credit() > 0:
+                ready.append(consumer)
+            else:
+                in_ready.discard(consumer.id)
+        return pos
 
     # -- consumers -------------------------------------------------------------------------
 

@@ -49,6 +49,26 @@ class TimeoutQueue:
             by_id[msg.id] = msg
         self._push(msgs, deadline)
 
+    def deliver_run(
+        self,
+        ids: list[bytes],
+        bodies: list[bytes],
+        ts: int,
+        owner: object,
+        now: float,
+        deadline: float,
+    ) -> list[Message]:
+        """`deliver` for messages that have no record yet: each record is made in flight
+        (attempts 1, owner, deadline) in one constructor call."""
+        by_id = self.by_id
+        msgs = []
+        append = msgs.append
+        for msg_id, body in zip(ids, bodies, strict=True):
+            by_id[msg_id] = msg = Message(msg_id, body, ts, 1, owner, now, deadline)
+            append(msg)
+        self._push(msgs, deadline)
+        return msgs
+
     def _push(self, msgs: list[Message], deadline: float) -> None:
         heapq.heappush(self._heap, (deadline, next(self._seq), msgs))
         self._heap_msgs += len(msgs)

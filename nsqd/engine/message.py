@@ -17,14 +17,23 @@ class Message:
         "timestamp",
     )
 
-    def __init__(self, msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0) -> None:
+    def __init__(
+        self,
+        msg_id: bytes,
+        body: bytes,
+        timestamp: int,
+        attempts: int = 0,
+        owner: Any = None,
+        delivered_at: float = 0.0,
+        deadline: float = 0.0,
+    ) -> None:
         self.id = msg_id  # 16 ASCII hex bytes
         self.body = body
         self.timestamp = timestamp  # wall-clock ns at publish, kept across requeues
         self.attempts = attempts
-        self.owner: Any = None  # the consumer holding it while in flight
-        self.deadline = 0.0  # trio clock, while in flight (TOUCH moves it) or deferred
-        self.delivered_at = 0.0
+        self.owner = owner  # the consumer holding it while in flight
+        self.deadline = deadline  # trio clock, while in flight (TOUCH moves it) or deferred
+        self.delivered_at = delivered_at
         self.defer_ms = 0  # DPUB delay while still queued at the topic
 
     def copy(self) -> Message:

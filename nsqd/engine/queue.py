@@ -136,6 +136,22 @@ class Backlog:
         for msg in messages(ids[start:], bodies[start:], ts):
             put(msg)
 
+    def take_run(self, n: int) -> tuple[list[bytes], list[bytes], int] | None:
+        """Up to n messages from the head when it is a run, as (ids, bodies, timestamp)
+        without records; None when the head is a record (or memory is empty)."""
+        mem = self._mem
+        if not mem:
+            return None
+        head = mem[0]
+        if type(head) is not Run:
+            return None
+        a = head.pos
+        b = head.pos = min(a + n, head.end)
+        if b >= head.end:
+            mem.popleft()
+        self._count -= b - a
+        return head.ids[a:b], head.bodies[a:b], head.ts
+
     def take(self, n: int) -> list[Message]:
         """Up to n messages, oldest first."""
         mem = self._mem
