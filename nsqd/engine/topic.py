@@ -77,9 +77,12 @@ class Topic:
         self.message_bytes = 0
         self.attributes = TopicAttributes()
         self.policy: TopicPolicy | None = None
-        self.message_ttls = False  # a message with its own TTL was published here
+        # a message with its own TTL was published here (or is in the disk queue)
+        self.message_ttls = bool(getattr(self.backlog.overflow, "has_expiries", False))
         self.created_at = time.time_ns() // 1_000_000
         self.modified_at = self.created_at
+        if self.message_ttls:
+            self.refresh_policies()
 
     def __repr__(self) -> str:
         return f"Topic({self.name})"
@@ -215,7 +218,9 @@ class Topic:
             )
             self.channels[name] = channel
             self._fanout = list(self.channels.values())
-            if self.policy is not None:
+            if getattr(channel.backlog.overflow, "has_expiries", False):
+                self.message_ttls = True  # its disk queue kept messages with their own TTL
+            if self.policy is not None or self.message_ttls:
                 self.refresh_policies()  # the topic's TTL reaches the new channel too
             self._events.channel_created(self, channel)
             self._start_pump()

@@ -465,6 +465,10 @@ class DiskQueue:
     def _logf(self, level: int, msg: str, *args: object) -> None:
         self._log.log(level, "DISKQUEUE(%s) " + msg, self.name, *args)
 
+    def name_path(self, suffix: str) -> str:
+        """A file of ours beside the queue's: `<name>.diskqueue.<suffix>`."""
+        return os.path.join(self._dir, f"{self.name}.diskqueue.{suffix}")
+
     def _file_name(self, num: int) -> str:
         return os.path.join(self._dir, f"{self.name}.diskqueue.{num:06d}.dat")
 

@@ -4,13 +4,16 @@ messages in nsqd's own record layout ([int64 ts][uint16 attempts][16-byte id][bo
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Protocol
 
 from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
 from ..engine.message import Message
+from ..engine.policies.policy import ExpiringMessage
 from .diskqueue import DiskQueue, DiskQueueError
+from .expiries import ExpiryFile
 
 log = logging.getLogger("nsqd")
 
@@ -33,7 +36,7 @@ class DiskOverflow:
     persists that) only when get() hands it out, as in go-diskqueue: nothing is read ahead, so a
     crash or a clean restart loses or reorders nothing."""
 
-    __slots__ = ("_count", "_health", "_sync_wanted", "closed", "queue")
+    __slots__ = ("_count", "_expiries", "_health", "_sync_wanted", "closed", "queue")
 
     def __init__(
         self,
@@ -60,6 +63,9 @@ class DiskOverflow:
         )
         self._count = max(self.queue.depth(), 0)
         self.closed = False
+        ttl_path = os.path.join(data_path, f"{name}.diskqueue.ttl")
+        # per-message TTLs of queued messages (ours): only while some message has one
+        self._expiries = ExpiryFile(ttl_path) if os.path.exists(ttl_path) else None
 
     def put(self, msg: Message) -> None:
         try:
@@ -69,6 +75,11 @@ class DiskOverflow:
             raise
         if self._health.last_error is not None:
             self._health.last_error = None  # as nsqd: the next good write makes it healthy
+        expires = getattr(msg, "expires", 0)
+        if expires:
+            if self._expiries is None:
+                self._expiries = ExpiryFile(self.queue.name_path("ttl"))
+            self._expiries.add(msg.id, expires)
         self._count += 1
         if self.queue.needs_sync():
             self._sync_wanted()  # --sync-every reached: fsync now, not at the next poll
@@ -85,7 +96,21 @@ class DiskOverflow:
                 log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
                 continue
             self._count = max(self._count - 1, 0)
+            if self._expiries is not None:
+                expires = self._expiries.pop(msg.id)
+                if expires:
+                    return ExpiringMessage(msg.id, msg.body, msg.timestamp, msg.attempts, expires)
             return msg
+
+    @property
+    def has_expiries(self) -> bool:
+        """Some message of this queue has its own TTL (the engine must check expiry)."""
+        return self._expiries is not None and bool(self._expiries.expires)
+
+    def sync_extra(self) -> None:
+        """fsync what this queue keeps beside go-diskqueue's files (when the queue syncs)."""
+        if self._expiries is not None:
+            self._expiries.sync()
 
     def peek(self, n: int) -> list[Message]:
         """The next n messages get() would give, without taking them (HTTP peek)."""
@@ -103,12 +128,19 @@ class DiskOverflow:
     def clear(self) -> None:
         self.queue.empty()
         self._count = 0
+        if self._expiries is not None:
+            self._expiries.remove()
+            self._expiries = None
 
     def close(self) -> None:
         self.closed = True
         self.queue.close()
+        if self._expiries is not None:
+            self._expiries.close()
 
     def delete(self) -> None:
         self._count = 0
         self.closed = True
         self.queue.delete()
+        if self._expiries is not None:
+            self._expiries.remove()

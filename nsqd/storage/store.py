@@ -189,6 +189,7 @@ class Storage:
                 if overflow.queue.needs_sync():
                     try:
                         await trio.to_thread.run_sync(overflow.queue.sync)
+                        overflow.sync_extra()
                     except DiskQueueError as exc:
                         self.broker.store_failed(str(exc))
                         log.error("%s", exc)

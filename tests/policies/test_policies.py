@@ -366,3 +366,30 @@ def test_phpmq_send_with_ttl_consume_requeue_and_dead_letter(daemon: helpers.Dae
         with pytest.raises(TimeoutError):
             conn.message(timeout=0.5)
     assert [m.body for m in drain(daemon, "jobs.dead", 1)] == [b"failing job"]
+
+
+def test_per_message_ttl_holds_on_disk_and_across_a_restart(data_dir: Path) -> None:
+    flags = ("--mem-queue-size=0",)  # every message through the disk queue
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/topic/create?topic=dq")
+    call(daemon, "POST", "/channel/create?topic=dq&channel=c")
+    for body, ttl in ((b"short", 1200), (b"long", 600000)):
+        assert call(daemon, "POST", f"/pub?topic=dq&ttl={ttl}", body) == (200, "OK")
+    call(daemon, "POST", "/pub?topic=dq", b"none")
+    assert list(data_dir.glob("dq:c.diskqueue.ttl"))
+    time.sleep(0.3)  # scans pass: what is live stays on disk
+    assert channel_stats(daemon, "dq", "c")["backend_depth"] == 3
+    daemon.stop()
+    daemon = helpers.start("ours", data_dir, *flags)
+    time.sleep(1.5)
+    with daemon.client() as conn:
+        conn.sub("dq", "c", rdy=10)
+        got = conn.messages(2, 5)
+        with pytest.raises(TimeoutError):
+            conn.message(timeout=0.5)
+        for m in got:
+            conn.fin(m.id)
+        conn.barrier()
+    assert sorted(m.body for m in got) == [b"long", b"none"]
+    assert not list(data_dir.glob("dq:c.diskqueue.ttl"))  # gone with the last such message
+    daemon.stop()

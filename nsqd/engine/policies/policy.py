@@ -251,17 +251,22 @@ class TopicPolicy(_Expiry):
 def _sweep_head(
     rule: _Expiry, backlog: object, expire: Callable[[list[Message]], list[Message]]
 ) -> None:
-    """Take expired messages off the head of `backlog` (a queue.Backlog) until a live one."""
+    """Take expired messages off the head of `backlog` (a queue.Backlog) until a live one.
+    The head is looked at with peek, so a live message stays where it is (on disk, if that
+    is where it was)."""
     now = time.time_ns()
-    take, push_front = backlog.take, backlog.push_front  # type: ignore[attr-defined]
+    peek, take = backlog.peek, backlog.take  # type: ignore[attr-defined]
     dead: list[Message] = []
     while len(dead) < 100_000:  # bounded work per scan
-        head = take(1)
-        if not head:
+        head = peek(256)
+        expired = 0
+        for msg in head:
+            if not rule.is_expired(msg, now):
+                break
+            expired += 1
+        if expired:
+            dead += take(expired)
+        if expired < 256:
             break
-        if not rule.is_expired(head[0], now):
-            push_front(head)
-            break
-        dead.append(head[0])
     if dead:
         expire(dead)
