@@ -32,6 +32,8 @@ _DIGITS = re.compile(rb"[0-9]{1,18}")
 # headers whose presence sends the request to h11 (framing, keep-alive, 100-continue, upgrade)
 _TO_H11 = frozenset({b"transfer-encoding", b"connection", b"expect", b"upgrade"})
 _END = h11.EndOfMessage()
+# id(Response event) -> (the event, its head bytes, body length, chunked, keep-alive)
+_heads: dict[int, tuple[h11.Response, bytes, int, bool, bool]] = {}
 
 
 class Head:
@@ -217,12 +219,33 @@ class FastConnection:
         raise h11.LocalProtocolError(f"can't send {kind.__name__} in state {our}")
 
     def _send_response(self, response: h11.Response) -> bytes:
-        """The bytes h11 writes for a response to a kept-alive HTTP/1.1 GET/POST/PUT/DELETE."""
+        """The bytes h11 writes for a response to a kept-alive HTTP/1.1 GET/POST/PUT/DELETE
+        (the server sends the same few Response events again and again: kept by identity)."""
+        cached = _heads.get(id(response))
+        if cached is None or cached[0] is not response:
+            cached = (response, *self._render(response))
+            if len(_heads) >= 64:
+                _heads.clear()
+            _heads[id(response)] = cached
+        _, head, length, chunked, keep_alive = cached
+        self._chunked = chunked
+        if not keep_alive:
+            self._keep_alive = False
+            if self._their is h11.DONE:
+                self._their = h11.MUST_CLOSE
+        self._out_left = length
+        self._our = h11.SEND_BODY
+        return head
+
+    @staticmethod
+    def _render(response: h11.Response) -> tuple[bytes, int, bool, bool]:
+        """(head bytes, body length, chunked, keep-alive) of a response."""
         status = response.status_code
         items = response.headers.raw_items()
         names = [raw_name.lower() for raw_name, _ in items]
         length = None
-        self._chunked = False
+        chunked = False
+        keep_alive = True
         if status not in (204, 304):  # those have no body whatever their headers say
             if b"transfer-encoding" in names or b"content-length" not in names:
                 # h11's framing for a body of unknown length: chunked, and only that header
@@ -231,7 +254,7 @@ class FastConnection:
                 names = [name for name in names if name not in keep]
                 items.append((b"Transfer-Encoding", b"chunked"))
                 names.append(b"transfer-encoding")
-                self._chunked = True
+                chunked = True
             else:
                 length = int(items[names.index(b"content-length")][1])
         lines = [b"HTTP/1.1 %d %s\r\n" % (status, response.reason)]
@@ -240,15 +263,11 @@ class FastConnection:
                 lines.append(b"%s: %s\r\n" % (raw_name, value))
         for (raw_name, value), name in zip(items, names, strict=True):
             if name == b"connection" and b"close" in _comma_values(value):
-                self._keep_alive = False
+                keep_alive = False
             if name != b"host":
                 lines.append(b"%s: %s\r\n" % (raw_name, value))
         lines.append(b"\r\n")
-        if not self._keep_alive and self._their is h11.DONE:
-            self._their = h11.MUST_CLOSE
-        self._out_left = length or 0
-        self._our = h11.SEND_BODY
-        return b"".join(lines)
+        return b"".join(lines), length or 0, chunked, keep_alive
 
     def start_next_cycle(self) -> None:
         if self._h11 is not None:

@@ -77,6 +77,8 @@ def drive(
     """What a server sees and sends on `conn` for `chunks` of input (then end of stream if
     `eof`, else it waits for more); the type of each request head goes to `heads`."""
     seen: list[Any] = []
+    status, headers, body = answer
+    response = h11.Response(status_code=status, headers=headers)  # one event, sent again
     feed = iter(chunks)
     ended = False
     for _ in range(10_000):
@@ -102,9 +104,8 @@ def drive(
                 seen.append(("data", bytes(event.data)))
         elif type(event) is h11.EndOfMessage:
             seen.append(("end", conn.their_state))
-            status, headers, body = answer
             try:
-                sent = conn.send(h11.Response(status_code=status, headers=headers))
+                sent = conn.send(response)
                 sent += conn.send(h11.Data(data=body)) if body else b""
                 sent += conn.send(h11.EndOfMessage())
             except h11.LocalProtocolError as exc:
