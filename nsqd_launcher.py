@@ -23,6 +23,9 @@ def _own_path() -> None:
 
 def nsqd() -> int:
     _own_path()
+    from nsqd.lazy import defer
+
+    defer()  # before trio is imported: OpenSSL loads only if TLS or AUTH is used
     from nsqd.cli import main
 
     return main()

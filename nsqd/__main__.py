@@ -1,5 +1,9 @@
 import sys
 
-from .cli import main
+from .lazy import defer
+
+defer()  # before trio is imported: OpenSSL loads only if TLS or AUTH is used
+
+from .cli import main  # noqa: E402
 
 sys.exit(main())

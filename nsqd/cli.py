@@ -7,7 +7,6 @@ import argparse
 import gc
 import socket
 import sys
-import tomllib
 from typing import Any, NoReturn
 
 import trio
@@ -86,6 +85,8 @@ def resolve(argv: list[str]) -> Options:
     opts = Options()
     config_path = args.get("config")
     if config_path:
+        import tomllib  # only a configuration with a file pays for the TOML parser
+
         try:
             with open(config_path, "rb") as f:
                 config = tomllib.load(f)
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts = resolve(argv)
-    except (OptionError, OSError, tomllib.TOMLDecodeError) as exc:
+    except (OptionError, OSError) as exc:  # resolve() words a bad config file as OptionError
         print(f"nsqd: {exc}", file=sys.stderr)
         return 1
     if opts.version:

@@ -14,7 +14,7 @@ trio.run(NSQD.run)
 from __future__ import annotations
 
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import trio
@@ -93,6 +93,12 @@ class NSQD:
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[NSQD] = trio.TASK_STATUS_IGNORED) -> None:
+        # SIGINT/SIGTERM are caught from before the listeners open (as nsqd's signal.Notify
+        # before Main): a signal sent as soon as the port accepts still ends in a clean exit.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await self._run(signals, task_status)
+
+    async def _run(self, signals: AsyncIterator[int], task_status: trio.TaskStatus[NSQD]) -> None:
         node, broker = self.node, self.broker
         self.storage.lock()
         tcp_listeners = await open_listeners(self.options.tcp_address)
@@ -109,7 +115,7 @@ class NSQD:
         async with trio.open_nursery() as root:
             self._nursery = root
             self.storage.load()
-            root.start_soon(self._watch_signals)
+            root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
@@ -144,8 +150,7 @@ class NSQD:
     def stop(self) -> None:
         self._stopping.set()
 
-    async def _watch_signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                log.info("received signal: %s", signal.Signals(signum).name)
-                self.stop()
+    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            log.info("received signal: %s", signal.Signals(signum).name)
+            self.stop()

@@ -10,12 +10,9 @@ import trio
 from .config.options import Options
 from .gocompat.strconv import OptionError
 
-_VERSIONS = {
-    "tls1.0": ssl.TLSVersion.TLSv1,
-    "tls1.1": ssl.TLSVersion.TLSv1_1,
-    "tls1.2": ssl.TLSVersion.TLSv1_2,
-    "tls1.3": ssl.TLSVersion.TLSv1_3,
-}
+# names of ssl.TLSVersion members: read only when a context is built, so that a daemon without
+# TLS never loads OpenSSL (see nsqd.lazy)
+_VERSIONS = {"tls1.0": "TLSv1", "tls1.1": "TLSv1_1", "tls1.2": "TLSv1_2", "tls1.3": "TLSv1_3"}
 
 
 def server_context(opts: Options) -> ssl.SSLContext | None:
@@ -36,7 +33,7 @@ def _server_context(opts: Options) -> ssl.SSLContext:
     version = (opts.tls_min_version or "tls1.0").lower()
     if version not in _VERSIONS:
         raise OptionError(f"unknown tls_min_version: {opts.tls_min_version}")
-    ctx.minimum_version = _VERSIONS[version]
+    ctx.minimum_version = getattr(ssl.TLSVersion, _VERSIONS[version])
     if ctx.minimum_version < ssl.TLSVersion.TLSv1_2:
         ctx.set_ciphers("DEFAULT:@SECLEVEL=0")  # let old clients in when asked to, as nsqd
     for path in (opts.tls_cert, opts.tls_key):

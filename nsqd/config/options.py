@@ -5,7 +5,6 @@ Durations are held in seconds (float); flags and config files take Go durations 
 
 from __future__ import annotations
 
-import hashlib
 import socket
 import zlib
 from collections.abc import Callable
@@ -25,7 +24,11 @@ TLS_VERSIONS = ("tls1.0", "tls1.1", "tls1.2", "tls1.3")
 
 
 def default_node_id() -> int:
-    digest = hashlib.md5(socket.gethostname().encode()).digest()
+    try:  # CPython's own MD5: hashlib's would load OpenSSL at every start just for this
+        from _md5 import md5
+    except ImportError:  # pragma: no cover - a build without it
+        from hashlib import md5
+    digest = md5(socket.gethostname().encode()).digest()
     return zlib.crc32(digest) % 1024
 
 

@@ -46,7 +46,7 @@ def reason(status: int) -> bytes:
     return _REASONS.get(status, b"status code %d" % status)
 
 
-def check_head(event: parser.Request) -> tuple[Headers, str, bytes, bytes] | bytes:
+def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] | bytes:
     """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
     request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
     the path, a Host header with characters a host cannot have."""
@@ -73,7 +73,7 @@ def check_head(event: parser.Request) -> tuple[Headers, str, bytes, bytes] | byt
     return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
 
 
-def _H2_PREFACE(event: parser.Request) -> bool:
+def _H2_PREFACE(event: parser.RequestHead) -> bool:
     """`PRI * HTTP/2.0`: net/http without HTTP/2 routes it like any request (405 from nsqd)."""
     return event.method == b"PRI" and event.target == b"*" and event.http_version == b"2.0"
 

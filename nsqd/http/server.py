@@ -46,7 +46,7 @@ CLOSE_LINGER = 0.5  # after a final answer, how long unread input is drained (RS
 RECEIVE_SIZE = 65536
 
 _NEED_DATA = parser.NEED_DATA
-_Request = parser.Request
+_REQUESTS = parser.REQUESTS
 _Data = parser.Data
 _EndOfMessage = parser.EndOfMessage
 _SEND_BODY = parser.SEND_BODY
@@ -83,7 +83,7 @@ class Request:
     def __init__(
         self,
         conn: Connection,
-        event: parser.Request,
+        event: parser.RequestHead,
         headers: Headers,
         path: str,
         raw_path: bytes,
@@ -240,7 +240,7 @@ class Connection:
     async def _send(self, data: bytes) -> None:
         await self.transport.send(data, self.server.write_timeout)
 
-    async def _next_request(self) -> parser.Request | None:
+    async def _next_request(self) -> parser.RequestHead | None:
         """The next request's head; None when the connection is done."""
         conn = self.h11
         event = conn.next_event()
@@ -259,7 +259,7 @@ class Connection:
                         event = conn.next_event()
                 if event is _NEED_DATA:
                     return None  # a request head that never completed
-        return event if type(event) is _Request else None
+        return event if type(event) in _REQUESTS else None
 
     async def run(self) -> None:
         conn = self.h11

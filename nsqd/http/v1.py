@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 from protocol.v2.names import is_valid_name
@@ -110,13 +109,20 @@ _V1 = (b"X-Nsq-Content-Type", b"nsq; version=1.0")
 _JSON = (b"Content-Type", b"application/json; charset=utf-8")
 _TEXT = (b"Content-Type", b"text/plain; charset=utf-8")
 _date_cache: list[Any] = [0, b""]
+# RFC 7231's IMF-fixdate names (not the locale's), as email.utils.formatdate writes them
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
 def http_date() -> bytes:
     now = int(time.time())
     if _date_cache[0] != now:
+        t = time.gmtime(now)
         _date_cache[0] = now
-        _date_cache[1] = formatdate(now, usegmt=True).encode()
+        _date_cache[1] = (
+            f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT"
+        ).encode()
     return _date_cache[1]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import zlib
 
-import snappy
 import trio
 
 from protocol.v2 import ProtocolClosed
@@ -98,6 +97,8 @@ class SnappyStream(_CodecStream):
     pynsq and nsqjs speak."""
 
     def __init__(self, inner: trio.abc.Stream, prefix: bytes = b"") -> None:
+        import snappy  # a compiled extension (~1.7 MiB resident): loaded by the first snappy client
+
         self._compressor = snappy.StreamCompressor()
         self._decompressor = snappy.StreamDecompressor()
         self._header = b""  # a chunk header cut by a read

@@ -288,6 +288,10 @@ class V2Connection:
         buf, pos, end = self._buf, self._pos, len(self._buf)
         bodies, count = self._mpub_bodies, self._mpub_count
         max_msg = self.limits.max_msg_size
+        if not bodies and end - pos >= 4:
+            uniform = self._uniform_batch(view, pos, end, count, max_msg)
+            if uniform is not None:
+                return uniform
         unpack = _INT32.unpack_from
         while len(bodies) < count:
             i = len(bodies)
@@ -315,6 +319,28 @@ class V2Connection:
         self._stage = self._read_line
         self._mpub_bodies = []
         return c.MPub(self._mpub_topic, bodies)
+
+    def _uniform_batch(
+        self, view: memoryview, pos: int, end: int, count: int, max_msg: int
+    ) -> Event | None:
+        """The common batch, whole in the buffer with every body the size of the first and
+        that size valid: checked with four strided slices instead of a header per message,
+        then one copy and one slice per body. None (the loop above decides, message by
+        message, with nsqd's errors) for anything else."""
+        header = bytes(view[pos : pos + 4])
+        (size,) = _INT32.unpack(header)
+        stride = size + 4
+        total = count * stride
+        if size <= 0 or size > max_msg or end - pos < total or count < 2:
+            return None
+        stop = pos + total
+        data = view[pos:stop].tobytes()
+        for k in range(4):  # byte k of every size header equals byte k of the first one
+            if data[k::stride] != header[k : k + 1] * count:
+                return None
+        self._pos = stop
+        self._stage = self._read_line
+        return c.MPub(self._mpub_topic, [data[i : i + size] for i in range(4, total, stride)])
 
     # -- command lines ---------------------------------------------------------------------
 

@@ -1,0 +1,303 @@
+"""A fast HTTP/1.1 server connection for well-formed requests, with h11 behind it for the rest.
+
+h11 spends ~40% of a keep-alive `POST /pub` in its state machine and header validation. Most
+requests a publisher sends are plain: `GET`/`POST`, HTTP/1.1, one Host, at most one numeric
+Content-Length, printable ASCII, no Transfer-Encoding, Expect, Connection or Upgrade. For those
+this class parses the head itself (one split of the head, one regex per header line) and frames
+the body by its length; it writes responses as h11 does. Anything else — a head it does not
+recognise as plainly valid, a partial head that is not an obvious request line, an end of stream
+between requests — is handed, with every byte received, to a fresh h11 connection that then
+serves the connection to its end (at a request boundary a fresh h11 connection is in the same
+state as a kept-alive one). So whatever h11 answers or refuses, it still does: this class only
+takes requests h11 would accept, and gives them the same events (see tests/http, run against the
+Go nsqd as well).
+
+It offers the verbs of parser.ServerConnection and returns h11's event types, except for the
+request head: a `Head` with the attributes the server reads from h11's Request."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import h11
+
+# methods taken here; others (HEAD's framing, CONNECT, OPTIONS *) go to h11
+_METHODS = frozenset({b"GET", b"POST", b"PUT", b"DELETE"})
+# request target: visible ASCII, from the root (h11 also takes obs-text; those go to h11)
+_TARGET = re.compile(rb"/[\x21-\x7e]*")
+# a header line: a token, a colon, optional blanks, a value of printable ASCII (no tabs inside)
+_HEADER = re.compile(rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+):[ \t]*([\x20-\x7e]*?)[ \t]*")
+_DIGITS = re.compile(rb"[0-9]{1,18}")
+# headers whose presence sends the request to h11 (framing, keep-alive, 100-continue, upgrade)
+_TO_H11 = frozenset({b"transfer-encoding", b"connection", b"expect", b"upgrade"})
+_END = h11.EndOfMessage()
+# id(Response event) -> (the event, its head bytes, body length, chunked, keep-alive)
+_heads: dict[int, tuple[h11.Response, bytes, int, bool, bool]] = {}
+
+
+class Head:
+    """The request head as the server reads it from h11's Request."""
+
+    __slots__ = ("headers", "http_version", "method", "target")
+
+    def __init__(self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        self.method = method
+        self.target = target
+        self.http_version = b"1.1"
+        self.headers = headers  # names in lower case, values without surrounding blanks
+
+
+def parse_head(head: bytes) -> tuple[Head, int] | None:
+    """(head, body length) of a plainly valid request head (without its blank line), or None
+    for anything h11 must judge."""
+    lines = head.split(b"\r\n")
+    request_line = lines[0].split(b" ")
+    if len(request_line) != 3:
+        return None
+    method, target, version = request_line
+    if method not in _METHODS or version != b"HTTP/1.1" or not _TARGET.fullmatch(target):
+        return None
+    headers = []
+    hosts = 0
+    length = 0
+    lengths = 0
+    match = _HEADER.fullmatch
+    for line in lines[1:]:
+        found = match(line)
+        if found is None:
+            return None  # obs-fold, bare LF or CR, control bytes, obs-text, no colon...
+        name = found[1].lower()
+        value = found[2]
+        if name == b"host":
+            hosts += 1
+        elif name == b"content-length":
+            if not _DIGITS.fullmatch(value):
+                return None
+            length = int(value)
+            lengths += 1
+        elif name in _TO_H11:
+            return None
+        headers.append((name, value))
+    if hosts != 1 or lengths > 1:
+        return None
+    return Head(method, target, headers), length
+
+
+class FastConnection:
+    """parser.ServerConnection: this class while requests are plain, then h11 for good."""
+
+    __slots__ = (
+        "_buf",
+        "_chunked",
+        "_eof",
+        "_h11",
+        "_keep_alive",
+        "_length",
+        "_max_head",
+        "_our",
+        "_out_left",
+        "_remaining",
+        "_their",
+    )
+
+    def __init__(self, max_head_bytes: int) -> None:
+        self._max_head = max_head_bytes
+        self._buf = bytearray()
+        self._eof = False
+        self._h11: Any = None
+        self._length = 0  # the request body's length
+        self._remaining = 0  # request body bytes still to come
+        self._keep_alive = True
+        self._chunked = False  # the response body is written in chunks
+        self._out_left = 0  # response body bytes still owed (Content-Length framing)
+        self._our: Any = h11.IDLE
+        self._their: Any = h11.IDLE
+
+    @property
+    def h11(self) -> Any:
+        """The h11 connection once the fast path handed over, else None."""
+        return self._h11
+
+    @property
+    def our_state(self) -> Any:
+        return self._our if self._h11 is None else self._h11.our_state
+
+    @property
+    def their_state(self) -> Any:
+        return self._their if self._h11 is None else self._h11.their_state
+
+    @property
+    def they_are_waiting_for_100_continue(self) -> bool:
+        # Expect: sends a request to h11
+        return self._h11 is not None and self._h11.they_are_waiting_for_100_continue
+
+    def receive_data(self, data: bytes) -> None:
+        if self._h11 is not None:
+            self._h11.receive_data(data)
+        elif data:
+            self._buf += data
+        else:
+            self._eof = True
+
+    def next_event(self) -> Any:
+        if self._h11 is not None:
+            return self._h11.next_event()
+        their = self._their
+        if their is h11.SEND_BODY:
+            return self._body_event()
+        if their is h11.DONE:
+            return h11.PAUSED  # as h11: the next request waits for start_next_cycle
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if not buf and not self._eof:
+                return h11.NEED_DATA
+            if (
+                self._eof
+                or len(buf) > self._max_head
+                or not _plausible_start(buf)
+                or b"\n\n" in buf
+                or b"\n\r\n" in buf  # h11 ends a head at LF (CR) LF too
+            ):
+                return self._hand_over().next_event()
+            return h11.NEED_DATA
+        parsed = parse_head(bytes(buf[:end])) if end <= self._max_head else None
+        if parsed is None:
+            return self._hand_over().next_event()
+        del buf[: end + 4]
+        head, length = parsed
+        self._length = self._remaining = length
+        self._their = h11.SEND_BODY
+        self._our = h11.SEND_RESPONSE
+        return head
+
+    def _body_event(self) -> Any:
+        remaining = self._remaining
+        if remaining == 0:
+            self._their = h11.DONE if self._keep_alive else h11.MUST_CLOSE
+            return _END
+        buf = self._buf
+        if not buf:
+            if self._eof:
+                raise h11.RemoteProtocolError(
+                    "peer closed connection without sending complete message body "
+                    f"(received {self._length - remaining} bytes, expected {self._length})"
+                )
+            return h11.NEED_DATA
+        if len(buf) <= remaining:
+            data = bytes(buf)
+            buf.clear()
+        else:
+            data = bytes(buf[:remaining])
+            del buf[:remaining]
+        self._remaining = remaining - len(data)
+        return h11.Data(data=data)
+
+    def send(self, event: Any) -> bytes | None:
+        if self._h11 is not None:
+            return self._h11.send(event)
+        kind = type(event)
+        our = self._our
+        if kind is h11.Response and our is h11.SEND_RESPONSE:
+            return self._send_response(event)
+        if kind is h11.Data and our is h11.SEND_BODY:
+            data = bytes(event.data)
+            if self._chunked:
+                return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+            if len(data) > self._out_left:
+                raise h11.LocalProtocolError("Too much data for declared Content-Length")
+            self._out_left -= len(data)
+            return data
+        if kind is h11.EndOfMessage and our is h11.SEND_BODY:
+            if not self._chunked and self._out_left:
+                raise h11.LocalProtocolError("Too little data for declared Content-Length")
+            self._our = h11.DONE if self._keep_alive else h11.MUST_CLOSE
+            if not self._keep_alive and self._their is h11.DONE:
+                self._their = h11.MUST_CLOSE
+            return b"0\r\n\r\n" if self._chunked else b""
+        raise h11.LocalProtocolError(f"can't send {kind.__name__} in state {our}")
+
+    def _send_response(self, response: h11.Response) -> bytes:
+        """The bytes h11 writes for a response to a kept-alive HTTP/1.1 GET/POST/PUT/DELETE
+        (the server sends the same few Response events again and again: kept by identity)."""
+        cached = _heads.get(id(response))
+        if cached is None or cached[0] is not response:
+            cached = (response, *self._render(response))
+            if len(_heads) >= 64:
+                _heads.clear()
+            _heads[id(response)] = cached
+        _, head, length, chunked, keep_alive = cached
+        self._chunked = chunked
+        if not keep_alive:
+            self._keep_alive = False
+            if self._their is h11.DONE:
+                self._their = h11.MUST_CLOSE
+        self._out_left = length
+        self._our = h11.SEND_BODY
+        return head
+
+    @staticmethod
+    def _render(response: h11.Response) -> tuple[bytes, int, bool, bool]:
+        """(head bytes, body length, chunked, keep-alive) of a response."""
+        status = response.status_code
+        items = response.headers.raw_items()
+        names = [raw_name.lower() for raw_name, _ in items]
+        length = None
+        chunked = False
+        keep_alive = True
+        if status not in (204, 304):  # those have no body whatever their headers say
+            if b"transfer-encoding" in names or b"content-length" not in names:
+                # h11's framing for a body of unknown length: chunked, and only that header
+                keep = (b"content-length", b"transfer-encoding")
+                items = [item for item, name in zip(items, names, strict=True) if name not in keep]
+                names = [name for name in names if name not in keep]
+                items.append((b"Transfer-Encoding", b"chunked"))
+                names.append(b"transfer-encoding")
+                chunked = True
+            else:
+                length = int(items[names.index(b"content-length")][1])
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, response.reason)]
+        for (raw_name, value), name in zip(items, names, strict=True):  # h11: Host first
+            if name == b"host":
+                lines.append(b"%s: %s\r\n" % (raw_name, value))
+        for (raw_name, value), name in zip(items, names, strict=True):
+            if name == b"connection" and b"close" in _comma_values(value):
+                keep_alive = False
+            if name != b"host":
+                lines.append(b"%s: %s\r\n" % (raw_name, value))
+        lines.append(b"\r\n")
+        return b"".join(lines), length or 0, chunked, keep_alive
+
+    def start_next_cycle(self) -> None:
+        if self._h11 is not None:
+            self._h11.start_next_cycle()
+            return
+        if self._our is not h11.DONE or self._their is not h11.DONE:
+            raise h11.LocalProtocolError("not in a reusable state")
+        self._our = self._their = h11.IDLE
+
+    def _hand_over(self) -> Any:
+        """From now on h11 serves this connection, starting from every byte not yet parsed."""
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self._max_head)
+        if self._buf:
+            conn.receive_data(bytes(self._buf))
+        if self._eof:
+            conn.receive_data(b"")
+        self._buf = bytearray()
+        self._h11 = conn
+        return conn
+
+
+def _comma_values(value: bytes) -> list[bytes]:
+    return [part.strip() for part in value.lower().split(b",")]
+
+
+_STARTS = tuple(method + b" " for method in _METHODS)
+
+
+def _plausible_start(buf: bytearray) -> bool:
+    """Whether a partial head may still become a request this class takes (else h11 judges it
+    now, as it refuses an obviously bad request line before the head ends)."""
+    start = bytes(buf[:8])
+    return any(start.startswith(s) or s.startswith(start) for s in _STARTS)
