@@ -103,7 +103,7 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
     if not s.authed:
         raise ReplyError(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+            "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
             "select the RESP protocol version at the same time"
         )
     if name is not None:

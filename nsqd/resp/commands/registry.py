@@ -91,7 +91,7 @@ def _arity_ok(arity: int, argc: int) -> bool:
 
 
 def wrong_arity(name: str) -> ReplyError:
-    return ReplyError(f"wrong number of arguments for '{name}' command")
+    return ReplyError(f"ERR wrong number of arguments for '{name}' command")
 
 
 def _unknown(argv: list[bytes]) -> bytes:
@@ -154,6 +154,9 @@ def positive_arg(raw: bytes, message: str) -> int:
 _FLOAT = re.compile(
     rb"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\Z", re.IGNORECASE
 )
+_HEX_FLOAT = re.compile(
+    rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?\Z"
+)
 _LDBL_MAX = Decimal("1.18973149535723176502e4932")
 
 
@@ -162,7 +165,9 @@ def timeout_arg(raw: bytes) -> float:
     reads it with strtold (its long double overflows past ~1.19e4932; a value past 2**63 ms
     wraps to negative)."""
     text = raw.decode("latin-1")
-    if len(raw) > 5 * 1024 or not _FLOAT.match(raw) or "nan" in text.lower():
+    if _HEX_FLOAT.match(raw):  # strtold reads C99 hex floats too
+        text = str(Decimal(float.fromhex(text)))
+    elif len(raw) > 5 * 1024 or not _FLOAT.match(raw) or "nan" in text.lower():
         raise ReplyError("ERR timeout is not a float or out of range")
     if "inf" in text.lower():
         raise ReplyError("ERR timeout is negative")
