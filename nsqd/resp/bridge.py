@@ -176,6 +176,17 @@ class Bridge:
         channel = topic.channels.get(name) if topic is not None else None
         return channel.depth if channel is not None else 0
 
+    def exists(self, key: bytes) -> bool:
+        """Whether the topic (topic:) or channel (channel:) exists: TYPE says list then."""
+        try:
+            if key.startswith(TOPIC):
+                return self._topic(key) in self.broker.topics
+            topic_name, name = self._channel(key)
+        except ReplyError:
+            return False
+        topic = self.broker.topics.get(topic_name)
+        return topic is not None and name in topic.channels
+
     def watch(self, waiter: Waiter, remote: str) -> None:
         """Make a blocked client a consumer (credit 1) of each channel key it waits on."""
         keys = [k for k in dict.fromkeys(waiter.keys) if is_bridged(k)]

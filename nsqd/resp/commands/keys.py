@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from ..bridge import is_bridged
 from ..keyspace import now_ms, type_name
 from ..protocol import OK, ONE, ZERO, array, integer, simple
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
@@ -28,6 +29,8 @@ def exists(s: Session, argv: list[bytes]) -> bytes:
 
 @command("type", 2)
 def type_(s: Session, argv: list[bytes]) -> bytes:
+    if is_bridged(argv[1]) and s.fe.bridge.exists(argv[1]):
+        return simple("list")
     return simple(type_name(s.fe.ks.get(argv[1])))
 
 
