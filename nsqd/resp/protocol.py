@@ -125,21 +125,23 @@ class Parser:
     def __init__(self, max_bulk: int = 512 * 1024 * 1024) -> None:
         self.max_bulk = max_bulk
         self.strict_auth = False  # set while AUTH is required: Redis's smaller limits apply
-        self._buf = bytearray()
+        self._buf = b""
         self._pos = 0
         self._args: list[bytes] = []
         self._left = 0  # arguments still to read of the current multibulk
         self._bulk = -1  # length of the bulk being read, -1 before its header
 
     def feed(self, data: bytes) -> None:
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        pos = self._pos
+        if pos >= len(self._buf):
+            self._buf = data  # the usual case: everything before was consumed, no copy
+        else:
+            self._buf = self._buf[pos:] + data
+        self._pos = 0
 
     def release(self) -> None:
         """The connection ended: drop the buffer."""
-        self._buf = bytearray()
+        self._buf = b""
         self._pos = 0
         self._args = []
 
@@ -154,6 +156,10 @@ class Parser:
             pos = self._pos
             if pos >= len(buf):
                 return None
+            if self._left == 0 and buf[pos] == 42 and not self.strict_auth:
+                cmd = self._fast()
+                if cmd is not None:
+                    return cmd
             if self._left == 0 and buf[pos] != 42:  # not '*': an inline command
                 cmd = self._inline()
                 if cmd is None:
@@ -170,6 +176,36 @@ class Parser:
             if cmd is not None:
                 return cmd
             return None
+
+    def _fast(self) -> list[bytes] | None:
+        """A whole well-formed multibulk at once (the hot path); None sends anything else
+        (incomplete, odd or wrong) to the exact reader below, which also gives the errors."""
+        buf, pos, limit = self._buf, self._pos, self.max_bulk
+        end = buf.find(b"\r\n", pos)
+        if end < 0:
+            return None
+        digits = buf[pos + 1 : end]
+        if not digits.isdigit() or len(digits) > 9 or digits[0] == 48:
+            return None
+        args = []
+        p, size_all = end + 2, len(buf)
+        for _ in range(int(digits)):
+            if buf[p : p + 1] != b"$":
+                return None
+            end = buf.find(b"\r\n", p)
+            if end < 0:
+                return None
+            digits = buf[p + 1 : end]
+            if not digits.isdigit() or len(digits) > 10 or (digits[0] == 48 and len(digits) > 1):
+                return None
+            size = int(digits)
+            start = end + 2
+            p = start + size + 2
+            if size > limit or p > size_all:
+                return None
+            args.append(buf[start : start + size])
+        self._pos = p
+        return args
 
     def _inline(self) -> list[bytes] | None:
         buf, pos = self._buf, self._pos

@@ -11,6 +11,7 @@ and is what the daemon starts and stops."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import trio
@@ -18,6 +19,7 @@ import trio
 from ..config.options import Options
 from ..engine.broker import Broker
 from ..log import log
+from ..net.transport import SocketTransport
 from .blocking import Blocking, Waiter
 from .bridge import Bridge
 from .commands import Block, ReplyError, Session, dispatch
@@ -134,6 +136,7 @@ class Connection:
     def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
         self.fe = fe
         self.stream = stream
+        self.io = SocketTransport(stream)  # straight on the fd: fewer scheduler hops per command
         self.remote = remote
         self.parser = Parser(fe.max_bulk)
         self.parser.strict_auth = bool(fe.password)
@@ -143,7 +146,7 @@ class Connection:
     async def run(self) -> None:
         try:
             while True:
-                data = await self.stream.receive_some(READ_SIZE)
+                data = await self.io.receive(READ_SIZE)
                 if not data:
                     return
                 self.parser.feed(data)
@@ -157,7 +160,7 @@ class Connection:
         if out:
             data = b"".join(out)
             out.clear()
-            await self.stream.send_all(data)
+            await self.io.send(data, math.inf)
 
     async def _serve(self) -> bool:
         """Run every complete command buffered; False when the connection is to close."""
@@ -219,7 +222,7 @@ class Connection:
                     async def watch_socket() -> None:
                         nonlocal closed
                         while True:
-                            data = await self.stream.receive_some(READ_SIZE)
+                            data = await self.io.receive(READ_SIZE)
                             if not data:
                                 closed = True
                                 nursery.cancel_scope.cancel()
