@@ -163,10 +163,17 @@ class RespLog:
         return self._unsynced > 0
 
     def sync(self) -> None:
+        """fsync (in the syncer's thread). The lock only guards taking a duplicate of the fd:
+        the event loop's writes must never wait for the disk."""
         with self._lock:
-            if self._fd >= 0 and self._unsynced:
-                self._unsynced = 0
-                os.fsync(self._fd)
+            if self._fd < 0 or not self._unsynced:
+                return
+            self._unsynced = 0
+            fd = os.dup(self._fd)  # a rewrite may close and replace the original meanwhile
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     async def syncer(self) -> None:
         """fsync after --sync-every writes (woken at once) or --sync-timeout."""
