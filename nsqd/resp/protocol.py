@@ -120,7 +120,10 @@ def split_args(line: bytes) -> list[bytes] | None:
 class Parser:
     """Feed bytes in, take commands out (processInputBuffer's two readers)."""
 
-    __slots__ = ("_args", "_buf", "_bulk", "_left", "_pos", "max_bulk", "strict_auth")
+    __slots__ = (
+        "_args", "_buf", "_bulk", "_chunk_bytes", "_chunks", "_left", "_need", "_pos",
+        "max_bulk", "strict_auth",
+    )  # fmt: skip
 
     def __init__(self, max_bulk: int = 512 * 1024 * 1024) -> None:
         self.max_bulk = max_bulk
@@ -130,27 +133,47 @@ class Parser:
         self._args: list[bytes] = []
         self._left = 0  # arguments still to read of the current multibulk
         self._bulk = -1  # length of the bulk being read, -1 before its header
+        # Bytes fed but not yet joined to _buf: a big bulk arrives in many reads and is
+        # joined once, when all of it is there (not once per read: that would be quadratic).
+        self._chunks: list[bytes] = []
+        self._chunk_bytes = 0
+        self._need = 0  # bytes past _pos the bulk being waited for needs (0: any will do)
 
     def feed(self, data: bytes) -> None:
-        pos = self._pos
-        if pos >= len(self._buf):
-            self._buf = data  # the usual case: everything before was consumed, no copy
+        self._chunks.append(data)
+        self._chunk_bytes += len(data)
+
+    def buffered(self) -> int:
+        """Bytes received and not yet parsed (Redis closes a client past 1 GiB of these)."""
+        return len(self._buf) - self._pos + self._chunk_bytes
+
+    def _gather(self) -> None:
+        have = len(self._buf) - self._pos
+        if self._need and have + self._chunk_bytes < self._need:
+            return
+        chunks = self._chunks
+        if not have and len(chunks) == 1:
+            self._buf = chunks[0]  # the usual case: everything before was consumed, no copy
         else:
-            self._buf = self._buf[pos:] + data
+            self._buf = self._buf[self._pos :] + b"".join(chunks)
         self._pos = 0
+        self._chunks = []
+        self._chunk_bytes = 0
+        self._need = 0
 
     def release(self) -> None:
         """The connection ended: drop the buffer."""
         self._buf = b""
         self._pos = 0
         self._args = []
-
-    def pending(self) -> int:
-        return len(self._buf) - self._pos
+        self._chunks = []
+        self._chunk_bytes = 0
 
     def next(self) -> list[bytes] | None:
         """The next complete command, or None until more bytes come; ProtocolError when the
         input is not RESP."""
+        if self._chunks:
+            self._gather()
         buf = self._buf
         while True:
             pos = self._pos
@@ -267,6 +290,7 @@ class Parser:
                 self._bulk = size
             pos, size = self._pos, self._bulk
             if len(buf) - pos < size + 2:
+                self._need = size + 2
                 return None
             args.append(bytes(buf[pos : pos + size]))  # Redis skips the CRLF unchecked
             self._pos = pos + size + 2

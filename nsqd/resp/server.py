@@ -30,6 +30,7 @@ from .protocol import Parser, ProtocolError
 
 READ_SIZE = 65536
 OUT_FLUSH = 256 * 1024  # a long pipeline's replies go out in pieces this big
+QUERY_MAX = 1 << 30  # Redis's client-query-buffer-limit: a client past it is closed
 
 
 class Frontend:
@@ -147,13 +148,20 @@ class Connection:
         try:
             while True:
                 data = await self.io.receive(READ_SIZE)
-                if not data:
+                if not data or self._overflow(data):
                     return
-                self.parser.feed(data)
                 if not await self._serve():
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
+
+    def _overflow(self, data: bytes) -> bool:
+        """Feed `data`; True when the client's unparsed input passed QUERY_MAX."""
+        self.parser.feed(data)
+        if self.parser.buffered() > QUERY_MAX:
+            log.warning("RESP: [%s] closing: query buffer over %d bytes", self.remote, QUERY_MAX)
+            return True
+        return False
 
     async def _send(self, out: list[bytes]) -> None:
         self.fe.log.flush()  # durable before it is acknowledged
@@ -223,11 +231,11 @@ class Connection:
                         nonlocal closed
                         while True:
                             data = await self.io.receive(READ_SIZE)
-                            if not data:
+                            if not data or self._overflow(data):
                                 closed = True
                                 nursery.cancel_scope.cancel()
                                 return
-                            self.parser.feed(data)  # pipelined behind the block: run after
+                            # fed, not run: what it pipelined behind the block runs after
 
                     nursery.start_soon(served)
                     nursery.start_soon(watch_socket)
