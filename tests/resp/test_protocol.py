@@ -32,7 +32,7 @@ def test_multibulk_any_split(cmds: list[list[bytes]], cuts: list[int]) -> None:
 
 
 def test_byte_by_byte_mixed_inline_and_multibulk() -> None:
-    data = b'PING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\nSET k "a b"\n\r\n*0\r\nECHO \'x\'\r\n'
+    data = b"PING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\nSET k \"a b\"\n\r\n*0\r\nECHO 'x'\r\n"
     p = Parser()
     got = []
     for i in range(len(data)):
