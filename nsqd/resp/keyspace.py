@@ -51,10 +51,46 @@ class Keyspace:
         self.watched: dict[bytes, object] = {}  # keys with blocked clients (blocking.py)
         self.ready: list[bytes] = []  # watched keys that got elements since the last serve
         self.loading = False  # replaying the log: nothing expires, nothing is recorded
+        self.watchers: dict[bytes, set] = {}  # WATCHed key -> sessions (transactions.py)
 
     def _log(self, rec: Record) -> None:
-        if self.record is not None and not self.loading:
+        if self.loading:
+            return
+        if self.watchers:
+            self._touch(rec)
+        if self.record is not None:
             self.record(rec)
+
+    # -- WATCH ---------------------------------------------------------------------------
+
+    def watch(self, session: object, keys: list[bytes]) -> None:
+        for key in keys:
+            self.watchers.setdefault(key, set()).add(session)
+            session.watching.add(key)  # type: ignore[attr-defined]
+
+    def unwatch(self, session: object) -> None:
+        watching: set[bytes] = session.watching  # type: ignore[attr-defined]
+        for key in watching:
+            sessions = self.watchers.get(key)
+            if sessions is not None:
+                sessions.discard(session)
+                if not sessions:
+                    del self.watchers[key]
+        watching.clear()
+        session.dirty = False  # type: ignore[attr-defined]
+
+    def _touch(self, rec: Record) -> None:
+        """A change to a WATCHed key spoils its watchers' next EXEC."""
+        op = rec[0]
+        if op == b"FLUSHALL":
+            keys: Iterable[bytes] = list(self.watchers)
+        elif op == b"DEL":
+            keys = rec[1:]
+        else:
+            keys = rec[1:2]
+        for key in keys:
+            for session in self.watchers.get(key, ()):
+                session.dirty = True
 
     # -- lookups (lazy expiry) -----------------------------------------------------------
 

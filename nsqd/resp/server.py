@@ -123,6 +123,7 @@ class Frontend:
             log.exception("RESP: [%s] unexpected error", remote)
         finally:
             self.connections.pop(conn.session.id, None)
+            self.ks.unwatch(conn.session)
             conn.parser.release()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(1):

@@ -124,3 +124,30 @@ def test_password(pair) -> None:
         with pytest.raises(redis.AuthenticationError):
             wrong.ping()
         wrong.close()
+
+
+def test_transactions(port: int) -> None:
+    r = client(port)
+    pipe = r.pipeline()  # transaction=True: MULTI ... EXEC
+    pipe.rpush("tq", "a", "b").lmove("tq", "tp", "LEFT", "RIGHT").lrange("tp", 0, -1)
+    assert pipe.execute() == [2, b"a", [b"a"]]
+
+    def move_one(p: redis.client.Pipeline) -> None:  # WATCH-based optimistic locking
+        head = p.lindex("tq", 0)
+        p.multi()
+        p.lrem("tq", 1, head)
+        p.rpush("tp", head)
+
+    r.transaction(move_one, "tq")
+    assert r.lrange("tp", 0, -1) == [b"a", b"b"] and r.exists("tq") == 0
+    other = client(port)
+    with r.pipeline() as p:
+        p.watch("tp")
+        other.rpush("tp", "c")  # changed under the watch: EXEC fails
+        p.multi()
+        p.lpop("tp")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.llen("tp") == 3
+    other.close()
+    r.close()

@@ -42,7 +42,7 @@ def select(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
-@command("quit", -1, noauth=True)
+@command("quit", -1, noauth=True, immediate=True)
 def quit_(s: Session, argv: list[bytes]) -> bytes:
     s.close_after = True
     return OK

@@ -32,7 +32,10 @@ class Block:
 class Session:
     """One connection's state as the commands see it."""
 
-    __slots__ = ("authed", "close_after", "fe", "id", "in_multi", "name", "parser")
+    __slots__ = (
+        "authed", "close_after", "dirty", "fe", "id", "multi", "multi_failed", "name", "parser",
+        "watching",
+    )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
         self.fe = fe
@@ -41,7 +44,10 @@ class Session:
         self.authed = not fe.password
         self.name = b""
         self.close_after = False  # QUIT: close once its +OK is sent
-        self.in_multi = False
+        self.multi: list[tuple[Command, list[bytes]]] | None = None  # queued by MULTI
+        self.multi_failed = False  # a command was refused while queueing: EXEC aborts
+        self.watching: set[bytes] = set()  # WATCHed keys (keyspace.watchers has the reverse)
+        self.dirty = False  # one of them changed: EXEC answers the null array
 
 
 Handler = Callable[[Session, list[bytes]], "bytes | Block"]
@@ -54,14 +60,17 @@ class Command:
     arity: int  # Redis's: n exactly, -n at least n (the name counts)
     noauth: bool = False
     subcommands: dict[bytes, Command] | None = None
+    immediate: bool = False  # runs at once inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT)
 
 
 TABLE: dict[bytes, Command] = {}
 
 
-def command(name: str, arity: int, *, noauth: bool = False) -> Callable[[Handler], Handler]:
+def command(
+    name: str, arity: int, *, noauth: bool = False, immediate: bool = False
+) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
-        TABLE[name.encode()] = Command(name, fn, arity, noauth)
+        TABLE[name.encode()] = Command(name, fn, arity, noauth, None, immediate)
         return fn
 
     return register
@@ -107,21 +116,36 @@ def _unknown(argv: list[bytes]) -> bytes:
 
 
 def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
+    """Run one command (or queue it inside MULTI) in processCommand's order of checks."""
     cmd = TABLE.get(argv[0].lower())
+    error = None
     if cmd is None:
-        return _unknown(argv)
-    if cmd.subcommands is not None and len(argv) >= 2:
-        sub = cmd.subcommands.get(argv[1].lower())
-        if sub is None:
-            sub_name = argv[1][:128].decode("utf-8", "surrogateescape")
-            return ReplyError(
-                f"ERR unknown subcommand '{sub_name}'. Try {cmd.name.upper()} HELP."
-            ).reply
-        cmd = sub
-    if not _arity_ok(cmd.arity, len(argv)):
-        return wrong_arity(cmd.name).reply
-    if not s.authed and not cmd.noauth:
-        return b"-NOAUTH Authentication required.\r\n"
+        error = _unknown(argv)
+    else:
+        if cmd.subcommands is not None and len(argv) >= 2:
+            sub = cmd.subcommands.get(argv[1].lower())
+            if sub is None:
+                sub_name = argv[1][:128].decode("utf-8", "surrogateescape")
+                error = ReplyError(
+                    f"ERR unknown subcommand '{sub_name}'. Try {cmd.name.upper()} HELP."
+                ).reply
+            cmd = sub
+        if error is None and not _arity_ok(cmd.arity, len(argv)):  # type: ignore[union-attr]
+            error = wrong_arity(cmd.name).reply  # type: ignore[union-attr]
+        if error is None and not s.authed and not cmd.noauth:  # type: ignore[union-attr]
+            error = b"-NOAUTH Authentication required.\r\n"
+    if error is not None:
+        if s.multi is not None:
+            s.multi_failed = True
+        return error
+    assert cmd is not None
+    if s.multi is not None and not cmd.immediate:
+        s.multi.append((cmd, argv))
+        return b"+QUEUED\r\n"
+    return run(s, cmd, argv)
+
+
+def run(s: Session, cmd: Command, argv: list[bytes]) -> bytes | Block:
     try:
         return cmd.fn(s, argv)
     except WrongType:
