@@ -6,6 +6,7 @@ trio.run(NSQD.run)
     ├── signal watcher (SIGINT/SIGTERM -> shutdown)
     ├── TCP listener(s) -> one Client.run per connection (clients nursery)
     ├── HTTP(S) listener(s)
+    ├── RESP listener (--resp-address) -> one task per Redis connection, log syncer, expiry
     ├── scanner (in-flight timeouts and deferred messages, every 100 ms)
     ├── storage: disk-queue syncer, nsqd.dat writer
     ├── nsqlookupd peers, statsd pusher
@@ -66,6 +67,7 @@ class NSQD:
         )
         self.storage.attach(self.broker)
         self.lookupd = Lookupd(self.node, self.broker)
+        self.resp: Any = None  # the Redis front-end (nsqd.resp.server.Frontend) when enabled
         self.broker.hooks.append(self.lookupd)
 
     # what tests and tools reach through the daemon
@@ -112,9 +114,13 @@ class NSQD:
         node.http_address = await http.bind() if http is not None else None
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
+        resp, resp_listeners = await self._open_resp()
         async with trio.open_nursery() as root:
             self._nursery = root
             self.storage.load()
+            if resp is not None:
+                resp.load()
+                await root.start(resp.serve, resp_listeners)
             root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
             root.start_soon(self.storage.syncer)
@@ -140,12 +146,26 @@ class NSQD:
                     client.close()
                 clients.cancel_scope.deadline = trio.current_time() + 5
             root.cancel_scope.cancel()
+        if resp is not None:
+            resp.close()
         self.storage.close()
         auth_http = node.shared.get("auth_http")  # created by nsqd.auth on first use
         if auth_http is not None:
             with trio.move_on_after(1):
                 await auth_http.aclose()
         log.info("exiting")
+
+    async def _open_resp(self) -> tuple[Any, list[trio.SocketListener]]:
+        """The Redis front-end, imported only when --resp-address is set (idle memory)."""
+        if not self.options.resp_address:
+            return None, []
+        from .resp.server import Frontend
+
+        listeners = await open_listeners(self.options.resp_address)
+        self.resp = Frontend(self.options, self.broker, self.storage.data_path)
+        address = listeners[0].socket.getsockname()[:2]
+        log.info("RESP: listening on %s:%d", *address)
+        return self.resp, listeners
 
     def stop(self) -> None:
         self._stopping.set()

@@ -5,7 +5,8 @@ holds: most of it is one parser table fed several ways.
   same cases replayed against the Go nsqd), one per case;
 - differential scenarios: the conformance suite's wire scenarios, and every test run against the
   Go nsqd as well as ours (a `reference` parameter or fixture);
-- client checks: real client libraries (go-nsq, nsqjs, pynsq) against the daemons;
+- client checks: real client libraries (go-nsq, nsqjs, pynsq, redis-py, ioredis) against the
+  daemons;
 - behaviour tests: the rest (end to end, HTTP, durability, TLS, operations, Spark, bench)."""
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ _CLIENT_FILES = (
     "tests/test_clients.py",
     "tests/tls/test_tls_clients.py",
     "tests/e2e/test_pynsq.py",
+    "tests/resp/test_redis_py.py",
+    "tests/resp/test_ioredis.py",
 )
 
 

@@ -5,6 +5,7 @@ Durations are held in seconds (float); flags and config files take Go durations 
 
 from __future__ import annotations
 
+import re
 import socket
 import zlib
 from collections.abc import Callable
@@ -316,6 +317,34 @@ FLAGS: list[Flag] = [
         "(0 = off)",
         EXTENSIONS,
     ),
+    Flag(
+        "resp-address",
+        "str",
+        "",
+        "<addr>:<port> to listen on for Redis (RESP2) clients; off when empty",
+        EXTENSIONS,
+    ),
+    Flag(
+        "resp-password",
+        "str",
+        "",
+        "password Redis clients must AUTH with (off when empty)",
+        EXTENSIONS,
+    ),
+    Flag(
+        "resp-max-bulk",
+        "int",
+        536870912,
+        "maximum size of one Redis bulk argument in bytes (Redis's proto-max-bulk-len)",
+        EXTENSIONS,
+    ),
+    Flag(
+        "resp-expiry-topic",
+        "str",
+        "",
+        "topic that gets one message per expired Redis string or hash key (off when empty)",
+        EXTENSIONS,
+    ),
 ]
 # Flags of ours that the Go nsqd lacks (its --help and GET /config know none of them).
 EXTENSION_FLAGS = frozenset(f.name for f in FLAGS if f.group == EXTENSIONS)
@@ -449,6 +478,11 @@ class Options:
         for key in ("mem_queue_size", "max_msg_size", "max_body_size", "max_rdy_count"):
             if v[key] < 0:
                 raise OptionError(f"--{key.replace('_', '-')} must be >= 0")
+        if v["resp_max_bulk"] < 1:
+            raise OptionError("--resp-max-bulk must be >= 1")
+        topic = v["resp_expiry_topic"]
+        if (topic and not re.fullmatch(r"[.a-zA-Z0-9_-]+(#ephemeral)?", topic)) or len(topic) > 64:
+            raise OptionError(f"--resp-expiry-topic: invalid topic name {topic!r}")
 
     @property
     def tls_required_tcp(self) -> bool:

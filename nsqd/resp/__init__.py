@@ -1,3 +1,5 @@
-"""The place for the Redis (RESP) front-end: a listener on --resp-address whose connections call
-the same broker API as tcp/ and http/ and consume as their own engine.ports.Consumer. Empty
-until that front-end lands; the import contracts already hold it to the front-end rules."""
+"""The Redis (RESP2) front-end on --resp-address: lists, strings and hashes with expiry in a
+keyspace of its own (durable in resp.log under --data-path), a FIFO blocking engine, and a
+bridge to the broker (keys topic:<t> and channel:<t>:<c>; a popping client is an
+engine.ports.Consumer). Only nsqd/daemon.py imports it, and only when the flag is set.
+README.md, "Redis front-end", says what it does and how it differs from Redis."""

@@ -271,15 +271,29 @@ MPUB_CASES = [
     C("mpub-one", mpub(b"p", [b"x"]), [MPubStart("p"), MPub("p", [b"x"])]),
     # bodies of one size, whole in the buffer (the parser's batch path when fed whole), and
     # batches that only look like it: each must give what the message-by-message reading gives
-    C("mpub-same-sizes", mpub(b"p", [b"ab", b"cd", b"ef"]) + b"NOP\n",
-      [MPubStart("p"), MPub("p", [b"ab", b"cd", b"ef"]), Nop()]),
-    C("mpub-last-size-differs", mpub(b"p", [b"ab", b"cd", b"efg"]) + b"NOP\n",
-      [MPubStart("p"), MPub("p", [b"ab", b"cd", b"efg"]), Nop()]),
-    C("mpub-same-sizes-then-size-0", b"MPUB p\n" + i32(99) + i32(3) + sized(b"ab") * 2
-      + i32(0) + b"NOP\nNOP\n", [MPubStart("p")],
-      E("E_BAD_MESSAGE MPUB invalid message(2) body size 0")),
-    C("mpub-same-sizes-too-big", mpub(b"p", [b"x" * 101] * 3), [MPubStart("p")],
-      E("E_BAD_MESSAGE MPUB message too big 101 > 100"), limits=Limits(max_msg_size=100)),
+    C(
+        "mpub-same-sizes",
+        mpub(b"p", [b"ab", b"cd", b"ef"]) + b"NOP\n",
+        [MPubStart("p"), MPub("p", [b"ab", b"cd", b"ef"]), Nop()],
+    ),
+    C(
+        "mpub-last-size-differs",
+        mpub(b"p", [b"ab", b"cd", b"efg"]) + b"NOP\n",
+        [MPubStart("p"), MPub("p", [b"ab", b"cd", b"efg"]), Nop()],
+    ),
+    C(
+        "mpub-same-sizes-then-size-0",
+        b"MPUB p\n" + i32(99) + i32(3) + sized(b"ab") * 2 + i32(0) + b"NOP\nNOP\n",
+        [MPubStart("p")],
+        E("E_BAD_MESSAGE MPUB invalid message(2) body size 0"),
+    ),
+    C(
+        "mpub-same-sizes-too-big",
+        mpub(b"p", [b"x" * 101] * 3),
+        [MPubStart("p")],
+        E("E_BAD_MESSAGE MPUB message too big 101 > 100"),
+        limits=Limits(max_msg_size=100),
+    ),
     # the declared size is only range-checked, never matched against the messages
     C(
         "mpub-declared-size-ignored",

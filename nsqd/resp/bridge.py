@@ -1,0 +1,207 @@
+"""The bridge between Redis lists and NSQ: a push to key `topic:<name>` publishes each element
+as one message to NSQ topic <name>; a pop from key `channel:<topic>:<channel>` takes the next
+message of that channel and finishes it at once (LPOP/RPOP with COUNT, BLPOP/BRPOP, LMOVE/BLMOVE
+from it: a blocked client is served by the next message published). LLEN gives the topic's or
+channel's depth. So a Redis producer feeds NSQ consumers and an NSQ producer feeds Redis
+consumers; both ends of a channel key are its one FIFO.
+
+A popping client is an engine.ports.Consumer of the channel (credit = how many it wants now)
+for as long as its pop or its wait lasts."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from protocol.v2.names import is_valid_name
+
+from ..engine.broker import Broker, PublishFailed
+from .protocol import ReplyError
+
+if TYPE_CHECKING:
+    from ..engine.channel import Channel
+    from ..engine.message import Message
+    from .blocking import Waiter
+
+TOPIC, CHANNEL = b"topic:", b"channel:"
+_PREFIXES = (TOPIC, CHANNEL)
+
+
+def is_bridged(key: bytes) -> bool:
+    return key.startswith(_PREFIXES)
+
+
+class PopConsumer:
+    """A pop, or a blocked client, as a channel consumer: wants `want` messages, finishes
+    each as it is handed over, and passes the bodies on."""
+
+    msg_timeout = 60.0
+    sample_rate = 0
+
+    def __init__(self, client_id: int, channel: Channel, want: int, remote: str) -> None:
+        self.id = client_id
+        self.channel = channel
+        self.want = want
+        self.remote = remote
+        self.bodies: list[bytes] = []
+        self.waiter: Waiter | None = None
+        self.key = b""
+        self.connect_ts = int(time.time())
+
+    def credit(self) -> int:
+        if self.waiter is not None and self.waiter.done:
+            return 0
+        return self.want
+
+    def sample(self, msgs: list[Message]) -> list[Message]:
+        return msgs
+
+    def send(self, msgs: list[Message]) -> None:
+        self.want -= len(msgs)
+        # a pop takes and finishes: nothing stays in flight to this consumer
+        self.channel.finish(self, [m.id for m in msgs])
+        bodies = [m.body for m in msgs]
+        waiter = self.waiter
+        if waiter is None:
+            self.bodies.extend(bodies)
+            return
+        waiter.finish(waiter.deliver(self.key, bodies[0]))  # want was 1
+
+    def finished(self, n: int) -> None:
+        pass
+
+    def requeued(self) -> None:
+        pass
+
+    def timed_out(self) -> None:
+        pass
+
+    def emptied(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.want = 0
+
+    def stats(self, topic_filter: str = "") -> dict[str, Any]:
+        return {
+            "client_id": "resp",
+            "hostname": self.remote,
+            "version": "RESP",
+            "remote_address": self.remote,
+            "state": 3,
+            "ready_count": self.want,
+            "in_flight_count": 0,
+            "message_count": 0,
+            "finish_count": 0,
+            "requeue_count": 0,
+            "connect_ts": self.connect_ts,
+            "sample_rate": 0,
+            "deflate": False,
+            "snappy": False,
+            "user_agent": "resp",
+            "tls": False,
+            "tls_cipher_suite": "",
+            "tls_version": "",
+            "tls_negotiated_protocol": "",
+            "tls_negotiated_protocol_is_mutual": False,
+        }
+
+
+class Bridge:
+    def __init__(self, broker: Broker, max_msg_size: int) -> None:
+        self.broker = broker
+        self.max_msg_size = max_msg_size  # --max-msg-size, as for a PUB
+
+    def _topic(self, key: bytes) -> str:
+        if not key.startswith(TOPIC):
+            raise ReplyError(
+                "ERR bridge: push to topic:<topic>; channel:<topic>:<channel> is for pops"
+            )
+        name = key[len(TOPIC) :]
+        if not is_valid_name(name):
+            raise ReplyError("ERR bridge: invalid topic name")
+        return name.decode()
+
+    def _channel(self, key: bytes) -> tuple[str, str]:
+        if not key.startswith(CHANNEL):
+            raise ReplyError(
+                "ERR bridge: pop from channel:<topic>:<channel>; topic:<topic> is for pushes"
+            )
+        topic, _, channel = key[len(CHANNEL) :].partition(b":")
+        if not is_valid_name(topic):
+            raise ReplyError("ERR bridge: invalid topic name")
+        if not is_valid_name(channel):
+            raise ReplyError("ERR bridge: invalid channel name")
+        return topic.decode(), channel.decode()
+
+    def push(self, key: bytes, elems: list[bytes]) -> int:
+        """Publish each element as a message; the number published."""
+        topic = self._topic(key)
+        if any(not e for e in elems):
+            raise ReplyError("ERR bridge: an NSQ message body cannot be empty")
+        if any(len(e) > self.max_msg_size for e in elems):
+            raise ReplyError(f"ERR bridge: message too big (--max-msg-size {self.max_msg_size})")
+        try:
+            self.broker.publish(topic, list(elems))
+        except PublishFailed as exc:
+            raise ReplyError(f"ERR bridge: publish failed {exc}") from None
+        return len(elems)
+
+    def pop(self, key: bytes, count: int, remote: str = "resp") -> list[bytes]:
+        """Take (and finish) up to `count` queued messages of the channel."""
+        topic, name = self._channel(key)
+        if count <= 0:
+            return []
+        channel = self.broker.channel(topic, name)
+        consumer = PopConsumer(self.broker.next_client_id(), channel, count, remote)
+        self._join(channel, consumer)
+        try:
+            channel.refresh(consumer)
+        finally:
+            channel.remove_consumer(consumer)
+        return consumer.bodies
+
+    def _join(self, channel: Channel, consumer: PopConsumer) -> None:
+        try:
+            channel.add_consumer(consumer)
+        except Exception as exc:  # --max-channel-consumers reached
+            raise ReplyError(f"ERR bridge: {exc}") from None
+
+    def length(self, key: bytes) -> int:
+        if key.startswith(TOPIC):
+            topic = self.broker.topics.get(self._topic(key))
+            return topic.depth if topic is not None else 0
+        topic_name, name = self._channel(key)
+        topic = self.broker.topics.get(topic_name)
+        channel = topic.channels.get(name) if topic is not None else None
+        return channel.depth if channel is not None else 0
+
+    def exists(self, key: bytes) -> bool:
+        """Whether the topic (topic:) or channel (channel:) exists: TYPE says list then."""
+        try:
+            if key.startswith(TOPIC):
+                return self._topic(key) in self.broker.topics
+            topic_name, name = self._channel(key)
+        except ReplyError:
+            return False
+        topic = self.broker.topics.get(topic_name)
+        return topic is not None and name in topic.channels
+
+    def watch(self, waiter: Waiter, remote: str) -> None:
+        """Make a blocked client a consumer (credit 1) of each channel key it waits on."""
+        keys = [k for k in dict.fromkeys(waiter.keys) if is_bridged(k)]
+        names = [self._channel(k) for k in keys]  # every error before anything is joined
+        for key, (topic, name) in zip(keys, names, strict=True):
+            channel = self.broker.channel(topic, name)
+            consumer = PopConsumer(self.broker.next_client_id(), channel, 1, remote)
+            consumer.waiter, consumer.key = waiter, key
+            self._join(channel, consumer)
+            waiter.consumers.append(consumer)
+        for consumer in waiter.consumers:
+            if not waiter.done:
+                consumer.channel.refresh(consumer)
+
+    def unwatch(self, waiter: Waiter) -> None:
+        for consumer in waiter.consumers:
+            consumer.channel.remove_consumer(consumer)
+        waiter.consumers.clear()

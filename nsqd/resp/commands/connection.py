@@ -1,0 +1,245 @@
+"""What clients send on connect and to manage their connection: PING, ECHO, SELECT, QUIT,
+AUTH (with --resp-password), HELLO (RESP2; RESP3 is refused with Redis's NOPROTO), CLIENT,
+COMMAND, INFO, CONFIG GET (redis-benchmark asks for save/appendonly: nothing to report)."""
+
+from __future__ import annotations
+
+import hmac
+
+from ..protocol import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+from .registry import (
+    SYNTAX,
+    TABLE,
+    Command,
+    ReplyError,
+    Session,
+    command,
+    container,
+    integer_arg,
+    wrong_arity,
+)
+
+VERSION = b"7.0.0"  # the Redis whose replies these are (HELLO, INFO)
+
+
+@command("ping", -1)
+def ping(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) > 2:
+        raise wrong_arity("ping")
+    return PONG if len(argv) == 1 else bulk(argv[1])
+
+
+@command("echo", 2)
+def echo(s: Session, argv: list[bytes]) -> bytes:
+    return bulk(argv[1])
+
+
+@command("select", 2)
+def select(s: Session, argv: list[bytes]) -> bytes:
+    db = integer_arg(argv[1])
+    if db != 0:  # one database here (Redis has 16 by default)
+        raise ReplyError("ERR DB index is out of range")
+    return OK
+
+
+@command("quit", -1, noauth=True, immediate=True)
+def quit_(s: Session, argv: list[bytes]) -> bytes:
+    s.close_after = True
+    return OK
+
+
+def _authenticate(s: Session, user: bytes, password: bytes) -> bool:
+    want = s.fe.password
+    if user != b"default":
+        return False
+    ok = not want or hmac.compare_digest(password, want)
+    if ok:
+        s.authed = True
+        s.parser.strict_auth = False
+    return ok
+
+
+@command("auth", -2, noauth=True)
+def auth(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    if len(argv) == 2:
+        if not s.fe.password:
+            raise ReplyError(
+                "ERR AUTH <password> called without any password configured for the default "
+                "user. Are you sure your configuration is correct?"
+            )
+        user, password = b"default", argv[1]
+    else:
+        user, password = argv[1], argv[2]
+    if not _authenticate(s, user, password):
+        raise ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
+    return OK
+
+
+@command("hello", -1, noauth=True)
+def hello(s: Session, argv: list[bytes]) -> bytes:
+    j = 1
+    if len(argv) >= 2:
+        ver = integer_arg(argv[1], "ERR Protocol version is not an integer or out of range")
+        if ver != 2:  # RESP3 is not spoken here: Redis's answer to a version it lacks
+            raise ReplyError("NOPROTO unsupported protocol version")
+        j = 2
+    user = password = name = None
+    while j < len(argv):
+        opt, more = argv[j].lower(), len(argv) - 1 - j
+        if opt == b"auth" and more >= 2:
+            user, password = argv[j + 1], argv[j + 2]
+            j += 2
+        elif opt == b"setname" and more:
+            name = argv[j + 1]
+            j += 1
+        else:
+            text = argv[j].decode("utf-8", "surrogateescape")
+            raise ReplyError(f"ERR Syntax error in HELLO option '{text}'")
+        j += 1
+    if user is not None and password is not None and not _authenticate(s, user, password):
+        raise ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
+    if not s.authed:
+        raise ReplyError(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+            "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
+            "select the RESP protocol version at the same time"
+        )
+    if name is not None:
+        _setname(s, name)
+    return raw_array(
+        [
+            bulk(b"server"), bulk(b"redis"), bulk(b"version"), bulk(VERSION),
+            bulk(b"proto"), integer(2), bulk(b"id"), integer(s.id),
+            bulk(b"mode"), bulk(b"standalone"), bulk(b"role"), bulk(b"master"),
+            bulk(b"modules"), EMPTY_ARRAY,
+        ]
+    )  # fmt: skip
+
+
+# -- CLIENT -----------------------------------------------------------------------------------
+
+
+def _setname(s: Session, name: bytes) -> None:
+    if any(c < 33 or c > 126 for c in name):
+        raise ReplyError("ERR Client names cannot contain spaces, newlines or special characters.")
+    s.name = name
+
+
+def _client_setname(s: Session, argv: list[bytes]) -> bytes:
+    _setname(s, argv[2])
+    return OK
+
+
+def _client_info_line(s: Session) -> bytes:
+    return b"id=%d addr=%s name=%s db=0 cmd=client|info\n" % (
+        s.id,
+        s.fe.remote_of(s).encode(),
+        s.name,
+    )
+
+
+CLIENT_HELP = [
+    b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"GETNAME", b"    Return the name of the current connection.",
+    b"ID", b"    Return the ID of the current connection.",
+    b"INFO", b"    Return information about the current client connection.",
+    b"SETNAME <name>", b"    Assign the name <name> to the current connection.",
+    b"SETINFO <LIB-NAME|LIB-VER> <value>", b"    Accepted and ignored.",
+]  # fmt: skip
+
+container(
+    "client",
+    {
+        "setname": (_client_setname, 3),
+        "getname": (lambda s, a: bulk(s.name or None), 2),
+        "id": (lambda s, a: integer(s.id), 2),
+        "setinfo": (lambda s, a: OK, 4),  # Redis 7.2's; redis-py sends it on connect
+        "info": (lambda s, a: bulk(_client_info_line(s)), 2),
+        "list": (lambda s, a: bulk(_client_info_line(s)), -2),
+        "no-evict": (lambda s, a: OK, 3),
+        "help": (lambda s, a: b"+" + b"\r\n+".join(CLIENT_HELP) + b"\r\n", 2),
+    },
+)
+
+
+# -- COMMAND ----------------------------------------------------------------------------------
+
+
+def _info(cmd: Command) -> bytes:
+    keyed = cmd.name not in {
+        "ping",
+        "echo",
+        "select",
+        "quit",
+        "auth",
+        "hello",
+        "client",
+        "command",
+        "info",
+        "config",
+        "dbsize",
+        "flushall",
+        "flushdb",
+        "keys",
+    }
+    last = (
+        -2
+        if cmd.name in ("blpop", "brpop")
+        else (-1 if cmd.name in ("del", "exists", "unlink") else 1)
+    )
+    if cmd.name in ("lmove", "blmove", "rpoplpush", "brpoplpush"):
+        last = 2
+    first, last, step = (1, last, 1) if keyed else (0, 0, 0)
+    return raw_array(
+        [bulk(cmd.name.encode()), integer(cmd.arity), EMPTY_ARRAY, integer(first),
+         integer(last), integer(step), EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY]
+    )  # fmt: skip
+
+
+def _command_all(s: Session, argv: list[bytes]) -> bytes:
+    return raw_array([_info(c) for c in TABLE.values()])
+
+
+def _command_info(s: Session, argv: list[bytes]) -> bytes:
+    names = argv[2:] or list(TABLE)
+    return raw_array([_info(TABLE[n.lower()]) if n.lower() in TABLE else bulk(None) for n in names])
+
+
+container(
+    "command",
+    {
+        "count": (lambda s, a: integer(len(TABLE)), 2),
+        "info": (_command_info, -2),
+        "docs": (lambda s, a: EMPTY_ARRAY, -2),  # no docs: redis-cli falls back to its own
+        "list": (lambda s, a: array([c.encode() for c in sorted(n.decode() for n in TABLE)]), -2),
+    },
+    _command_all,
+)
+
+
+# -- INFO, CONFIG -----------------------------------------------------------------------------
+
+
+@command("info", -1)
+def info(s: Session, argv: list[bytes]) -> bytes:
+    return bulk(s.fe.info().encode())
+
+
+def _config_get(s: Session, argv: list[bytes]) -> bytes:
+    return EMPTY_ARRAY  # nothing of Redis's configuration applies
+
+
+def _config_set(s: Session, argv: list[bytes]) -> bytes:
+    raise ReplyError("ERR CONFIG SET is not supported here")
+
+
+container(
+    "config",
+    {
+        "get": (_config_get, -3),
+        "set": (_config_set, -4),
+        "resetstat": (lambda s, a: OK, 2),
+    },
+)

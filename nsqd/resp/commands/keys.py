@@ -1,0 +1,155 @@
+"""Key commands the queue and expiry models need: DEL/UNLINK, EXISTS, TYPE, KEYS, DBSIZE,
+FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from ..bridge import is_bridged
+from ..keyspace import now_ms, type_name
+from ..protocol import OK, ONE, ZERO, array, integer, simple
+from .registry import SYNTAX, ReplyError, Session, command, integer_arg
+
+
+@command("del", -2)
+def del_(s: Session, argv: list[bytes]) -> bytes:
+    return integer(s.fe.ks.delete(dict.fromkeys(argv[1:])))
+
+
+@command("unlink", -2)
+def unlink(s: Session, argv: list[bytes]) -> bytes:
+    return del_(s, argv)
+
+
+@command("exists", -2)
+def exists(s: Session, argv: list[bytes]) -> bytes:
+    ks = s.fe.ks
+    return integer(sum(1 for key in argv[1:] if ks.get(key) is not None))
+
+
+@command("type", 2)
+def type_(s: Session, argv: list[bytes]) -> bytes:
+    if is_bridged(argv[1]) and s.fe.bridge.exists(argv[1]):
+        return simple("list")
+    return simple(type_name(s.fe.ks.get(argv[1])))
+
+
+@command("keys", 2)
+def keys(s: Session, argv: list[bytes]) -> bytes:
+    pattern = argv[1].decode("latin-1")
+    ks = s.fe.ks
+    found = [k for k in list(ks.data) if fnmatchcase(k.decode("latin-1"), pattern)]
+    return array([k for k in found if ks.get(k) is not None])
+
+
+@command("dbsize", 1)
+def dbsize(s: Session, argv: list[bytes]) -> bytes:
+    return integer(len(s.fe.ks.data))
+
+
+def _flush(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
+        raise ReplyError(SYNTAX)
+    s.fe.ks.flush()
+    return OK
+
+
+@command("flushall", -1)
+def flushall(s: Session, argv: list[bytes]) -> bytes:
+    return _flush(s, argv)
+
+
+@command("flushdb", -1)
+def flushdb(s: Session, argv: list[bytes]) -> bytes:
+    return _flush(s, argv)
+
+
+def _expire_flags(argv: list[bytes]) -> set[bytes]:
+    flags: set[bytes] = set()
+    for raw in argv[3:]:
+        opt = raw.lower()
+        if opt not in (b"nx", b"xx", b"gt", b"lt"):
+            text = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            raise ReplyError(f"ERR Unsupported option {text}")
+        flags.add(opt)
+    if b"nx" in flags and flags & {b"xx", b"gt", b"lt"}:
+        raise ReplyError("ERR NX and XX, GT or LT options at the same time are not compatible")
+    if {b"gt", b"lt"} <= flags:
+        raise ReplyError("ERR GT and LT options at the same time are not compatible")
+    return flags
+
+
+def _expire(s: Session, argv: list[bytes], name: str, seconds: bool, absolute: bool) -> bytes:
+    flags = _expire_flags(argv)
+    when = integer_arg(argv[2])
+    bad = f"ERR invalid expire time in '{name}' command"
+    if seconds:
+        if not -(2**63) // 1000 <= when <= (2**63 - 1) // 1000:
+            raise ReplyError(bad)
+        when *= 1000
+    base = 0 if absolute else now_ms()
+    if when > 2**63 - 1 - base:
+        raise ReplyError(bad)
+    when += base
+    ks, key = s.fe.ks, argv[1]
+    if ks.get(key) is None:
+        return ZERO
+    current = ks.expires.get(key, -1)
+    if (
+        (b"nx" in flags and current != -1)
+        or (b"xx" in flags and current == -1)
+        or (b"gt" in flags and (current == -1 or when <= current))
+        or (b"lt" in flags and current != -1 and when >= current)
+    ):
+        return ZERO
+    ks.set_expire(key, when)
+    return ONE
+
+
+@command("expire", -3)
+def expire(s: Session, argv: list[bytes]) -> bytes:
+    return _expire(s, argv, "expire", True, False)
+
+
+@command("pexpire", -3)
+def pexpire(s: Session, argv: list[bytes]) -> bytes:
+    return _expire(s, argv, "pexpire", False, False)
+
+
+@command("expireat", -3)
+def expireat(s: Session, argv: list[bytes]) -> bytes:
+    return _expire(s, argv, "expireat", True, True)
+
+
+@command("pexpireat", -3)
+def pexpireat(s: Session, argv: list[bytes]) -> bytes:
+    return _expire(s, argv, "pexpireat", False, True)
+
+
+def _ttl(s: Session, key: bytes, ms: bool) -> bytes:
+    ks = s.fe.ks
+    if ks.get(key) is None:
+        return integer(-2)
+    when = ks.expires.get(key)
+    if when is None:
+        return integer(-1)
+    left = max(0, when - now_ms())
+    return integer(left if ms else (left + 500) // 1000)
+
+
+@command("ttl", 2)
+def ttl(s: Session, argv: list[bytes]) -> bytes:
+    return _ttl(s, argv[1], False)
+
+
+@command("pttl", 2)
+def pttl(s: Session, argv: list[bytes]) -> bytes:
+    return _ttl(s, argv[1], True)
+
+
+@command("persist", 2)
+def persist(s: Session, argv: list[bytes]) -> bytes:
+    ks = s.fe.ks
+    if ks.get(argv[1]) is None:
+        return ZERO
+    return ONE if ks.persist(argv[1]) else ZERO

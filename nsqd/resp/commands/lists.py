@@ -1,0 +1,283 @@
+"""The list commands of seed 001 (queues on lists), with Redis 7.0's replies and errors and its
+order of checks (argument parsing before the key lookup where Redis does it, and after it where
+Redis does that): pushes, pops with COUNT, blocking pops over several keys, LMOVE/BLMOVE and
+their deprecated forms, LLEN, LREM, LTRIM, LRANGE, LINDEX, LSET.
+
+Keys `topic:<name>` and `channel:<topic>:<channel>` are the NSQ bridge (bridge.py)."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from ..blocking import Waiter
+from ..bridge import is_bridged
+from ..protocol import EMPTY_ARRAY, NULL, NULL_ARRAY, OK, array, bulk, integer
+from .registry import (
+    SYNTAX,
+    Block,
+    ReplyError,
+    Session,
+    command,
+    integer_arg,
+    positive_arg,
+    timeout_arg,
+    wrong_arity,
+)
+
+MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
+
+
+# -- pushes -------------------------------------------------------------------------------
+
+
+def _push(s: Session, argv: list[bytes], left: bool, create: bool) -> bytes:
+    key = argv[1]
+    if is_bridged(key):
+        return integer(s.fe.bridge.push(key, argv[2:]))
+    return integer(s.fe.ks.push(key, argv[2:], left, create))
+
+
+@command("lpush", -3)
+def lpush(s: Session, argv: list[bytes]) -> bytes:
+    return _push(s, argv, True, True)
+
+
+@command("rpush", -3)
+def rpush(s: Session, argv: list[bytes]) -> bytes:
+    return _push(s, argv, False, True)
+
+
+@command("lpushx", -3)
+def lpushx(s: Session, argv: list[bytes]) -> bytes:
+    return _push(s, argv, True, False)
+
+
+@command("rpushx", -3)
+def rpushx(s: Session, argv: list[bytes]) -> bytes:
+    return _push(s, argv, False, False)
+
+
+# -- pops ---------------------------------------------------------------------------------
+
+
+def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
+    if len(argv) > 3:
+        raise wrong_arity("lpop" if left else "rpop")
+    count = positive_arg(argv[2], MUST_BE_POSITIVE) if len(argv) == 3 else None
+    key = argv[1]
+    if is_bridged(key):
+        items = s.fe.bridge.pop(key, 1 if count is None else count)
+    else:
+        lst = s.fe.ks.get_list(key)
+        if lst is None:
+            return NULL if count is None else NULL_ARRAY
+        items = [] if count == 0 else s.fe.ks.pop(key, count or 1, left)
+    if count is None:
+        return bulk(items[0]) if items else NULL
+    return array(items) if items or count == 0 else NULL_ARRAY
+
+
+@command("lpop", -2)
+def lpop(s: Session, argv: list[bytes]) -> bytes:
+    return _pop(s, argv, True)
+
+
+@command("rpop", -2)
+def rpop(s: Session, argv: list[bytes]) -> bytes:
+    return _pop(s, argv, False)
+
+
+def _take_one(s: Session, key: bytes, left: bool) -> bytes | None:
+    """One element from the end `left` says, or None when the list is empty or missing."""
+    if is_bridged(key):
+        items = s.fe.bridge.pop(key, 1)
+        return items[0] if items else None
+    if not s.fe.ks.get_list(key):
+        return None
+    return s.fe.ks.pop(key, 1, left)[0]
+
+
+def _bpop(s: Session, argv: list[bytes], left: bool) -> bytes | Block:
+    timeout = timeout_arg(argv[-1])
+    keys = argv[1:-1]
+    for key in keys:
+        elem = _take_one(s, key, left)
+        if elem is not None:
+            return array([key, elem])
+    waiter = Waiter(keys, left, lambda key, elem: array([key, elem]))
+    return s.fe.block(waiter, timeout, NULL_ARRAY)
+
+
+@command("blpop", -3)
+def blpop(s: Session, argv: list[bytes]) -> bytes | Block:
+    return _bpop(s, argv, True)
+
+
+@command("brpop", -3)
+def brpop(s: Session, argv: list[bytes]) -> bytes | Block:
+    return _bpop(s, argv, False)
+
+
+# -- moves --------------------------------------------------------------------------------
+
+
+def _where(raw: bytes) -> bool:
+    side = raw.lower()
+    if side == b"left":
+        return True
+    if side == b"right":
+        return False
+    raise ReplyError(SYNTAX)
+
+
+def _put(s: Session, dst: bytes, elem: bytes, left: bool) -> None:
+    if is_bridged(dst):
+        s.fe.bridge.push(dst, [elem])
+    else:
+        s.fe.ks.push(dst, [elem], left)
+
+
+def _check_dst(s: Session, dst: bytes) -> None:
+    if not is_bridged(dst):
+        s.fe.ks.get_list(dst)  # WRONGTYPE before anything is popped
+
+
+def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | None:
+    if is_bridged(src):
+        _check_dst(s, dst)
+        elem = _take_one(s, src, wherefrom)
+    else:
+        if not s.fe.ks.get_list(src):
+            return None
+        _check_dst(s, dst)
+        elem = _take_one(s, src, wherefrom)
+    if elem is None:
+        return None
+    _put(s, dst, elem, whereto)
+    return elem
+
+
+def _blmove(
+    s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool, raw_timeout: bytes
+) -> bytes | Block:
+    timeout = timeout_arg(raw_timeout)
+    elem = _move(s, src, dst, wherefrom, whereto)
+    if elem is not None:
+        return bulk(elem)
+
+    def deliver(key: bytes, elem: bytes) -> bytes:
+        try:
+            _check_dst(s, dst)
+        except Exception:
+            if not is_bridged(src):
+                s.fe.ks.push(src, [elem], wherefrom)  # put it back where it was
+            raise
+        _put(s, dst, elem, whereto)
+        return bulk(elem)
+
+    return s.fe.block(Waiter([src], wherefrom, deliver), timeout, NULL_ARRAY)
+
+
+@command("lmove", 5)
+def lmove(s: Session, argv: list[bytes]) -> bytes:
+    wherefrom, whereto = _where(argv[3]), _where(argv[4])
+    return bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
+
+
+@command("rpoplpush", 3)
+def rpoplpush(s: Session, argv: list[bytes]) -> bytes:
+    return bulk(_move(s, argv[1], argv[2], False, True))
+
+
+@command("blmove", 6)
+def blmove(s: Session, argv: list[bytes]) -> bytes | Block:
+    wherefrom, whereto = _where(argv[3]), _where(argv[4])
+    return _blmove(s, argv[1], argv[2], wherefrom, whereto, argv[5])
+
+
+@command("brpoplpush", 4)
+def brpoplpush(s: Session, argv: list[bytes]) -> bytes | Block:
+    return _blmove(s, argv[1], argv[2], False, True, argv[3])
+
+
+# -- reading and editing ------------------------------------------------------------------
+
+
+@command("llen", 2)
+def llen(s: Session, argv: list[bytes]) -> bytes:
+    key = argv[1]
+    if is_bridged(key):
+        return integer(s.fe.bridge.length(key))
+    lst = s.fe.ks.get_list(key)
+    return integer(len(lst) if lst is not None else 0)
+
+
+def _range(start: int, end: int, n: int) -> tuple[int, int] | None:
+    """Redis's index rules for LRANGE/LTRIM: (start, end) inclusive, or None when empty."""
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    start = max(start, 0)
+    if start > end or start >= n:
+        return None
+    return start, min(end, n - 1)
+
+
+@command("lrange", 4)
+def lrange(s: Session, argv: list[bytes]) -> bytes:
+    start, end = integer_arg(argv[2]), integer_arg(argv[3])
+    lst = s.fe.ks.get_list(argv[1])
+    if lst is None:
+        return EMPTY_ARRAY
+    span = _range(start, end, len(lst))
+    if span is None:
+        return EMPTY_ARRAY
+    return array(list(islice(lst, span[0], span[1] + 1)))
+
+
+@command("lindex", 3)
+def lindex(s: Session, argv: list[bytes]) -> bytes:
+    lst = s.fe.ks.get_list(argv[1])
+    if lst is None:
+        return NULL
+    index = integer_arg(argv[2])
+    if index < 0:
+        index += len(lst)
+    return bulk(lst[index]) if 0 <= index < len(lst) else NULL
+
+
+@command("lset", 4)
+def lset(s: Session, argv: list[bytes]) -> bytes:
+    lst = s.fe.ks.get_list(argv[1])
+    if lst is None:
+        raise ReplyError("ERR no such key")
+    index = integer_arg(argv[2])
+    if index < 0:
+        index += len(lst)
+    if not 0 <= index < len(lst):
+        raise ReplyError("ERR index out of range")
+    s.fe.ks.lset(argv[1], index, argv[3])
+    return OK
+
+
+@command("lrem", 4)
+def lrem(s: Session, argv: list[bytes]) -> bytes:
+    count = integer_arg(argv[2])
+    if s.fe.ks.get_list(argv[1]) is None:
+        return integer(0)
+    return integer(s.fe.ks.lrem(argv[1], count, argv[3]))
+
+
+@command("ltrim", 4)
+def ltrim(s: Session, argv: list[bytes]) -> bytes:
+    start, end = integer_arg(argv[2]), integer_arg(argv[3])
+    lst = s.fe.ks.get_list(argv[1])
+    if lst is None:
+        return OK
+    span = _range(start, end, len(lst))
+    if span is None:
+        s.fe.ks.ltrim(argv[1], 1, 0)
+    elif span != (0, len(lst) - 1):
+        s.fe.ks.ltrim(argv[1], *span)
+    return OK

@@ -1,0 +1,209 @@
+"""The command table and what every command shares: registration with Redis's arity rule,
+the session a command runs in, the argument parsers with Redis 7's exact error texts, and the
+dispatch (unknown command, wrong arity, NOAUTH, WRONGTYPE) in processCommand's order."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+from ..keyspace import WRONGTYPE, WrongType
+from ..protocol import ReplyError, string2ll
+
+if TYPE_CHECKING:
+    from ..server import Frontend
+
+
+class Block:
+    """A blocking command found nothing: the connection waits on `waiter` up to `timeout`
+    seconds (0: forever), then answers `on_timeout`."""
+
+    __slots__ = ("on_timeout", "timeout", "waiter")
+
+    def __init__(self, waiter: Any, timeout: float, on_timeout: bytes) -> None:
+        self.waiter = waiter
+        self.timeout = timeout
+        self.on_timeout = on_timeout
+
+
+class Session:
+    """One connection's state as the commands see it."""
+
+    __slots__ = (
+        "authed", "close_after", "dirty", "fe", "id", "multi", "multi_failed", "name", "parser",
+        "watching",
+    )  # fmt: skip
+
+    def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
+        self.fe = fe
+        self.id = client_id
+        self.parser = parser
+        self.authed = not fe.password
+        self.name = b""
+        self.close_after = False  # QUIT: close once its +OK is sent
+        self.multi: list[tuple[Command, list[bytes]]] | None = None  # queued by MULTI
+        self.multi_failed = False  # a command was refused while queueing: EXEC aborts
+        self.watching: set[bytes] = set()  # WATCHed keys (keyspace.watchers has the reverse)
+        self.dirty = False  # one of them changed: EXEC answers the null array
+
+
+Handler = Callable[[Session, list[bytes]], "bytes | Block"]
+
+
+@dataclass(slots=True)
+class Command:
+    name: str
+    fn: Handler
+    arity: int  # Redis's: n exactly, -n at least n (the name counts)
+    noauth: bool = False
+    subcommands: dict[bytes, Command] | None = None
+    immediate: bool = False  # runs at once inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT)
+
+
+TABLE: dict[bytes, Command] = {}
+
+
+def command(
+    name: str, arity: int, *, noauth: bool = False, immediate: bool = False
+) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        TABLE[name.encode()] = Command(name, fn, arity, noauth, None, immediate)
+        return fn
+
+    return register
+
+
+def container(
+    name: str,
+    subs: dict[str, tuple[Handler, int]],
+    bare: Handler | None = None,
+    *,
+    noauth: bool = False,
+) -> None:
+    """A command with subcommands (CLIENT, COMMAND): arity errors name 'client|setname';
+    alone, it runs `bare` (COMMAND) or is an arity error (CLIENT)."""
+    table = {
+        k.encode(): Command(f"{name}|{k}", fn, arity, noauth) for k, (fn, arity) in subs.items()
+    }
+    TABLE[name.encode()] = Command(name, bare or _unused, -1 if bare else -2, noauth, table)
+
+
+def _unused(s: Session, argv: list[bytes]) -> bytes:
+    raise AssertionError("containers dispatch to their subcommands")
+
+
+def _arity_ok(arity: int, argc: int) -> bool:
+    return argc == arity if arity > 0 else argc >= -arity
+
+
+def wrong_arity(name: str) -> ReplyError:
+    return ReplyError(f"ERR wrong number of arguments for '{name}' command")
+
+
+def _unknown(argv: list[bytes]) -> bytes:
+    args = b""
+    for arg in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += b"'" + arg[: 128 - len(args)] + b"' "
+    name = argv[0].split(b"\0", 1)[0][:128]
+    return ReplyError(
+        b"ERR unknown command '" + name + b"', with args beginning with: " + args
+    ).reply
+
+
+def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
+    """Run one command (or queue it inside MULTI) in processCommand's order of checks."""
+    cmd = TABLE.get(argv[0].lower())
+    error = None
+    if cmd is None:
+        error = _unknown(argv)
+    else:
+        if cmd.subcommands is not None and len(argv) >= 2:
+            sub = cmd.subcommands.get(argv[1].lower())
+            if sub is None:
+                sub_name = argv[1][:128].decode("utf-8", "surrogateescape")
+                error = ReplyError(
+                    f"ERR unknown subcommand '{sub_name}'. Try {cmd.name.upper()} HELP."
+                ).reply
+            cmd = sub
+        if error is None and not _arity_ok(cmd.arity, len(argv)):  # type: ignore[union-attr]
+            error = wrong_arity(cmd.name).reply  # type: ignore[union-attr]
+        if error is None and not s.authed and not cmd.noauth:  # type: ignore[union-attr]
+            error = b"-NOAUTH Authentication required.\r\n"
+    if error is not None:
+        if s.multi is not None:
+            s.multi_failed = True
+        return error
+    assert cmd is not None
+    if s.multi is not None and not cmd.immediate:
+        s.multi.append((cmd, argv))
+        return b"+QUEUED\r\n"
+    return run(s, cmd, argv)
+
+
+def run(s: Session, cmd: Command, argv: list[bytes]) -> bytes | Block:
+    try:
+        return cmd.fn(s, argv)
+    except WrongType:
+        return WRONGTYPE
+    except ReplyError as exc:
+        return exc.reply
+
+
+# -- argument parsers -----------------------------------------------------------------------
+
+NOT_INTEGER = "ERR value is not an integer or out of range"
+SYNTAX = "ERR syntax error"
+
+
+def integer_arg(raw: bytes, message: str = NOT_INTEGER) -> int:
+    value = string2ll(raw)
+    if value is None:
+        raise ReplyError(message)
+    return value
+
+
+def positive_arg(raw: bytes, message: str) -> int:
+    """getPositiveLongFromObjectOrReply with a message: used for both kinds of failure."""
+    value = string2ll(raw)
+    if value is None or value < 0:
+        raise ReplyError(message)
+    return value
+
+
+_FLOAT = re.compile(
+    rb"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\Z", re.IGNORECASE
+)
+_HEX_FLOAT = re.compile(
+    rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?\Z"
+)
+_LDBL_MAX = Decimal("1.18973149535723176502e4932")
+
+
+def timeout_arg(raw: bytes) -> float:
+    """A blocking command's timeout in seconds, as Redis 7.0's getTimeoutFromObjectOrReply
+    reads it with strtold (its long double overflows past ~1.19e4932; a value past 2**63 ms
+    wraps to negative)."""
+    text = raw.decode("latin-1")
+    if _HEX_FLOAT.match(raw):  # strtold reads C99 hex floats too
+        text = str(Decimal(float.fromhex(text)))
+    elif len(raw) > 5 * 1024 or not _FLOAT.match(raw) or "nan" in text.lower():
+        raise ReplyError("ERR timeout is not a float or out of range")
+    if "inf" in text.lower():
+        raise ReplyError("ERR timeout is negative")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise ReplyError("ERR timeout is not a float or out of range") from None
+    if abs(value) > _LDBL_MAX:
+        raise ReplyError("ERR timeout is not a float or out of range")
+    ms = (value * 1000).to_integral_value(
+        rounding=ROUND_CEILING
+    )  # ceil to whole ms first, as Redis: -0.0001 s is 0, forever
+    if ms < 0 or ms >= 2**63:
+        raise ReplyError("ERR timeout is negative")
+    return float(ms) / 1000

@@ -1,0 +1,58 @@
+"""MULTI/EXEC/DISCARD and WATCH/UNWATCH, as Redis 7.0 answers them. Every command runs to its
+end before another starts, so EXEC only has to run its queue in order; a blocking command in
+it does not block (an empty key gives its timeout answer at once). A WATCHed key changed by
+anyone (a write, a pop, a DEL, its expiry) makes EXEC answer the null array."""
+
+from __future__ import annotations
+
+from ..protocol import NULL_ARRAY, OK, raw_array
+from .registry import Block, ReplyError, Session, command, run
+
+
+@command("multi", 1, immediate=True)
+def multi(s: Session, argv: list[bytes]) -> bytes:
+    if s.multi is not None:
+        raise ReplyError("ERR MULTI calls can not be nested")
+    s.multi, s.multi_failed = [], False
+    return OK
+
+
+@command("exec", 1, immediate=True)
+def exec_(s: Session, argv: list[bytes]) -> bytes:
+    if s.multi is None:
+        raise ReplyError("ERR EXEC without MULTI")
+    queued, failed, dirty = s.multi, s.multi_failed, s.dirty
+    s.multi, s.multi_failed = None, False
+    s.fe.ks.unwatch(s)
+    if failed:
+        raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
+    if dirty:
+        return NULL_ARRAY
+    replies = []
+    for cmd, args in queued:
+        reply = run(s, cmd, args)
+        replies.append(reply.on_timeout if isinstance(reply, Block) else reply)
+    return raw_array(replies)
+
+
+@command("discard", 1, immediate=True)
+def discard(s: Session, argv: list[bytes]) -> bytes:
+    if s.multi is None:
+        raise ReplyError("ERR DISCARD without MULTI")
+    s.multi, s.multi_failed = None, False
+    s.fe.ks.unwatch(s)
+    return OK
+
+
+@command("watch", -2, immediate=True)
+def watch(s: Session, argv: list[bytes]) -> bytes:
+    if s.multi is not None:
+        raise ReplyError("ERR WATCH inside MULTI is not allowed")
+    s.fe.ks.watch(s, argv[1:])
+    return OK
+
+
+@command("unwatch", 1)
+def unwatch(s: Session, argv: list[bytes]) -> bytes:
+    s.fe.ks.unwatch(s)
+    return OK

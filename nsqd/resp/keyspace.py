@@ -1,0 +1,357 @@
+"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts), key
+expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
+one place every change goes through, so that each is written to the log (persist.py) as a
+replayable record and lists that grow wake their blocked clients (blocking.py).
+
+All synchronous: a command runs to its end before any other starts, which is what makes the
+blocking engine and LMOVE atomic."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Union
+
+Value = Union[deque, bytes, dict]  # noqa: UP007 (a runtime alias used in isinstance-free code)
+Record = tuple[bytes, ...]
+
+
+class WrongType(Exception):
+    """The key holds another type than the command works on."""
+
+
+WRONGTYPE = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def type_name(value: Value | None) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, deque):
+        return "list"
+    if isinstance(value, bytes):
+        return "string"
+    return "hash"
+
+
+class Keyspace:
+    def __init__(self) -> None:
+        self.data: dict[bytes, Value] = {}
+        self.expires: dict[bytes, int] = {}  # key -> unix ms
+        self._heap: list[tuple[int, bytes]] = []  # (when, key); stale entries skipped
+        # hooks, set by the front-end
+        self.record: Callable[[Record], None] | None = None  # the write log
+        self.on_expired: Callable[[bytes, Value], None] | None = None
+        self.deadline_moved: Callable[[], None] | None = None  # wake the expiry task
+        self.watched: dict[bytes, object] = {}  # keys with blocked clients (blocking.py)
+        self.ready: list[bytes] = []  # watched keys that got elements since the last serve
+        self.loading = False  # replaying the log: nothing expires, nothing is recorded
+        self.watchers: dict[bytes, set] = {}  # WATCHed key -> sessions (transactions.py)
+
+    def _log(self, rec: Record) -> None:
+        if self.loading:
+            return
+        if self.watchers:
+            self._touch(rec)
+        if self.record is not None:
+            self.record(rec)
+
+    # -- WATCH ---------------------------------------------------------------------------
+
+    def watch(self, session: object, keys: list[bytes]) -> None:
+        for key in keys:
+            self.watchers.setdefault(key, set()).add(session)
+            session.watching.add(key)  # type: ignore[attr-defined]
+
+    def unwatch(self, session: object) -> None:
+        watching: set[bytes] = session.watching  # type: ignore[attr-defined]
+        for key in watching:
+            sessions = self.watchers.get(key)
+            if sessions is not None:
+                sessions.discard(session)
+                if not sessions:
+                    del self.watchers[key]
+        watching.clear()
+        session.dirty = False  # type: ignore[attr-defined]
+
+    def _touch(self, rec: Record) -> None:
+        """A change to a WATCHed key spoils its watchers' next EXEC."""
+        op = rec[0]
+        if op == b"FLUSHALL":
+            keys: Iterable[bytes] = list(self.watchers)
+        elif op == b"DEL":
+            keys = rec[1:]
+        else:
+            keys = rec[1:2]
+        for key in keys:
+            for session in self.watchers.get(key, ()):
+                session.dirty = True
+
+    # -- lookups (lazy expiry) -----------------------------------------------------------
+
+    def get(self, key: bytes) -> Value | None:
+        expires = self.expires
+        if expires and key in expires and expires[key] <= now_ms() and not self.loading:
+            self._expire(key)
+            return None
+        return self.data.get(key)
+
+    def get_list(self, key: bytes) -> deque | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, deque):
+            raise WrongType
+        return value
+
+    def get_string(self, key: bytes) -> bytes | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, bytes):
+            raise WrongType
+        return value
+
+    def get_hash(self, key: bytes) -> dict | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise WrongType
+        return value
+
+    # -- lists ---------------------------------------------------------------------------
+
+    def push(self, key: bytes, elems: list[bytes], left: bool, create: bool = True) -> int:
+        """LPUSH/RPUSH (LPUSHX/RPUSHX with create=False): the new length, 0 if not created."""
+        lst = self.get_list(key)
+        if lst is None:
+            if not create:
+                return 0
+            lst = self.data[key] = deque()
+        if left:
+            lst.extendleft(elems)
+        else:
+            lst.extend(elems)
+        self._log((b"LPUSH" if left else b"RPUSH", key, *elems))
+        if key in self.watched:
+            self.ready.append(key)
+        return len(lst)
+
+    def pop(self, key: bytes, count: int, left: bool) -> list[bytes]:
+        """Up to `count` elements from one end of an existing list; the key goes with the
+        last one."""
+        lst = self.data[key]
+        assert isinstance(lst, deque)
+        take = lst.popleft if left else lst.pop
+        out = [take() for _ in range(min(count, len(lst)))]
+        if not lst:
+            self._remove(key)
+        self._log((b"LPOP" if left else b"RPOP", key, b"%d" % count))
+        return out
+
+    def lrem(self, key: bytes, count: int, elem: bytes) -> int:
+        lst = self.data[key]
+        assert isinstance(lst, deque)
+        items = list(reversed(lst)) if count < 0 else list(lst)
+        limit = abs(count) or len(items)
+        kept, removed = [], 0
+        for item in items:
+            if removed < limit and item == elem:
+                removed += 1
+            else:
+                kept.append(item)
+        if removed:
+            if count < 0:
+                kept.reverse()
+            lst.clear()
+            lst.extend(kept)
+            if not lst:
+                self._remove(key)
+            self._log((b"LREM", key, b"%d" % count, elem))
+        return removed
+
+    def ltrim(self, key: bytes, start: int, stop: int) -> None:
+        """Keep [start, stop] (already resolved to 0 <= start, stop < len, or empty)."""
+        lst = self.data[key]
+        assert isinstance(lst, deque)
+        n = len(lst)
+        if start > stop or start >= n:
+            self._remove(key)
+        else:
+            for _ in range(n - 1 - stop):
+                lst.pop()
+            for _ in range(start):
+                lst.popleft()
+        self._log((b"LTRIM", key, b"%d" % start, b"%d" % stop))
+
+    def lset(self, key: bytes, index: int, elem: bytes) -> None:
+        lst = self.data[key]
+        assert isinstance(lst, deque)
+        lst[index] = elem
+        self._log((b"LSET", key, b"%d" % index, elem))
+
+    # -- strings and hashes --------------------------------------------------------------
+
+    def set_string(self, key: bytes, value: bytes, when: int | None, keep_ttl: bool) -> None:
+        """SET: the value, then the expiry (`when` unix ms), or none unless `keep_ttl`."""
+        self.data[key] = value
+        if keep_ttl:
+            self._log((b"SETK", key, value))
+            return
+        self.expires.pop(key, None)
+        self._log((b"SET", key, value))
+        if when is not None:
+            self.set_expire(key, when)
+
+    def hset(self, key: bytes, pairs: list[bytes]) -> int:
+        h = self.get_hash(key)
+        if h is None:
+            h = self.data[key] = {}
+        added = 0
+        for i in range(0, len(pairs), 2):
+            if pairs[i] not in h:
+                added += 1
+            h[pairs[i]] = pairs[i + 1]
+        self._log((b"HSET", key, *pairs))
+        return added
+
+    def hdel(self, key: bytes, fields: list[bytes]) -> int:
+        h = self.data[key]
+        assert isinstance(h, dict)
+        removed = 0
+        for f in fields:
+            if h.pop(f, None) is not None:
+                removed += 1
+        if removed:
+            if not h:
+                self._remove(key)
+            self._log((b"HDEL", key, *fields))
+        return removed
+
+    # -- keys and expiry -----------------------------------------------------------------
+
+    def delete(self, keys: Iterable[bytes]) -> int:
+        gone = [k for k in keys if self.get(k) is not None and self._remove(k) is None]
+        if gone:
+            self._log((b"DEL", *gone))
+        return len(gone)
+
+    def _remove(self, key: bytes) -> None:
+        del self.data[key]
+        self.expires.pop(key, None)
+
+    def flush(self) -> None:
+        self.data.clear()
+        self.expires.clear()
+        self._heap.clear()
+        self._log((b"FLUSHALL",))
+
+    def set_expire(self, key: bytes, when: int) -> None:
+        """Expire an existing key at unix ms `when` (already past: deleted now, no event, as
+        Redis deletes it when EXPIRE is given a past time)."""
+        if when <= now_ms() and not self.loading:
+            self.delete([key])
+            return
+        self.expires[key] = when
+        if (not self._heap or when < self._heap[0][0]) and self.deadline_moved is not None:
+            self.deadline_moved()
+        heapq.heappush(self._heap, (when, key))
+        if len(self._heap) > 64 + 2 * len(self.expires):
+            self._compact()
+        self._log((b"PEXPIREAT", key, b"%d" % when))
+
+    def persist(self, key: bytes) -> bool:
+        if self.expires.pop(key, None) is None:
+            return False
+        self._log((b"PERSIST", key))
+        return True
+
+    def _compact(self) -> None:
+        self._heap = [(w, k) for k, w in self.expires.items()]
+        heapq.heapify(self._heap)
+
+    def next_deadline(self) -> int | None:
+        """Unix ms of the earliest expiry (maybe a stale one: expire_due skips those)."""
+        return self._heap[0][0] if self._heap else None
+
+    def expire_due(self, now: int, limit: int = 1000) -> int:
+        """Active expiry: expire up to `limit` keys due at `now`; how many."""
+        heap, expires = self._heap, self.expires
+        done = 0
+        while heap and heap[0][0] <= now and done < limit:
+            when, key = heapq.heappop(heap)
+            if expires.get(key) == when:
+                self._expire(key)
+                done += 1
+        return done
+
+    def _expire(self, key: bytes) -> None:
+        value = self.data.pop(key)
+        del self.expires[key]
+        self._log((b"DEL", key))
+        if self.on_expired is not None:
+            self.on_expired(key, value)
+
+    # -- replay and snapshot -------------------------------------------------------------
+
+    def apply(self, rec: Record) -> None:
+        """Redo one logged change (persist.py's replay; self.loading is set)."""
+        op, args = rec[0], rec[1:]
+        if op in (b"LPUSH", b"RPUSH"):
+            self.push(args[0], list(args[1:]), op == b"LPUSH")
+        elif op in (b"LPOP", b"RPOP"):
+            if isinstance(self.data.get(args[0]), deque):
+                self.pop(args[0], int(args[1]), op == b"LPOP")
+        elif op == b"LREM":
+            if isinstance(self.data.get(args[0]), deque):
+                self.lrem(args[0], int(args[1]), args[2])
+        elif op == b"LTRIM":
+            if isinstance(self.data.get(args[0]), deque):
+                self.ltrim(args[0], int(args[1]), int(args[2]))
+        elif op == b"LSET":
+            self.lset(args[0], int(args[1]), args[2])
+        elif op in (b"SET", b"SETK"):
+            self.set_string(args[0], args[1], None, op == b"SETK")
+        elif op == b"HSET":
+            self.hset(args[0], list(args[1:]))
+        elif op == b"HDEL":
+            if isinstance(self.data.get(args[0]), dict):
+                self.hdel(args[0], list(args[1:]))
+        elif op == b"DEL":
+            for key in args:
+                if key in self.data:
+                    self._remove(key)
+        elif op == b"PEXPIREAT":
+            if args[0] in self.data:
+                self.set_expire(args[0], int(args[1]))
+        elif op == b"PERSIST":
+            self.expires.pop(args[0], None)
+        elif op == b"FLUSHALL":
+            self.flush()
+        else:
+            raise ValueError(f"unknown record {op!r}")
+
+    def snapshot(self, chunk: int = 512) -> Iterable[Record]:
+        """Records that rebuild the keyspace as it is (the log's compaction)."""
+        for key, value in self.data.items():
+            if isinstance(value, deque):
+                items = list(value)
+                for i in range(0, len(items), chunk):
+                    yield (b"RPUSH", key, *items[i : i + chunk])
+            elif isinstance(value, bytes):
+                yield (b"SET", key, value)
+            else:
+                pairs = [x for kv in value.items() for x in kv]
+                for i in range(0, len(pairs), 2 * chunk):
+                    yield (b"HSET", key, *pairs[i : i + 2 * chunk])
+            when = self.expires.get(key)
+            if when is not None:
+                yield (b"PEXPIREAT", key, b"%d" % when)
+
+    def list_lengths(self) -> dict[str, int]:
+        """Every list key (decoded as UTF-8, invalid bytes replaced) -> its length."""
+        return {
+            k.decode("utf-8", "replace"): len(v)
+            for k, v in self.data.items()
+            if isinstance(v, deque)
+        }

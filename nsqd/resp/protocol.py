@@ -1,0 +1,354 @@
+"""RESP2 as pure code: the request parser (multibulk and inline, as Redis 7's networking.c reads
+them, with its exact protocol-error texts) and the reply encoders. No I/O, no Trio, no clock:
+tests/resp/test_purity.py keeps it so.
+
+A `Parser` is fed bytes and hands out complete commands (lists of bytes arguments); a protocol
+error is raised once every complete command before it has been taken, as Redis answers the
+commands it parsed, then the error, then closes."""
+
+from __future__ import annotations
+
+INLINE_MAX = 64 * 1024  # PROTO_INLINE_MAX_SIZE: a line without its newline past this is an error
+INT_MAX = 2**31 - 1
+
+
+class ProtocolError(Exception):
+    """The client broke RESP: answer `-ERR Protocol error: <text>` and close."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        clean = text.replace("\r", " ").replace("\n", " ")
+        self.reply = b"-ERR Protocol error: " + clean.encode("latin-1") + b"\r\n"
+
+
+class ReplyError(Exception):
+    """Answer this error (the text without its leading '-') and go on."""
+
+    def __init__(self, text: str | bytes) -> None:
+        raw = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+        super().__init__(raw)
+        self.reply = b"-" + raw.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+
+
+def string2ll(s: bytes) -> int | None:
+    """Redis's strict integer syntax (string2ll): optional '-', no '+', no leading zeros, no
+    spaces, within a signed 64-bit range; None otherwise."""
+    n = len(s)
+    if n == 0 or n > 20:
+        return None
+    if n == 1 and s == b"0":
+        return 0
+    digits = s[1:] if s[:1] == b"-" else s
+    if not digits or not digits.isdigit() or digits[:1] == b"0" or not digits.isascii():
+        return None
+    value = int(s)
+    if not -(2**63) <= value < 2**63:
+        return None
+    return value
+
+
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def split_args(line: bytes) -> list[bytes] | None:
+    """sdssplitargs: whitespace-separated words, "double quotes" with \\xHH and C escapes,
+    'single quotes' with \\' only; a closing quote must be followed by a space. None when
+    the quotes do not balance."""
+    out: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in b" \n\r\t\v\f":
+            i += 1
+        if i >= n:
+            return out
+        cur = bytearray()
+        inq = insq = False
+        while True:
+            if inq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if (
+                    c == 92
+                    and i + 3 < n
+                    and line[i + 1] == 120
+                    and (line[i + 2] in _HEX and line[i + 3] in _HEX)
+                ):
+                    cur.append(int(line[i + 2 : i + 4], 16))
+                    i += 3
+                elif c == 92 and i + 1 < n:
+                    i += 1
+                    cur.append(_ESCAPES.get(line[i], line[i]))
+                elif c == 34:
+                    if i + 1 < n and line[i + 1] not in b" \n\r\t\v\f":
+                        return None  # closing quote must be followed by a space
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            elif insq:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 92 and i + 1 < n and line[i + 1] == 39:
+                    i += 1
+                    cur.append(39)
+                elif c == 39:
+                    if i + 1 < n and line[i + 1] not in b" \n\r\t\v\f":
+                        return None
+                    i += 1
+                    break
+                else:
+                    cur.append(c)
+            else:
+                if i >= n:
+                    break
+                c = line[i]
+                if c in b" \n\r\t\v\f":
+                    break
+                if c == 34:
+                    inq = True
+                elif c == 39:
+                    insq = True
+                else:
+                    cur.append(c)
+            i += 1
+        out.append(bytes(cur))
+
+
+class Parser:
+    """Feed bytes in, take commands out (processInputBuffer's two readers)."""
+
+    __slots__ = (
+        "_args", "_buf", "_bulk", "_chunk_bytes", "_chunks", "_left", "_need", "_pos",
+        "max_bulk", "strict_auth",
+    )  # fmt: skip
+
+    def __init__(self, max_bulk: int = 512 * 1024 * 1024) -> None:
+        self.max_bulk = max_bulk
+        self.strict_auth = False  # set while AUTH is required: Redis's smaller limits apply
+        self._buf = b""
+        self._pos = 0
+        self._args: list[bytes] = []
+        self._left = 0  # arguments still to read of the current multibulk
+        self._bulk = -1  # length of the bulk being read, -1 before its header
+        # Bytes fed but not yet joined to _buf: a big bulk arrives in many reads and is
+        # joined once, when all of it is there (not once per read: that would be quadratic).
+        self._chunks: list[bytes] = []
+        self._chunk_bytes = 0
+        self._need = 0  # bytes past _pos the bulk being waited for needs (0: any will do)
+
+    def feed(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._chunk_bytes += len(data)
+
+    def buffered(self) -> int:
+        """Bytes received and not yet parsed (Redis closes a client past 1 GiB of these)."""
+        return len(self._buf) - self._pos + self._chunk_bytes
+
+    def _gather(self) -> None:
+        have = len(self._buf) - self._pos
+        if self._need and have + self._chunk_bytes < self._need:
+            return
+        chunks = self._chunks
+        if not have and len(chunks) == 1:
+            self._buf = chunks[0]  # the usual case: everything before was consumed, no copy
+        else:
+            self._buf = self._buf[self._pos :] + b"".join(chunks)
+        self._pos = 0
+        self._chunks = []
+        self._chunk_bytes = 0
+        self._need = 0
+
+    def release(self) -> None:
+        """The connection ended: drop the buffer."""
+        self._buf = b""
+        self._pos = 0
+        self._args = []
+        self._chunks = []
+        self._chunk_bytes = 0
+
+    def next(self) -> list[bytes] | None:
+        """The next complete command, or None until more bytes come; ProtocolError when the
+        input is not RESP."""
+        if self._chunks:
+            self._gather()
+        buf = self._buf
+        while True:
+            pos = self._pos
+            if pos >= len(buf):
+                return None
+            if self._left == 0 and buf[pos] == 42 and not self.strict_auth:
+                cmd = self._fast()
+                if cmd is not None:
+                    return cmd
+            if self._left == 0 and buf[pos] != 42:  # not '*': an inline command
+                cmd = self._inline()
+                if cmd is None:
+                    return None
+                if cmd:
+                    return cmd
+                continue  # an empty line
+            if self._left == 0:
+                if not self._multibulk_header():
+                    return None
+                if self._left == 0:
+                    continue  # *0 or a negative count: nothing to run
+            cmd = self._bulks()
+            if cmd is not None:
+                return cmd
+            return None
+
+    def _fast(self) -> list[bytes] | None:
+        """A whole well-formed multibulk at once (the hot path); None sends anything else
+        (incomplete, odd or wrong) to the exact reader below, which also gives the errors."""
+        buf, pos, limit = self._buf, self._pos, self.max_bulk
+        end = buf.find(b"\r\n", pos)
+        if end < 0:
+            return None
+        digits = buf[pos + 1 : end]
+        if not digits.isdigit() or len(digits) > 9 or digits[0] == 48:
+            return None
+        args = []
+        p, size_all = end + 2, len(buf)
+        for _ in range(int(digits)):
+            if buf[p : p + 1] != b"$":
+                return None
+            end = buf.find(b"\r\n", p)
+            if end < 0:
+                return None
+            digits = buf[p + 1 : end]
+            if not digits.isdigit() or len(digits) > 10 or (digits[0] == 48 and len(digits) > 1):
+                return None
+            size = int(digits)
+            start = end + 2
+            p = start + size + 2
+            if size > limit or p > size_all:
+                return None
+            args.append(buf[start : start + size])
+        self._pos = p
+        return args
+
+    def _inline(self) -> list[bytes] | None:
+        buf, pos = self._buf, self._pos
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            if len(buf) - pos > INLINE_MAX:
+                raise ProtocolError("too big inline request")
+            return None
+        end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+        self._pos = nl + 1
+        args = split_args(bytes(buf[pos:end]))
+        if args is None:
+            raise ProtocolError("unbalanced quotes in request")
+        return args
+
+    def _line(self, too_big: str) -> bytes | None:
+        buf, pos = self._buf, self._pos
+        cr = buf.find(b"\r", pos)
+        if cr < 0:
+            if len(buf) - pos > INLINE_MAX:
+                raise ProtocolError(too_big)
+            return None
+        if cr + 1 >= len(buf):
+            return None  # the \n has not come yet
+        self._pos = cr + 2
+        return bytes(buf[pos:cr])
+
+    def _multibulk_header(self) -> bool:
+        line = self._line("too big mbulk count string")
+        if line is None:
+            return False
+        count = string2ll(line[1:])
+        if count is None or count > INT_MAX:
+            raise ProtocolError("invalid multibulk length")
+        if count > 10 and self.strict_auth:
+            raise ProtocolError("unauthenticated multibulk length")
+        if count > 0:
+            self._left = count
+            self._args = []
+            self._bulk = -1
+        return True
+
+    def _bulks(self) -> list[bytes] | None:
+        buf = self._buf
+        args = self._args
+        while self._left:
+            if self._bulk < 0:
+                line = self._line("too big bulk count string")
+                if line is None:
+                    return None
+                if line[:1] != b"$":
+                    got = chr(line[0]) if line else "\r"  # Redis prints the byte as is
+                    raise ProtocolError(f"expected '$', got '{got}'")
+                size = string2ll(line[1:])
+                if size is None or size < 0 or size > self.max_bulk:
+                    raise ProtocolError("invalid bulk length")
+                if size > 16384 and self.strict_auth:
+                    raise ProtocolError("unauthenticated bulk length")
+                self._bulk = size
+            pos, size = self._pos, self._bulk
+            if len(buf) - pos < size + 2:
+                self._need = size + 2
+                return None
+            args.append(bytes(buf[pos : pos + size]))  # Redis skips the CRLF unchecked
+            self._pos = pos + size + 2
+            self._bulk = -1
+            self._left -= 1
+        self._args = []
+        return args
+
+
+# -- replies --------------------------------------------------------------------------------
+
+OK = b"+OK\r\n"
+NULL = b"$-1\r\n"
+NULL_ARRAY = b"*-1\r\n"
+EMPTY_ARRAY = b"*0\r\n"
+ZERO = b":0\r\n"
+ONE = b":1\r\n"
+PONG = b"+PONG\r\n"
+QUEUED = b"+QUEUED\r\n"
+
+_SMALL_INTS = [f":{i}\r\n".encode() for i in range(1025)]
+
+
+def integer(n: int) -> bytes:
+    if 0 <= n <= 1024:
+        return _SMALL_INTS[n]
+    return b":%d\r\n" % n
+
+
+def bulk(value: bytes | None) -> bytes:
+    if value is None:
+        return NULL
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def simple(text: str) -> bytes:
+    return b"+" + text.encode() + b"\r\n"
+
+
+def error(text: str) -> bytes:
+    """An error reply; CR and LF become spaces as in Redis (addReplyErrorLength)."""
+    return b"-" + text.replace("\r", " ").replace("\n", " ").encode() + b"\r\n"
+
+
+def array(items: list[bytes] | None) -> bytes:
+    """An array of bulk strings (None: the null array)."""
+    if items is None:
+        return NULL_ARRAY
+    return b"*%d\r\n" % len(items) + b"".join(
+        [b"$%d\r\n%b\r\n" % (len(item), item) for item in items]
+    )
+
+
+def raw_array(encoded: list[bytes]) -> bytes:
+    """An array of already encoded replies."""
+    return b"*%d\r\n" % len(encoded) + b"".join(encoded)
+
+
+def command(*args: bytes) -> bytes:
+    """A command as a client sends it (a multibulk of bulk strings)."""
+    return array(list(args))

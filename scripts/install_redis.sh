@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install the real Redis 7 (Debian packages `redis-server` and `redis-tools`: redis-cli,
+# redis-benchmark) for the RESP differential suite (conformance/resp), tests/resp and
+# bench/resp.py. Idempotent, never reads stdin; a no-op when a Redis 7 is already installed.
+# Fails loudly: the tests need the reference, they never skip without it.
+set -euo pipefail
+have_redis7() {
+    command -v redis-server >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 &&
+        redis-server --version | grep -Eq 'v=7\.'
+}
+if have_redis7; then
+    exit 0
+fi
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else
+        echo "install_redis.sh: need root (or sudo) to apt-get install redis-server" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq </dev/null
+# --no-install-recommends: no init scripts start a system-wide server we did not ask for
+$SUDO apt-get install -y -qq --no-install-recommends redis-server redis-tools </dev/null >/dev/null
+if ! have_redis7; then
+    echo "install_redis.sh: redis-server 7 not available after apt-get install" \
+        "(got: $(redis-server --version 2>&1 || echo none))" >&2
+    exit 1
+fi

@@ -1,0 +1,50 @@
+"""Shared helpers for tests/resp: redis-py clients on our daemon, a raw V2 consumer."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import v2client  # noqa: E402
+
+from protocol.v2.message import decode_message  # noqa: E402
+
+
+def client(port: int, **kwargs: object) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=10, **kwargs)  # type: ignore[arg-type]
+
+
+def wait_for(predicate: Callable[[], object], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def consume(tcp_port: int, topic: str, channel: str, n: int, timeout: float = 10) -> list[bytes]:
+    """SUB with a raw V2 client, take n messages (FIN each), return their bodies."""
+    with v2client.BlockingV2(("127.0.0.1", tcp_port), timeout=timeout) as c:
+        c.sub(topic, channel)
+        c.rdy(n)
+        bodies = []
+        while len(bodies) < n:
+            kind, data = c.frame()
+            assert kind == 2, (kind, data)
+            msg = decode_message(data)
+            bodies.append(msg.body)
+            c.fin(msg.id)
+        c.nop()
+        return bodies
+
+
+def publish(tcp_port: int, topic: str, bodies: list[bytes]) -> None:
+    with v2client.BlockingV2(("127.0.0.1", tcp_port)) as c:
+        for body in bodies:
+            c.pub(topic, body)

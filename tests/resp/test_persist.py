@@ -1,0 +1,79 @@
+"""resp.log on its own: replay, compaction (the log stays bounded by what is stored), a
+damaged record skipped with a log line, a torn tail cut off."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from nsqd.resp.keyspace import Keyspace
+from nsqd.resp.persist import FILE, RespLog, encode, read_records
+
+
+def fresh(path: Path) -> tuple[Keyspace, RespLog]:
+    ks = Keyspace()
+    log = RespLog(str(path), sync_every=1, sync_timeout=1.0)
+    log.load(ks)
+    return ks, log
+
+
+def state(ks: Keyspace) -> dict:
+    return {k: (list(v) if not isinstance(v, bytes | dict) else v) for k, v in ks.data.items()}
+
+
+def test_replay_rebuilds_the_keyspace(tmp_path: Path) -> None:
+    ks, log = fresh(tmp_path)
+    ks.push(b"q", [b"a", b"b", b"c"], left=False)
+    ks.push(b"q", [b"z"], left=True)
+    ks.pop(b"q", 2, left=True)
+    ks.set_string(b"s", b"v", 99_999_999_999_999, keep_ttl=False)
+    ks.hset(b"h", [b"f", b"1", b"g", b"2"])
+    ks.hdel(b"h", [b"f"])
+    ks.push(b"r", [b"1", b"2", b"3", b"4"], left=False)
+    ks.lrem(b"r", -1, b"4")
+    ks.ltrim(b"r", 1, 1)
+    log.close()
+    again, log2 = fresh(tmp_path)
+    assert (
+        state(again)
+        == state(ks)
+        == {b"q": [b"b", b"c"], b"s": b"v", b"h": {b"g": b"2"}, b"r": [b"2"]}
+    )
+    assert again.expires == {b"s": 99_999_999_999_999}
+    log2.close()
+
+
+def test_compaction_keeps_the_log_bounded(tmp_path: Path) -> None:
+    ks, log = fresh(tmp_path)
+    log.rewrite_min = 64 * 1024
+    body = b"x" * 200
+    for i in range(5000):  # a queue that never holds more than 10 elements
+        ks.push(b"q", [body + b"%d" % i], left=False)
+        if len(ks.data[b"q"]) > 10:
+            ks.pop(b"q", 1, left=True)
+        log.flush()
+    size = (tmp_path / FILE).stat().st_size
+    assert size < 3 * 64 * 1024, size  # 5000 pushes of 200 bytes would be > 1 MB
+    log.close()
+    again, log2 = fresh(tmp_path)
+    assert list(again.data[b"q"]) == [body + b"%d" % i for i in range(4990, 5000)]
+    log2.close()
+
+
+def test_damaged_record_is_skipped_and_torn_tail_cut(tmp_path: Path, caplog) -> None:
+    records = [(b"RPUSH", b"q", b"a"), (b"RPUSH", b"q", b"b"), (b"RPUSH", b"q", b"c")]
+    blobs = [encode(r) for r in records]
+    damaged = bytearray(blobs[1])
+    damaged[-1] ^= 0xFF  # the payload's last byte: the checksum no longer holds
+    path = tmp_path / FILE
+    path.write_bytes(blobs[0] + bytes(damaged) + blobs[2] + blobs[0][:7])
+    with caplog.at_level(logging.ERROR, logger="nsqd"):
+        ks, log = fresh(tmp_path)
+    assert list(ks.data[b"q"]) == [b"a", b"c"]
+    text = caplog.text
+    assert "skipping a damaged record" in text and "torn tail" in text
+    assert path.stat().st_size == len(blobs[0]) + len(damaged) + len(blobs[2])
+    ks.push(b"q", [b"d"], left=False)
+    log.close()
+    got, _, skipped = read_records(path.read_bytes())
+    assert skipped == 1 and got[-1] == (b"RPUSH", b"q", b"d")
