@@ -210,15 +210,21 @@ class Channel:
             if batch:
                 timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
                 in_flight.deliver(batch, consumer, now, now + timeout)
-                self.delivery_count += len(batch)
-                if self.journal is not None:
-                    self.journal.held(batch)
-                consumer.send(batch)
-            if consumer.credit() > 0:
-                ready.append(consumer)
-            else:
-                in_ready.discard(consumer.id)
+            self._sent(consumer, batch)
         return msgs
+
+    def _sent(self, consumer: Consumer, batch: list[Message]) -> None:
+        """`batch` is in flight to `consumer`: count it, journal it, send it, and keep the
+        consumer in the rotation while it has credit."""
+        if batch:
+            self.delivery_count += len(batch)
+            if self.journal is not None:
+                self.journal.held(batch)
+            consumer.send(batch)
+        if consumer.credit() > 0:
+            self._ready.append(consumer)
+        else:
+            self._in_ready.discard(consumer.id)
 
     def _hand_out_run(self, ids: list[bytes], bodies: list[bytes], ts: int) -> int:
         """`_hand_out` for messages of one publish that have no record yet (no policy): each
@@ -244,15 +250,7 @@ class Channel:
                     ids[pos:end], bodies[pos:end], ts, consumer, now, deadline
                 )
             pos = end
-            if batch:
-                self.delivery_count += len(batch)
-                if self.journal is not None:
-                    self.journal.held(batch)
-                consumer.send(batch)
-            if consumer.credit() > 0:
-                ready.append(consumer)
-            else:
-                in_ready.discard(consumer.id)
+            self._sent(consumer, batch)
         return pos
 
     # -- consumers -------------------------------------------------------------------------

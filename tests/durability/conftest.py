@@ -33,6 +33,13 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def daemon(data_dir: Path) -> Iterator[helpers.Daemon]:
+    """Our daemon on `data_dir`, stopped cleanly (exit 0) after the test."""
+    with helpers.running("ours", data_dir) as d:
+        yield d
+
+
+@pytest.fixture
 def reference() -> Path:
     """The Go nsqd v1.3.0 binary (the test fails if it cannot be installed)."""
     binary = helpers.reference_binary()

@@ -3,10 +3,7 @@ know the lookupd HTTP address (go-nsq v1.1.0, pynsq 0.9.1) find our topic and co
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
+import gobuild
 
 from .conftest import HOST, V2, Launcher, Proc, http_get, http_json, http_post, wait_until
 
@@ -186,45 +186,13 @@ def test_two_lookupds(launcher: Launcher) -> None:
 # -- real clients that only know nsqlookupd ---------------------------------------------------
 
 
-def _digest(*paths: Path, extra: str) -> str:
-    h = hashlib.sha256(extra.encode())
-    for p in paths:
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="session")
 def gonsq_consumer() -> Path:
     """Build tests/ops/gonsq (go-nsq v1.1.0 per go.mod/go.sum) unless up to date."""
-    go = shutil.which("go") or (
-        "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
-    )
-    if go is None:
-        pytest.fail("no Go toolchain to build the go-nsq consumer", pytrace=False)
-    env = dict(
-        os.environ, GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-buildvcs=false -mod=readonly"
-    )
-    version = subprocess.run(
-        [go, "env", "GOVERSION"], env=env, capture_output=True, text=True, timeout=60, check=True
-    ).stdout.strip()
-    want = _digest(GONSQ_DIR / "main.go", GONSQ_DIR / "go.mod", GONSQ_DIR / "go.sum", extra=version)
-    stamp = GONSQ_BIN.with_name(".build-stamp")
-    if not (GONSQ_BIN.exists() and stamp.exists() and stamp.read_text() == want):
-        GONSQ_BIN.parent.mkdir(exist_ok=True)
-        tmp = GONSQ_BIN.with_name(f".build.{os.getpid()}")
-        out = subprocess.run(
-            [go, "build", "-o", str(tmp), "."],
-            cwd=GONSQ_DIR,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert out.returncode == 0, out.stdout + out.stderr
-        tmp.replace(GONSQ_BIN)
-        stamp.write_text(want)
-    return GONSQ_BIN
+    try:
+        return gobuild.build(GONSQ_DIR, GONSQ_BIN)
+    except gobuild.GoBuildError as exc:
+        pytest.fail(f"the go-nsq consumer did not build: {exc}", pytrace=False)
 
 
 @pytest.mark.parametrize("kind", ["ours", "reference"])
