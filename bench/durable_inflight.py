@@ -11,54 +11,21 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-import nsqd_process  # noqa: E402
-from clients import consume, publish_mpub  # noqa: E402
-from nsqv2 import Connection  # noqa: E402
-from workloads import MPUB_BATCH, MSG_SIZE, RDY, THROUGHPUT_IDENTIFY  # noqa: E402
+from ours import our_daemon, publish_then_consume  # noqa: E402
 
 BASE = ("--mem-queue-size=0", "--sync-every=2500")
 
 
 def one_run(durable: bool, total: int) -> tuple[float, float]:
-    with tempfile.TemporaryDirectory(prefix="nsqbench-durable-") as tmp:
-        data = Path(tmp) / "data"
-        data.mkdir()
-        tcp, http = nsqd_process.free_ports(2)
-        argv = [
-            *nsqd_process.ours_command(),
-            *nsqd_process.address_flags(tcp, http, data),
-            *BASE,
-            *(("--durable-inflight",) if durable else ()),
-        ]
-        proc = nsqd_process.launch(argv, Path(tmp) / "nsqd.log", env=nsqd_process.pythonpath_env())
-        try:
-            addr = (nsqd_process.HOST, tcp)
-            if not nsqd_process.wait_accepting(proc, tcp, 15):
-                raise RuntimeError("nsqd did not start")
-            deadline = time.monotonic() + 180
-            with Connection(addr) as conn:  # the channel exists before the publish
-                conn.identify(THROUGHPUT_IDENTIFY, deadline)
-                conn.subscribe("durable_bench", "ch", 0, deadline)
-            pub_s = publish_mpub(addr, "durable_bench", total, MPUB_BATCH, MSG_SIZE, deadline)
-            with Connection(addr) as conn:
-                conn.identify(THROUGHPUT_IDENTIFY, deadline)
-                start = time.perf_counter()
-                conn.subscribe("durable_bench", "ch", RDY, deadline)
-                received = consume(conn, total, deadline)
-                sub_s = time.perf_counter() - start
-            if received != total:
-                raise RuntimeError(f"consumed {received} of {total} (durable={durable})")
-            return total / pub_s, total / sub_s
-        finally:
-            nsqd_process.terminate(proc, 10, kill_timeout=10)
+    flags = (*BASE, *(("--durable-inflight",) if durable else ()))
+    with our_daemon(*flags) as (addr, _):
+        return publish_then_consume(addr, "durable_bench", total)
 
 
 def main() -> int:

@@ -16,7 +16,6 @@ import http.client
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,9 +23,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-import nsqd_process  # noqa: E402
 from clients import consume, publish_mpub  # noqa: E402
 from nsqv2 import Connection  # noqa: E402
+from ours import make_channel, our_daemon  # noqa: E402
 from workloads import MPUB_BATCH, MSG_SIZE, RDY, THROUGHPUT_IDENTIFY  # noqa: E402
 
 from protocol.v2 import FrameDecoder, decode_message  # noqa: E402
@@ -68,37 +67,23 @@ def http_consume(port: int, total: int, batch: int, binary: bool) -> int:
 
 
 def one_run(mode: str, total: int) -> float:
-    with tempfile.TemporaryDirectory(prefix="nsqbench-recv-") as tmp:
-        data = Path(tmp) / "data"
-        data.mkdir()
-        tcp, http_port = nsqd_process.free_ports(2)
-        argv = [*nsqd_process.ours_command(), *nsqd_process.address_flags(tcp, http_port, data)]
-        argv.append("--mem-queue-size=1000000")
-        proc = nsqd_process.launch(argv, Path(tmp) / "nsqd.log", env=nsqd_process.pythonpath_env())
-        try:
-            addr = (nsqd_process.HOST, tcp)
-            if not nsqd_process.wait_accepting(proc, tcp, 15):
-                raise RuntimeError("nsqd did not start")
-            deadline = time.monotonic() + 300
-            with Connection(addr) as conn:  # the channel exists before the publish
+    with our_daemon("--mem-queue-size=1000000") as (addr, http_port):
+        deadline = time.monotonic() + 300
+        make_channel(addr, TOPIC, "ch")
+        publish_mpub(addr, TOPIC, total, MPUB_BATCH, MSG_SIZE, deadline)
+        start = time.perf_counter()
+        if mode == "tcp":
+            with Connection(addr) as conn:
                 conn.identify(THROUGHPUT_IDENTIFY, deadline)
-                conn.subscribe(TOPIC, "ch", 0, deadline)
-            publish_mpub(addr, TOPIC, total, MPUB_BATCH, MSG_SIZE, deadline)
-            start = time.perf_counter()
-            if mode == "tcp":
-                with Connection(addr) as conn:
-                    conn.identify(THROUGHPUT_IDENTIFY, deadline)
-                    conn.subscribe(TOPIC, "ch", RDY, deadline)
-                    received = consume(conn, total, deadline)
-            else:
-                kind, batch = mode.split("-")
-                received = http_consume(http_port, total, int(batch), kind == "binary")
-            elapsed = time.perf_counter() - start
-            if received != total:
-                raise RuntimeError(f"{mode}: consumed {received} of {total}")
-            return total / elapsed
-        finally:
-            nsqd_process.terminate(proc, 10, kill_timeout=10)
+                conn.subscribe(TOPIC, "ch", RDY, deadline)
+                received = consume(conn, total, deadline)
+        else:
+            kind, batch = mode.split("-")
+            received = http_consume(http_port, total, int(batch), kind == "binary")
+        elapsed = time.perf_counter() - start
+        if received != total:
+            raise RuntimeError(f"{mode}: consumed {received} of {total}")
+        return total / elapsed
 
 
 MODES = {

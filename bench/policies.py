@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
@@ -27,10 +26,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "scripts"))
 
-import nsqd_process  # noqa: E402
-from clients import consume, publish_mpub  # noqa: E402
-from nsqv2 import Connection  # noqa: E402
-from workloads import MPUB_BATCH, MSG_SIZE, RDY, THROUGHPUT_IDENTIFY  # noqa: E402
+from ours import make_channel, our_daemon, publish_then_consume  # noqa: E402
 
 TOPIC = "policy_bench"
 POLICIES = (
@@ -40,38 +36,14 @@ POLICIES = (
 
 
 def one_run(root: Path, policies: bool, total: int) -> tuple[float, float]:
-    with tempfile.TemporaryDirectory(prefix="nsqbench-policies-") as tmp:
-        data = Path(tmp) / "data"
-        data.mkdir()
-        tcp, http = nsqd_process.free_ports(2)
-        argv = [*nsqd_process.ours_command(), *nsqd_process.address_flags(tcp, http, data)]
-        argv.append("--mem-queue-size=1000000")
-        env = nsqd_process.pythonpath_env(root)
-        proc = nsqd_process.launch(argv, Path(tmp) / "nsqd.log", cwd=root, env=env)
-        try:
-            addr = (nsqd_process.HOST, tcp)
-            if not nsqd_process.wait_accepting(proc, tcp, 15):
-                raise RuntimeError("nsqd did not start")
-            deadline = time.monotonic() + 180
-            with Connection(addr) as conn:  # the channel exists before the publish
-                conn.identify(THROUGHPUT_IDENTIFY, deadline)
-                conn.subscribe(TOPIC, "ch", 0, deadline)
-            for path in POLICIES if policies else ():
+    with our_daemon("--mem-queue-size=1000000", root=root) as (addr, http):
+        if policies:
+            make_channel(addr, TOPIC, "ch")
+            for path in POLICIES:
                 req = urllib.request.Request(f"http://127.0.0.1:{http}{path}", method="POST")
                 with urllib.request.urlopen(req, timeout=5) as resp:
                     assert resp.status == 200
-            pub_s = publish_mpub(addr, TOPIC, total, MPUB_BATCH, MSG_SIZE, deadline)
-            with Connection(addr) as conn:
-                conn.identify(THROUGHPUT_IDENTIFY, deadline)
-                start = time.perf_counter()
-                conn.subscribe(TOPIC, "ch", RDY, deadline)
-                received = consume(conn, total, deadline)
-                sub_s = time.perf_counter() - start
-            if received != total:
-                raise RuntimeError(f"consumed {received} of {total} ({root}, {policies=})")
-            return total / pub_s, total / sub_s
-        finally:
-            nsqd_process.terminate(proc, 10, kill_timeout=10)
+        return publish_then_consume(addr, TOPIC, total)
 
 
 def main() -> int:
