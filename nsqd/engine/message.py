@@ -6,6 +6,7 @@ from typing import Any
 
 
 class Message:
+    # inflight.TimeoutQueue.deliver_run sets these fields itself: keep the two in step
     __slots__ = (
         "attempts",
         "body",
