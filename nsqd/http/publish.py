@@ -95,8 +95,7 @@ class PublishHandlers:
         else:
             bodies = await self._read_text_mpub(req)
         if bodies:
-            prefix = query.get("dedupe_key")  # message i's key: <prefix>/<i>
-            keys = [f"{prefix[0]}/{i}" for i in range(len(bodies))] if prefix else None
+            keys = _batch_keys(query, len(bodies))
             try:
                 self.broker.publish(name, bodies, ttl_ms, keys)
             except (PublishFailed, QueueFull, MessageTooBig) as exc:
@@ -151,6 +150,22 @@ def _publish_failed(exc: Exception) -> HTTPError:
         return HTTPError(413, "MSG_TOO_BIG")
     # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
     return HTTPError(503, "EXITING")
+
+
+def _batch_keys(query: dict[str, list[str]], n: int) -> list[str] | None:
+    """/mpub's de-duplication keys (ours): message i gets `<dedupe_key>/<dedupe_offset + i>`
+    (a producer that sends a partition's rows in several requests gives each its first row's
+    number, so a row's key does not depend on how the rows were split)."""
+    prefix = query.get("dedupe_key")
+    if not prefix:
+        return None
+    offset = 0
+    if values := query.get("dedupe_offset"):
+        parsed = parse_int64(values[0])
+        if parsed is None or parsed < 0:
+            raise HTTPError(400, "INVALID_DEDUPE_OFFSET")
+        offset = parsed
+    return [f"{prefix[0]}/{offset + i}" for i in range(n)]
 
 
 def _ttl(query: dict[str, list[str]]) -> int:

@@ -24,15 +24,21 @@ def test_repeated_keys_are_acknowledged_and_not_stored(data_dir: Path) -> None:
         assert call(daemon, "POST", "/mpub?topic=d&dedupe_key=b7", b"a\nb\nc") == (200, "OK")
         assert call(daemon, "POST", "/mpub?topic=d&dedupe_key=b7", b"a\nb\nc\nd\ne") == (200, "OK")
         assert count(daemon, "d") == 1 + 5  # the retry's first three were stored before
+        # dedupe_offset: the same rows sent split differently are still the same keys
+        call(daemon, "POST", "/mpub?topic=d&dedupe_key=p3&dedupe_offset=0", b"r0\nr1")
+        call(daemon, "POST", "/mpub?topic=d&dedupe_key=p3&dedupe_offset=1", b"r1\nr2\nr3")
+        assert count(daemon, "d") == 6 + 4
+        status, doc = call(daemon, "POST", "/mpub?topic=d&dedupe_key=p3&dedupe_offset=-1", b"x")
+        assert (status, doc["message"]) == (400, "INVALID_DEDUPE_OFFSET")
         # keys are per topic; a message without a key is never a duplicate
         assert call(daemon, "POST", "/pub?topic=other&dedupe_key=job-1", b"x") == (200, "OK")
         assert call(daemon, "POST", "/pub?topic=d", b"plain") == (200, "OK")
         assert call(daemon, "POST", "/pub?topic=d", b"plain") == (200, "OK")
-        assert count(daemon, "d") == 8 and count(daemon, "other") == 1
+        assert count(daemon, "d") == 12 and count(daemon, "other") == 1
         # a deferred publish too
         assert call(daemon, "POST", "/pub?topic=d&defer=10&dedupe_key=late", b"l") == (200, "OK")
         assert call(daemon, "POST", "/pub?topic=d&defer=10&dedupe_key=late", b"l") == (200, "OK")
-        assert count(daemon, "d") == 9
+        assert count(daemon, "d") == 13
 
 
 def test_keys_survive_a_restart_and_a_kill_9(data_dir: Path) -> None:
