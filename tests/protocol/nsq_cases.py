@@ -910,6 +910,8 @@ def I(  # noqa: E743 - short like C() above
     limits = limits or Limits()
     if isinstance(expect, str):
         return Case(f"identify-{id}", identify(body), (), E(expect), limits)
+    if isinstance(body, dict) and body.get("msg_timeout"):
+        expect = {"msg_timeout_set": True, **expect}  # it named one (ours: policies read it)
     return Case(f"identify-{id}", identify(body), (identified(limits, **expect),), EOF, limits)
 
 

@@ -120,6 +120,7 @@ def test_repeated_identify_keeps_what_zero_leaves_alone() -> None:
         output_buffer_size=1,
         output_buffer_timeout_ms=0,
         msg_timeout_ms=2000,
+        msg_timeout_set=True,  # the first IDENTIFY named one: a channel default never applies
         sample_rate=0,
         client_id="",
         deflate=False,
