@@ -1,7 +1,7 @@
-"""A small HTTP/1.1 server on Trio for nsqd's HTTP and HTTPS listeners (the parser, h11 today,
-behind parser.py).
+"""A small HTTP/1.1 server on Trio for nsqd's HTTP and HTTPS listeners (the parser behind
+parser.py: h1fast for plainly valid requests, h11 for the rest).
 
-One task per connection and none per request: the connection task parses with h11, calls
+One task per connection and none per request: the connection task parses the request, calls
 `handler(request)` and writes the `(status, headers, body)` it returns. Keep-alive and pipelined
 requests are answered in order on the same connection. The handler reads the body itself
 (`Request.read(limit)` reads at most `limit` bytes, so a size limit holds while reading); what
