@@ -237,6 +237,10 @@ class Reactor:
         self.fe.blocking.remove(blk.waiter)
         self.fe.bridge.unwatch(blk.waiter)
         blk.waiter.notify = None
+        if len(self.timers) > 64 + 2 * len(self.clients):
+            # served waiters leave their deadlines behind: keep the heap to the parked ones
+            self.timers = [t for t in self.timers if t[2].block and t[2].block.waiter is t[3]]
+            heapq.heapify(self.timers)
 
     def _wake(self, client: Client) -> None:
         """A waiter was served (by a command here, or a publish from another task)."""
