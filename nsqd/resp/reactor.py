@@ -153,8 +153,13 @@ class Reactor:
         while self.runnable:
             ready, self.runnable = self.runnable, []
             for client in ready:
-                if not client.closed:
+                if client.closed:
+                    continue
+                try:
                     self._resume(client)
+                except Exception:
+                    log.exception("RESP: [%s] unexpected error", client.remote)
+                    self._close(client)
         self._commit()
 
     def _read(self, client: Client) -> None:
@@ -277,8 +282,17 @@ class Reactor:
 
     def _commit(self) -> None:
         """One log write for the pass, then every client's replies (durable before sent)."""
-        self.fe.log.flush()
         clients, self.to_send = self.to_send, []
+        try:
+            self.fe.log.flush()
+        except OSError as exc:
+            # not durable, so not acknowledged: these clients are closed unanswered
+            log.error("RESP: resp.log write failed - %s", exc)
+            self.fe.broker.store_failed(f"resp.log write failed - {exc}")
+            for client in clients:
+                client.queued = False
+                self._close(client)
+            return
         for client in clients:
             client.queued = False
             if client.closed or not client.replies:
