@@ -22,6 +22,7 @@ _CLIENT_FILES = (
     "tests/e2e/test_pynsq.py",
     "tests/resp/test_redis_py.py",
     "tests/resp/test_ioredis.py",
+    "tests/resp/test_redis_cli.py",
 )
 
 

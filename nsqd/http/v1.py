@@ -183,7 +183,8 @@ _TLS_REQUIRED = {"false": 0, "tcp-https": 1, "true": 2}
 _TLS_VERSIONS = {"ssl3.0": 0x0300, "tls1.0": 0x0301, "tls1.1": 0x0302, "tls1.2": 0x0303}
 _TLS_VERSIONS["tls1.3"] = 0x0304
 _LOG_LEVEL_NUMBERS = {"debug": 1, "info": 2, "warn": 3, "error": 4, "fatal": 5}
-_FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS if f.cfg_key not in _NOT_IN_GO_OPTIONS}
+_SECRETS = {"resp_password"}  # ours: never answered (400 INVALID_OPTION, as an unknown option)
+_FLAGS_BY_CFG = {f.cfg_key: f for f in FLAGS if f.cfg_key not in _NOT_IN_GO_OPTIONS | _SECRETS}
 
 
 def config_value(node: Node, name: str) -> Any:

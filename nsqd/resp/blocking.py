@@ -12,8 +12,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import trio
-
 if TYPE_CHECKING:
     from .keyspace import Keyspace
 
@@ -22,7 +20,7 @@ class Waiter:
     """One blocked client: its keys in the caller's order, how it pops (`left`) and what it
     does with the element (`deliver`: the encoded reply; a move pushes it on first)."""
 
-    __slots__ = ("consumers", "deliver", "done", "event", "keys", "left", "reply")
+    __slots__ = ("consumers", "deliver", "done", "keys", "left", "notify", "reply")
 
     def __init__(
         self, keys: list[bytes], left: bool, deliver: Callable[[bytes, bytes], bytes]
@@ -32,13 +30,14 @@ class Waiter:
         self.deliver = deliver
         self.done = False
         self.reply = b""
-        self.event = trio.Event()
+        self.notify: Callable[[], None] | None = None  # the reactor's wake-up for its client
         self.consumers: list = []  # bridge consumers to leave once done (bridge.py)
 
     def finish(self, reply: bytes) -> None:
         self.reply = reply
         self.done = True
-        self.event.set()
+        if self.notify is not None:
+            self.notify()
 
 
 class Blocking:
