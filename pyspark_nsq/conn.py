@@ -159,7 +159,11 @@ class Publisher:
             self._conn.request(commands.mpub(topic, bodies))
 
     def publish_many(
-        self, topic: str, bodies: Sequence[bytes], *, batch_size: int = 1000,
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        *,
+        batch_size: int = 1000,
         max_body_bytes: int = 5 * 1024 * 1024,
     ) -> int:
         """MPUB in chunks of at most `batch_size` messages and `max_body_bytes` per command."""

@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -32,24 +31,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from .addresses import Address
-from .consumer import Consumer, Held
+from .consumer import Consumer
 from .http import channel_counts
 from .options import SourceOptions
+from .planning import NsqPartition, driver_partitions, record_batch
 from .schema import check_source_schema
 
 log = logging.getLogger("pyspark_nsq")
-
-
-@dataclass
-class NsqPartition(InputPartition):
-    """The rows of one Spark task, columnar (ids are nsqd's 16 hex characters)."""
-
-    ids: list[str]
-    bodies: list[bytes]
-    timestamps_us: list[int]
-    attempts: list[int]
-    topic: str
-    channel: str
 
 
 def _offset(seq: int) -> dict[str, int]:
@@ -133,8 +121,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.opts.max_messages_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, int] | None = None,
-                     limit: ReadLimit | None = None) -> dict[str, int]:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, int]:
         start_seq = int((start or {}).get("seq", self._base))
         self._base = max(self._base, start_seq)
         consumer = self._started()
@@ -150,9 +139,33 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = start_seq
         if not isinstance(limit, ReadMinRows) or consumer.buffered() >= limit.min_rows:
             end = consumer.take(start_seq, max_rows)
-        _trace(self.opts.topic, "latestOffset", start=start_seq, end=end, limit=repr(limit),
-               fin=fins, accepted=consumer.accepted, redelivered=consumer.redelivered)
+        unknown = self._warn_unknown_topic(consumer)
+        _trace(
+            self.opts.topic,
+            "latestOffset",
+            start=start_seq,
+            end=end,
+            limit=repr(limit),
+            fin=fins,
+            accepted=consumer.accepted,
+            redelivered=consumer.redelivered,
+            late_fins=consumer.late_fins,
+            kept_from_lost=consumer.kept_from_lost,
+            unknown_topic=len(unknown),
+        )
         return _offset(end)
+
+    def _warn_unknown_topic(self, consumer: Consumer) -> list[str]:
+        """Say so on every trigger while the topic exists nowhere it was looked for."""
+        unknown = consumer.subs.unknown_topic()
+        if unknown:
+            log.warning(
+                "nsq source: topic %r does not exist on %s (not subscribed there; "
+                "checked again every few seconds)",
+                self.opts.topic,
+                ", ".join(unknown),
+            )
+        return unknown
 
     def _wait_available_now(self, consumer: Consumer) -> None:
         """An unchanged offset ends an availableNow query: while fewer messages than the
@@ -163,8 +176,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             if not consumer.wait_for_data(idle):
                 if self._target is not None:
-                    log.warning("availableNow: %d of %d messages arrived, ending the run",
-                                consumer.accepted, self._target)
+                    log.warning(
+                        "availableNow: %d of %d messages arrived, ending the run",
+                        consumer.accepted,
+                        self._target,
+                    )
                 return
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -181,8 +197,11 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._target = target
             consumer.limit_accepted(target)
         except (OSError, ValueError) as exc:
-            log.warning("availableNow: no channel counts from nsqd's /stats (%s); reading "
-                        "until nothing arrives for availableNowIdleMs", exc)
+            log.warning(
+                "availableNow: no channel counts from nsqd's /stats (%s); reading "
+                "until nothing arrives for availableNowIdleMs",
+                exc,
+            )
             self._target = None
         _trace(self.opts.topic, "target", target=self._target)
         if self._target != 0:
@@ -195,8 +214,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + 2.0
         best = 0
         while True:
-            counts = channel_counts(http, self.opts.topic, self.opts.channel,
-                                    self.opts.connect_timeout_ms / 1000)
+            counts = channel_counts(
+                http, self.opts.topic, self.opts.channel, self.opts.connect_timeout_ms / 1000
+            )
             if counts is None:
                 return best
             best = max(best, counts.topic_depth + counts.depth + counts.in_flight)
@@ -205,7 +225,14 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             time.sleep(0.02)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
-        return None if self._consumer is None else _offset(self._consumer.latest())
+        """Shown as the source's latestOffset in the query's progress, with how many places
+        (nsqds, nsqlookupd) lack the topic."""
+        if self._consumer is None:
+            return None
+        return {
+            "seq": self._consumer.latest(),
+            "unknownTopic": len(self._consumer.subs.unknown_topic()),
+        }
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[NsqPartition]:
         s, e = int(start["seq"]), int(end["seq"])
@@ -215,41 +242,32 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not held:  # e.g. a fresh process replaying the last uncommitted batch: its
             return []  # messages were never FINed and come back from nsqd
         if len(held) < e - s:
-            log.warning("batch (%d, %d]: %d of %d messages no longer held; nsqd redelivers "
-                        "the rest", s, e, len(held), e - s)
-        n = max(1, min(self.opts.num_partitions, len(held)))
-        size = -(-len(held) // n)
-        return [self._partition(held[i : i + size]) for i in range(0, len(held), size)]
-
-    def _partition(self, held: list[Held]) -> NsqPartition:
-        return NsqPartition(
-            ids=[h.id.decode("ascii", "replace") for h in held],
-            bodies=[h.body for h in held],
-            timestamps_us=[h.timestamp_ns // 1000 for h in held],
-            attempts=[h.attempts for h in held],
-            topic=self.opts.topic,
-            channel=self.opts.channel,
+            log.warning(
+                "batch (%d, %d]: %d of %d messages no longer held; nsqd redelivers the rest",
+                s,
+                e,
+                len(held),
+                e - s,
+            )
+        # The seam for an executor-side reader: here the driver holds the bodies and ships
+        # them in the tasks (see planning.py).
+        return list(
+            driver_partitions(
+                held,
+                self.opts.topic,
+                self.opts.channel,
+                self.opts.num_partitions,
+                self.opts.max_bytes_per_partition,
+            )
         )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
         assert isinstance(partition, NsqPartition)
-        n = len(partition.ids)
-        if not n:
+        if not partition.ids:
             return
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        columns = {
-            "id": lambda t: pa.array(partition.ids, t),
-            "body": lambda t: pa.array(partition.bodies, t),
-            "timestamp": lambda t: pa.array(partition.timestamps_us, t),
-            "attempts": lambda t: pa.array(partition.attempts, t),
-            "topic": lambda t: pa.array([partition.topic] * n, t),
-            "channel": lambda t: pa.array([partition.channel] * n, t),
-        }
-        arrays = [columns[f.name](f.type) for f in arrow_schema]
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+        yield record_batch(partition, to_arrow_schema(self.schema, timezone="UTC"))
 
     def commit(self, end: dict[str, int]) -> None:
         fins = 0 if self._consumer is None else self._consumer.fin_through(int(end["seq"]))
@@ -261,4 +279,3 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if consumer is not None:
             consumer.close()
             _trace(self.opts.topic, "stopped", requeued=consumer.requeued)
-

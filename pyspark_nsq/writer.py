@@ -76,8 +76,9 @@ class _Batcher:
 
     def add(self, topic: str, body: bytes) -> None:
         bodies, size = self.pending.get(topic) or ([], 4)
-        if bodies and (len(bodies) >= self.opts.batch_size
-                       or size + 4 + len(body) > self.opts.max_body_bytes):
+        if bodies and (
+            len(bodies) >= self.opts.batch_size or size + 4 + len(body) > self.opts.max_body_bytes
+        ):
             self._flush(topic, bodies)
             bodies, size = [], 4
         bodies.append(body)
@@ -178,8 +179,11 @@ class NsqWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         total, _ = _summary(messages)
-        log.warning("nsq sink: write aborted; %d messages of finished tasks were already "
-                    "published and stay published (NSQ has no rollback)", total)
+        log.warning(
+            "nsq sink: write aborted; %d messages of finished tasks were already "
+            "published and stay published (NSQ has no rollback)",
+            total,
+        )
 
 
 class NsqStreamWriter(DataSourceStreamArrowWriter):
@@ -196,7 +200,9 @@ class NsqStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, _ = _summary(messages)
-        log.warning("nsq sink: batch %d aborted; %d messages of finished tasks were already "
-                    "published; the retried batch publishes them again (at-least-once)",
-                    batchId, total)
-
+        log.warning(
+            "nsq sink: batch %d aborted; %d messages of finished tasks were already "
+            "published; the retried batch publishes them again (at-least-once)",
+            batchId,
+            total,
+        )

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,9 @@ class Proc:
     tcp_port: int
     http_port: int
     workdir: Path
+    command: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    data_flag: str = "--data-path"
 
     @property
     def tcp(self) -> str:
@@ -117,18 +120,19 @@ def _wait_port(proc: subprocess.Popen[bytes], port: int) -> bool:
 
 
 def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
-                  *, data_flag: str = "--data-path") -> Proc:
-    """An nsqd (ours or Go's) or nsqlookupd on free loopback ports."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
-    for _ in range(3):
-        tcp, http = free_port(), free_port()
+                  *, data_flag: str = "--data-path", again: Proc | None = None) -> Proc:
+    """An nsqd (ours or Go's) or nsqlookupd on free loopback ports; with `again`, on that
+    (stopped) process's ports and data directory, as a restart after a crash."""
+    workdir = again.workdir if again else Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
+    for _ in range(3 if again is None else 1):
+        tcp, http = (again.tcp_port, again.http_port) if again else (free_port(), free_port())
         args = [*command, f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"]
         if data_flag:
             args.append(f"{data_flag}={workdir}")
         with open(workdir / "log", "ab") as log:
             proc = subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=subprocess.STDOUT)
-        started = Proc(name, proc, tcp, http, workdir)
+        started = Proc(name, proc, tcp, http, workdir, list(command), list(extra), data_flag)
         if _wait_port(proc, tcp):
             return started
         if proc.poll() is None:
@@ -137,8 +141,35 @@ def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
     raise RuntimeError(f"{name} did not start:\n{started.log_tail()}")
 
 
-def our_nsqd() -> Proc:
-    return start_process("nsqd", [sys.executable, "-m", "nsqd"])
+def kill9_and_restart(daemon: Proc, pause: float = 1.0) -> Proc:
+    """SIGKILL the daemon, wait `pause` seconds, start it again on the same ports and data."""
+    daemon.proc.kill()
+    daemon.proc.wait(10)
+    time.sleep(pause)
+    return start_process(daemon.name, daemon.command, daemon.extra, data_flag=daemon.data_flag,
+                         again=daemon)
+
+
+def reference_binary(name: str) -> Path:
+    """A reference tool from .reference/bin (scripts/install_reference.sh), installed if
+    missing; an AssertionError when it cannot be (the test fails, never skips)."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        from reference import ReferenceInstallError, ensure_reference
+    finally:
+        sys.path.pop(0)
+    try:
+        return Path(ensure_reference()) / name
+    except ReferenceInstallError as exc:
+        raise AssertionError(f"reference NSQ tools could not be installed: {exc}") from exc
+
+
+def go_nsqd(extra: Sequence[str] = ()) -> Proc:
+    return start_process("go-nsqd", [str(reference_binary("nsqd"))], extra)
+
+
+def our_nsqd(extra: Sequence[str] = ()) -> Proc:
+    return start_process("nsqd", [sys.executable, "-m", "nsqd"], extra)
 
 
 def publish(nsqd: Proc, topic: str, bodies: Sequence[bytes]) -> None:

@@ -212,7 +212,7 @@ def test_slow_batch_keeps_messages_in_flight_with_touch(spark: Any, nsqd: Proc, 
 
     query = (
         source(spark, nsqd, topic, msgTimeoutMs="2000", maxMessagesPerTrigger="200",
-               rdy="500", availableNowIdleMs="5000")
+               maxInFlight="500", availableNowIdleMs="5000")
         .writeStream.foreachBatch(slow_sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(availableNow=True)

@@ -87,11 +87,60 @@ def test_source_options() -> None:
         ({"nsqd": "h:1", "topic": "t", "channel": "c", "rdy": "x"}, "not an integer"),
         ({"nsqd": "h:1", "topic": "t", "channel": "c", "nsqdHttp": "a:1,b:2"}, "one HTTP"),
         ({"nsqd": "h:1", "topic": "t" * 65, "channel": "c"}, "not a valid NSQ name"),
+        ({"nsqd": "h:1", "topic": "t", "channel": "c", "maxMessagesPerTriger": "5"},
+         r"unknown option 'maxMessagesPerTriger'; the valid ones are nsqd, nsqdHttp, .*"
+         r"maxMessagesPerTrigger, maxBytesPerTrigger"),
+        ({"nsqd": "h:1", "topic": "t", "channel": "c", "maxInFlight": "0"}, "below 1"),
     ]:
         with pytest.raises(OptionError, match=message):
             SourceOptions.parse(options)
     sink = SinkOptions.parse({"lookupd": "h:4161", "batchSize": "5"})
     assert (sink.topic, sink.batch_size, sink.lookupd) == (None, 5, (Address("h", 4161),))
+    with pytest.raises(OptionError, match=r"nsq sink: unknown options 'bachSize', 'rdy'; "
+                       r"the valid ones are nsqd, lookupd, topic, batchSize"):
+        SinkOptions.parse({"nsqd": "h:1", "topic": "t", "bachSize": "5", "rdy": "1"})
+    # defaults: 128 MiB per trigger, 16 MiB per task, 20,000 in flight per nsqd
+    defaults = SourceOptions.parse({"nsqd": "h:1", "topic": "t", "channel": "c",
+                                    "checkpointLocation": "/x"})
+    assert (defaults.max_bytes_per_trigger, defaults.max_bytes_per_partition,
+            defaults.max_in_flight, defaults.connections_per_nsqd) == (
+        128 << 20, 16 << 20, 20_000, None)
+
+
+def test_in_flight_budget_shares() -> None:
+    """maxInFlight spread over connections of at most min(rdy, --max-rdy-count) each."""
+    from pyspark_nsq.subscriptions import shares
+
+    assert shares(20_000, 2500, None) == [2500] * 8
+    assert shares(20_000, 3000, None) == [2858] + [2857] * 6
+    assert shares(5000, 2500, 4) == [1250] * 4
+    assert shares(100, 2500, None) == [100]
+    assert shares(3, 2500, 5) == [1, 1, 1, 1, 1]  # never RDY 0 on a connection
+    assert sum(shares(30_001, 2500, None)) == 30_001
+
+
+def test_partitions_split_by_bytes() -> None:
+    """A batch of large messages becomes tasks of at most maxBytesPerPartition each."""
+    from pyspark_nsq.consumer import Held
+    from pyspark_nsq.http import Producer
+    from pyspark_nsq.planning import driver_partitions, split
+
+    class FakeLink:  # only the address is read
+        nsqd = Address("127.0.0.1", 4150)
+
+    def held(n: int, size: int) -> list[Held]:
+        return [Held(FakeLink(), b"%016d" % i, b"x" * size, 0, 1, 0.0)  # type: ignore[arg-type]
+                for i in range(n)]
+
+    assert [len(g) for g in split(held(10, 10), 2, 1 << 20)] == [5, 5]
+    groups = split(held(100, 1 << 20), 2, 16 << 20)  # 100 MiB
+    assert [len(g) for g in groups] == [15] * 6 + [10]  # 7 tasks of <= 16 MiB
+    assert sum(len(g) for g in groups) == 100
+    assert [len(g) for g in split(held(2, 5 << 20), 2, 1 << 20)] == [1, 1]  # one alone is ok
+    assert split([], 2, 1) == []
+    (part,) = driver_partitions(held(3, 1), "t", "c", 1, 1 << 20)
+    assert (part.nsqds, part.nsqd_index) == (["127.0.0.1:4150"], [0, 0, 0])
+    assert Producer  # the address type the consumer keys on
 
 
 def test_lookupd_and_stats_json_shapes() -> None:
@@ -123,11 +172,12 @@ def test_schema_checks_and_partition_read() -> None:
     reader = NsqStreamReader(opts, full)
     ts = dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
     us = int(ts.timestamp()) * 1_000_000 + ts.microsecond
-    part = NsqPartition([MSG_ID.decode()], [b"\x00\xff"], [us], [2], "t", "c")
+    part = NsqPartition([MSG_ID.decode()], [b"\x00\xff"], [us], [2], "t", "c",
+                        ["127.0.0.1:4150"], [0])
     (batch,) = list(reader.read(part))
     row = batch.to_pylist()[0]
     assert row == {"id": MSG_ID.decode(), "body": b"\x00\xff", "timestamp": ts, "attempts": 2,
-                   "topic": "t", "channel": "c"}
+                   "topic": "t", "channel": "c", "nsqd": "127.0.0.1:4150"}
     assert list(reader.read(NsqPartition([], [], [], [], "t", "c"))) == []
     sub = NsqStreamReader(opts, source_schema("attempts", "body"))
     assert next(sub.read(part)).column_names == ["attempts", "body"]
