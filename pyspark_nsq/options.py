@@ -13,8 +13,10 @@ from .addresses import Address, parse_list
 
 DEFAULT_RDY = 2500  # nsqd's default --max-rdy-count
 DEFAULT_MAX_IN_FLIGHT = 20_000  # per nsqd, spread over ceil(20000 / 2500) = 8 connections
-DEFAULT_MAX_BYTES_PER_TRIGGER = 128 * 1024 * 1024  # the driver JVM holds a batch's tasks
-DEFAULT_MAX_BYTES_PER_PARTITION = 16 * 1024 * 1024  # spark.rpc.message.maxSize is 128 MiB
+# The driver JVM holds a batch's tasks (and, in local mode, runs them) in its default 1 GiB
+# heap: 128 MiB batches ran it out of memory. spark.rpc.message.maxSize caps a task at 128 MiB.
+DEFAULT_MAX_BYTES_PER_TRIGGER = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES_PER_PARTITION = 8 * 1024 * 1024
 DEFAULT_MSG_TIMEOUT_MS = 60_000  # nsqd's default --msg-timeout
 MAX_BODY_BYTES = 5 * 1024 * 1024  # nsqd's default --max-body-size
 

@@ -192,8 +192,8 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _trace(self.opts.topic, "prepareForTriggerAvailableNow")
         target = 0
         try:
-            for link in consumer.links():
-                target += self._available(link.producer.http)
+            for producer in consumer.subs.subscribed():
+                target += self._available(producer.http)
             self._target = target
             consumer.limit_accepted(target)
         except (OSError, ValueError) as exc:

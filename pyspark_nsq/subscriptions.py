@@ -146,6 +146,11 @@ class Subscriptions:
         with self._lock:
             return [link for links in self._links.values() for link in links.values()]
 
+    def subscribed(self) -> list[Producer]:
+        """The nsqds with at least one live connection, once each."""
+        with self._lock:
+            return [self._wanted[a] for a, links in self._links.items() if links]
+
     def all_links(self) -> list[Link]:
         return self.live_links()
 

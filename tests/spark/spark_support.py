@@ -232,3 +232,15 @@ def read_trace(path: Path, topic: str) -> list[dict[str, Any]]:
         return []
     events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [e for e in events if e.get("topic") == topic]
+
+
+def create_channel(nsqd: Proc, topic: str, channel: str = "spark") -> None:
+    """Create the topic and channel over HTTP before publishing, so messages are copied into
+    the channel as they arrive (not as one backlog when the reader subscribes)."""
+    import urllib.request
+
+    for path in (f"/topic/create?topic={topic}",
+                 f"/channel/create?topic={topic}&channel={channel}"):
+        request = urllib.request.Request(f"http://{nsqd.http}{path}", method="POST")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import REPO_ROOT, Proc, drain, publish, start_process, wait_until
+from spark_support import (
+    REPO_ROOT,
+    Proc,
+    channel_stats,
+    drain,
+    publish,
+    start_process,
+    wait_until,
+)
 
 from pyspark_nsq.addresses import Address
 from pyspark_nsq.consumer import Consumer
@@ -108,3 +117,26 @@ def test_spark_source_and_sink_through_lookupd(spark: Any, lookupd: Proc, nsqd_l
        .option("topic", target).mode("append").save())
     got = drain(nsqd_l.tcp, target, "check", len(sent) + 1)
     assert sorted(got) == sorted([*sent, b"first"])
+
+
+def test_nsqd_and_lookupd_together_subscribe_once(lookupd: Proc, nsqd_l: Proc,
+                                                  topic: str) -> None:
+    """The nsqd listed as localhost:port is the one nsqlookupd reports as 127.0.0.1:port (its
+    /info says so): one subscription (here 2 connections), not two."""
+    publish(nsqd_l, topic, [b"x"])
+    wait_until(lambda: registered(lookupd, topic), 15, 0.2, "registration")
+    listed = f"localhost:{nsqd_l.tcp_port}"
+    opts = SourceOptions.parse({
+        "nsqd": listed, "nsqdHttp": f"localhost:{nsqd_l.http_port}", "lookupd": lookupd.http,
+        "topic": topic, "channel": "c", "maxInFlight": "5000", "lookupdPollIntervalMs": "100",
+    })
+    consumer = Consumer(opts)
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.buffered() == 1, 15, 0.05, "the message")
+        time.sleep(2.5)  # several nsqlookupd polls and a reconnect round
+        assert sorted((str(link.nsqd), link.index) for link in consumer.links()) == [
+            (listed, 0), (listed, 1)]
+        assert len(channel_stats(nsqd_l, topic, "c")["clients"]) == 2
+    finally:
+        consumer.close()

@@ -8,13 +8,13 @@ connection. After the restart the reader reconnects by itself and the rest flows
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from spark_support import (
     Proc,
+    create_channel,
     go_nsqd,
     kill9_and_restart,
     our_nsqd,
@@ -28,22 +28,15 @@ from pyspark_nsq.addresses import Address
 from pyspark_nsq.http import channel_counts
 
 N = 6000
+# The channel exists before the messages, so they are copied into it as published (the Go
+# nsqd loses a message of its own if killed in the middle of that copy).
+DURABLE = ["--mem-queue-size=0"]
 
 
 def topic_depth(daemon: Proc, topic: str) -> int:
     counts = channel_counts(Address.parse(daemon.http), topic, "spark", 5.0)
     assert counts is not None
     return counts.topic_depth
-DURABLE = ["--mem-queue-size=0"]
-
-
-def create_channel(daemon: Proc, topic: str) -> None:
-    """The channel exists before the messages, so they are copied into it as published (the
-    Go nsqd loses a message of its own if killed in the middle of that copy)."""
-    for path in (f"/topic/create?topic={topic}", f"/channel/create?topic={topic}&channel=spark"):
-        request = urllib.request.Request(f"http://{daemon.http}{path}", method="POST")
-        with urllib.request.urlopen(request, timeout=5) as response:
-            assert response.status == 200
 
 
 @pytest.mark.parametrize("kind", ["ours", "go"])

@@ -176,6 +176,14 @@ def test_bad_source_options_and_schema(spark: Any, nsqd: Proc, topic: str,
     with pytest.raises(Exception, match="is not a valid NSQ name"):
         run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", "a b")
             .option("channel", "c").load())
+    with pytest.raises(Exception, match=r"(?i)unknown option 'maxMessagesPerTriger'; the valid "
+                       r"ones are nsqd, nsqdHttp, lookupd, topic, channel, maxMessagesPerTrigger"):
+        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic)
+            .option("channel", "c").option("maxMessagesPerTriger", "10").load())
+    with pytest.raises(Exception, match=r"(?i)nsq sink: unknown option 'batchsise'"):
+        (spark.createDataFrame([("x",)], "body string").write.format("nsq")
+         .option("nsqd", nsqd.tcp).option("topic", topic).option("batchSise", "10")
+         .mode("append").save())
     with pytest.raises(Exception, match=r"use spark\.readStream"):
         spark.read.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).load().count()
 
@@ -223,3 +231,31 @@ def test_slow_batch_keeps_messages_in_flight_with_touch(spark: Any, nsqd: Proc, 
     stats = channel_stats(nsqd, topic, "spark")
     if stats is not None:
         assert (stats["timeout_count"], stats["in_flight_count"], stats["depth"]) == (0, 0, 0)
+
+
+def test_unknown_topic_is_reported_in_progress(spark: Any, nsqd: Proc, topic: str,
+                                               tmp_path: Path) -> None:
+    """A topic that does not exist is not created by the reader; the query's progress counts
+    where it is missing (latestOffset.unknownTopic) until it appears."""
+    import json
+
+    name = "unknown_" + topic[-6:].replace("_", "")
+    query = (
+        source(spark, nsqd, topic).writeStream.format("memory").queryName(name)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds").start()
+    )
+
+    def unknown() -> int | None:
+        progress = query.lastProgress
+        latest = progress and progress["sources"][0].get("latestOffset")
+        return None if not latest else json.loads(latest)["unknownTopic"]
+
+    try:
+        wait_until(lambda: unknown() == 1, 60, 0.2, "unknownTopic 1 in the progress")
+        assert channel_stats(nsqd, topic, "spark") is None, "the reader created the topic"
+        publish(nsqd, topic, [b"now"])
+        wait_until(lambda: spark.sql(f"select * from {name}").count() == 1, 60, 0.5, "the row")
+        wait_until(lambda: unknown() == 0, 30, 0.2, "unknownTopic 0")
+    finally:
+        stop(query)

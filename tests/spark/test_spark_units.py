@@ -99,12 +99,12 @@ def test_source_options() -> None:
     with pytest.raises(OptionError, match=r"nsq sink: unknown options 'bachSize', 'rdy'; "
                        r"the valid ones are nsqd, lookupd, topic, batchSize"):
         SinkOptions.parse({"nsqd": "h:1", "topic": "t", "bachSize": "5", "rdy": "1"})
-    # defaults: 128 MiB per trigger, 16 MiB per task, 20,000 in flight per nsqd
+    # defaults: 32 MiB per trigger, 8 MiB per task, 20,000 in flight per nsqd
     defaults = SourceOptions.parse({"nsqd": "h:1", "topic": "t", "channel": "c",
                                     "checkpointLocation": "/x"})
     assert (defaults.max_bytes_per_trigger, defaults.max_bytes_per_partition,
             defaults.max_in_flight, defaults.connections_per_nsqd) == (
-        128 << 20, 16 << 20, 20_000, None)
+        32 << 20, 8 << 20, 20_000, None)
 
 
 def test_in_flight_budget_shares() -> None:
