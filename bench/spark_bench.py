@@ -70,7 +70,9 @@ def bench_read(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int, rdy: 
     publish(nsqd, topic, [body] * messages)
     out = tmp / topic
     started = time.perf_counter()
-    query = (nsq_source(spark, nsqd, topic, rdy=str(rdy)).writeStream.format(sink)
+    # rdy = the whole in-flight window, on one connection (nsqd's --max-rdy-count is raised)
+    query = (nsq_source(spark, nsqd, topic, rdy=str(rdy), maxInFlight=str(rdy))
+             .writeStream.format(sink)
              .option("path", str(out / "data")).option("checkpointLocation", str(out / "ckpt"))
              .trigger(availableNow=True).start())
     query.awaitTermination(900)
@@ -105,7 +107,8 @@ def bench_write(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int) -> N
     target = f"{topic}_s"
     create_channel(nsqd, target, "check")  # so the sink's messages are kept for the count below
     started = time.perf_counter()
-    query = (nsq_source(spark, nsqd, topic, rdy="20000").writeStream.format("nsq")
+    query = (nsq_source(spark, nsqd, topic, rdy="20000", maxInFlight="20000")
+             .writeStream.format("nsq")
              .option("nsqd", nsqd.tcp).option("topic", target)
              .option("checkpointLocation", str(tmp / "wckpt")).trigger(availableNow=True).start())
     query.awaitTermination(900)

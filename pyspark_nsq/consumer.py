@@ -248,10 +248,12 @@ class Consumer:
             window = sum(link.rdy for link in self.subs.live_links())
             return self._paused or (bool(window) and len(self._held) >= window)
 
-    def wait_for_refill(self, want: int, quiet: float = 0.03, limit: float = 0.5) -> None:
+    def wait_for_refill(self, want: int, quiet: float = 0.1, limit: float = 1.0) -> None:
         """After FINs freed a full window, nsqd refills it: wait until `want` messages (or
         maxBytesPerTrigger) are buffered, or none arrived for `quiet` seconds, or `limit`
-        passed (bigger batches)."""
+        passed: else batches alternate between big and small (the FINs of one batch free the
+        window the next is made of). `quiet` is generous: on a busy machine the refill
+        pauses."""
         deadline = time.monotonic() + limit
         with self._cond:
             while len(self._buffer) < want and self._buffer_bytes < self.opts.max_bytes_per_trigger:

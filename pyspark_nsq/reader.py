@@ -89,6 +89,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._base = 0
         self._available_now = False
         self._target: int | None = None
+        self._warned = -1e9
 
     # The planner pickles this object for the executors: never with connections or threads.
     def __getstate__(self) -> dict[str, Any]:
@@ -156,9 +157,12 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _offset(end)
 
     def _warn_unknown_topic(self, consumer: Consumer) -> list[str]:
-        """Say so on every trigger while the topic exists nowhere it was looked for."""
+        """Say so on triggers while the topic is missing somewhere it was looked for: at most
+        every 10 s (a query with the default trigger asks every 10 ms when idle)."""
         unknown = consumer.subs.unknown_topic()
-        if unknown:
+        now = time.monotonic()
+        if unknown and now - self._warned >= 10.0:
+            self._warned = now
             log.warning(
                 "nsq source: topic %r does not exist on %s (not subscribed there; "
                 "checked again every few seconds)",

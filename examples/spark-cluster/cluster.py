@@ -10,7 +10,8 @@ line: rows, missing, duplicates, rows/s.
 
 --rate 0 publishes everything before the job starts (rows/s is then the drain rate into
 Parquet); --rate R publishes R messages/s while it runs. --kill-nsqd-after ROWS kills the first
-nsqd with SIGKILL once ROWS rows are committed and restarts it on the same ports and data.
+nsqd (--kill-signal KILL or TERM) once ROWS rows are counted and restarts it on the same
+ports and data.
 Everything listens on 127.0.0.1 and is stopped at the end."""
 
 from __future__ import annotations
@@ -154,8 +155,8 @@ class Cluster:
                 "--memory", "1g", self.master_url], wport, self.work / f"worker{i}.log",
                 self.env))
 
-    def restart_nsqd(self, nsqd: Daemon) -> None:
-        nsqd.stop(signal.SIGKILL)
+    def restart_nsqd(self, nsqd: Daemon, sig: int) -> None:
+        nsqd.stop(sig)
         time.sleep(1.0)
         nsqd.start()
 
@@ -207,6 +208,7 @@ def main() -> int:
     parser.add_argument("--daemon", choices=("ours", "go"), default="ours")
     parser.add_argument("--option", action="append", default=[], help="source option k=v")
     parser.add_argument("--kill-nsqd-after", type=int, default=0)
+    parser.add_argument("--kill-signal", choices=("KILL", "TERM"), default="KILL")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
@@ -241,12 +243,14 @@ def main() -> int:
             while proc.poll() is None and not (work / "kill-now").exists():
                 time.sleep(0.1)
             if proc.poll() is None:
-                cluster.restart_nsqd(cluster.nsqds[0])
+                cluster.restart_nsqd(cluster.nsqds[0], getattr(signal, "SIG" + args.kill_signal))
         out, _ = proc.communicate(timeout=args.timeout + 120)
         if proc.returncode != 0:
             sys.stderr.write((work / "job.log").read_text(errors="replace")[-4000:])
             return proc.returncode or 1
         result = json.loads(out.decode().strip().splitlines()[-1])
+        if args.kill_nsqd_after:
+            result["fault"] = f"SIG{args.kill_signal} nsqd0 after {args.kill_nsqd_after} rows"
         result.update(daemon=args.daemon, nsqds=args.nsqds, workers=args.workers,
                       size=args.size, rate=args.rate, options=args.option)
         print(json.dumps(result), flush=True)

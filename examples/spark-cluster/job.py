@@ -79,15 +79,24 @@ def main() -> int:
             time.sleep(2.0)
         time.sleep(0.25)
     query.stop()
+    with open("progress.jsonl", "w") as f:  # the work directory (cluster.py --keep)
+        for p in sorted(batches.values(), key=lambda p: p["batchId"]):
+            f.write(json.dumps(p, default=str) + "\n")
     rows = spark.read.parquet(args.out)
     n_rows = rows.count()
     heads = {int(bytes(r.head)[:10]) for r in rows.selectExpr("substring(body, 1, 10) as head")
              .distinct().collect()}
     keys = rows.select("nsqd", "id").distinct().count()
-    with_rows = [p for p in batches.values() if p["numInputRows"]]
-    first = min((parse_ts(p["timestamp"]) for p in with_rows), default=started)
-    last = max((parse_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000
-                for p in with_rows), default=started)
+    with_rows = sorted((p for p in batches.values() if p["numInputRows"]),
+                       key=lambda p: p["batchId"])
+    spans = [(parse_ts(p["timestamp"]),
+              parse_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000,
+              p["numInputRows"]) for p in with_rows]
+    first = spans[0][0] if spans else started
+    last = spans[-1][1] if spans else started
+    # Without the first batch, which also starts the executors' Python workers.
+    steady = (sum(n for _, _, n in spans[1:]) / (last - spans[0][1])
+              if len(spans) > 1 and last > spans[0][1] else None)
     result = {
         "rows": n_rows,
         "missing": len(set(range(args.expected)) - heads),
@@ -96,6 +105,8 @@ def main() -> int:
         "batches": len(with_rows),
         "elapsed_s": round((done_at or time.time()) - started, 1),
         "rows_per_s": round(n_rows / (last - first)) if last > first else None,
+        "steady_rows_per_s": round(steady) if steady else None,
+        "max_batch": max((n for _, _, n in spans), default=0),
         "timed_out": done_at is None,
     }
     print(json.dumps(result), flush=True)
