@@ -1,33 +1,33 @@
-"""The driver-side consumer behind the stream reader: one subscribed connection per nsqd, a
-buffer of received messages, and the sequence numbers Spark's offsets count.
+"""The driver-side consumer behind the stream reader: a buffer of received messages, the
+sequence numbers Spark's offsets count, and FIN after commit.
 
 Messages stay un-FINed (in flight on nsqd) until Spark says the batch holding them is durably
-committed; a maintenance thread TOUCHes them before nsqd's msg_timeout runs out, reconnects
-lost nsqds and polls nsqlookupd for new producers."""
+committed. A message is identified by (nsqd, id): a redelivery of one still held is not
+emitted twice, and one whose connection died keeps its place and goes into a batch (the nsqd
+may have crashed and forgotten it). A message whose FIN could not be sent (its connection
+died) is remembered for a while, so its redelivery is FINed and dropped, not emitted again.
+Which nsqds and how many connections to each: `subscriptions.Subscriptions`."""
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Iterable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from protocol.v2 import ErrorCode, FrameType, NSQError, decode_message
 from protocol.v2 import encoders as commands
-from protocol.v2.frames import HEARTBEAT
 from protocol.v2.message import DecodedMessage
 
 from .addresses import Address
-from .conn import USER_AGENT, Connection, ConnectionClosed, parse_error
-from .http import Producer, lookup
+from .link import Link
 from .options import SourceOptions
+from .subscriptions import Subscriptions
 
 log = logging.getLogger("pyspark_nsq")
-_RECONNECT_EVERY = 2.0
+_ORPHANS_MAX = 200_000  # ids committed whose FIN could not be sent, remembered (oldest go)
+_ORPHAN_TTL = 3600.0
 
 
 @dataclass(slots=True, eq=False)
@@ -42,143 +42,33 @@ class Held:
     touched: float
     seq: int = 0
 
-
-class Link:
-    """One subscribed connection to one nsqd, read by its own thread."""
-
-    def __init__(self, consumer: Consumer, producer: Producer) -> None:
-        self.consumer = consumer
-        self.producer = producer
-        self.address = producer.tcp
-        self.conn: Connection | None = None
-        self.alive = False
-        self.rdy = 0
-        self.msg_timeout = consumer.opts.msg_timeout_ms / 1000
-        self.thread: threading.Thread | None = None
-        self.closing = False
-
-    def open(self, rdy_open: bool) -> None:
-        opts = self.consumer.opts
-        conn, negotiated = self._connect(opts.msg_timeout_ms)
-        try:
-            max_rdy = int(negotiated.get("max_rdy_count") or opts.rdy)
-            self.rdy = min(opts.rdy, max_rdy)
-            self.msg_timeout = int(negotiated.get("msg_timeout") or opts.msg_timeout_ms) / 1000
-            conn.request(commands.sub(opts.topic, opts.channel))
-        except BaseException:
-            conn.close()
-            raise
-        self.conn = conn
-        self.alive = True
-        self.thread = threading.Thread(target=self._run, name=f"nsq-{self.address}", daemon=True)
-        self.thread.start()
-        if rdy_open:
-            self.send(commands.rdy(self.rdy))
-
-    def _connect(self, msg_timeout_ms: int | None) -> tuple[Connection, dict]:
-        """Connect and IDENTIFY; a msg_timeout above nsqd's --max-msg-timeout is lowered to
-        that maximum (asked for on a second connection)."""
-        settings: dict[str, object] = {
-            "client_id": f"pyspark_nsq-{os.getpid()}",
-            "hostname": socket.gethostname(),
-            "user_agent": USER_AGENT,
-            "feature_negotiation": True,
-        }
-        if msg_timeout_ms is not None:
-            settings["msg_timeout"] = msg_timeout_ms
-        conn = Connection(self.address, timeout=self.consumer.opts.connect_timeout_ms / 1000)
-        try:
-            return conn, conn.connect(settings)
-        except NSQError as exc:
-            if msg_timeout_ms is None or exc.code != ErrorCode.E_BAD_BODY:
-                raise
-        probe, negotiated = self._connect(None)
-        probe.close()
-        limit = int(negotiated.get("max_msg_timeout") or 0)
-        if not limit or limit >= msg_timeout_ms:
-            raise NSQError(ErrorCode.E_BAD_BODY, f"msgTimeoutMs {msg_timeout_ms} refused")
-        log.warning(
-            "%s: msgTimeoutMs %d is above nsqd's --max-msg-timeout, using %d ms",
-            self.address,
-            msg_timeout_ms,
-            limit,
-        )
-        return self._connect(limit)
-
-    def send(self, data: bytes) -> bool:
-        conn = self.conn
-        if conn is None or not self.alive:
-            return False
-        try:
-            conn.send(data)
-            return True
-        except ConnectionClosed as exc:
-            log.warning("%s: %s", self.address, exc)
-            self.close()
-            return False
-
-    def _run(self) -> None:
-        conn = self.conn
-        assert conn is not None
-        try:
-            while self.alive:
-                messages: list[DecodedMessage] = []
-                for frame in conn.recv_frames():
-                    if frame.frame_type == FrameType.MESSAGE:
-                        messages.append(decode_message(frame.data))
-                    elif frame.frame_type == FrameType.ERROR:
-                        err = parse_error(frame.data)
-                        log.log(
-                            logging.DEBUG if not err.fatal else logging.WARNING,
-                            "%s: %s",
-                            self.address,
-                            err,
-                        )
-                    elif frame.data == HEARTBEAT:
-                        conn.send(commands.NOP)
-                if messages:
-                    self.consumer.on_messages(self, messages)
-        except (ConnectionClosed, OSError, ValueError) as exc:
-            if self.alive and not self.closing:
-                log.warning("%s: connection lost: %s", self.address, exc)
-        finally:
-            self.close()
-
-    def finish(self, timeout: float = 2.0) -> None:
-        """Close gracefully: end our side, let nsqd read every command sent so far (a reset
-        could drop them) and close its side, reading what it still sends meanwhile."""
-        if self.conn is not None and self.alive:
-            self.closing = True
-            self.conn.shutdown_write()
-            if self.thread is not None and self.thread is not threading.current_thread():
-                self.thread.join(timeout)
-        self.close()
-
-    def close(self) -> None:
-        was_alive, self.alive = self.alive, False
-        if self.conn is not None:
-            self.conn.close()
-        if was_alive:
-            self.consumer.on_link_closed(self)
+    @property
+    def nsqd(self) -> Address:
+        return self.link.nsqd
 
 
 class Consumer:
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._cond = threading.Condition()
-        self._links: dict[Address, Link] = {}
-        self._wanted: dict[Address, Producer] = {}
+        self.subs = Subscriptions(self)
         self._buffer: deque[Held] = deque()
+        self._buffer_bytes = 0
         self._assigned: dict[int, Held] = {}  # seq -> message, in seq order
         self._held: dict[tuple[Address, bytes], Held] = {}
+        self._held_bytes = 0
+        self._orphans: OrderedDict[tuple[Address, bytes], float] = OrderedDict()
         self._next_seq = 1
         self._rdy_open = True
+        self._paused = False  # held bytes above max_held_bytes: RDY 0 until FINs free room
         self._accept_limit: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # counters (this process only)
         self.accepted = 0  # distinct messages taken into the buffer
         self.redelivered = 0  # re-deliveries of a message still held (not emitted twice)
+        self.late_fins = 0  # re-deliveries of a committed message whose FIN was lost
+        self.kept_from_lost = 0  # messages kept when their connection died
         self.finished = 0
         self.touched = 0
         self.requeued = 0
@@ -187,34 +77,16 @@ class Consumer:
 
     def start(self, *, rdy_open: bool = True) -> None:
         self._rdy_open = rdy_open
-        producers = [
-            Producer(t, h) for t, h in zip(self.opts.nsqd, self.opts.nsqd_http, strict=True)
-        ]
-        if self.opts.lookupd:
-            producers += lookup(self.opts.lookupd, self.opts.topic, self._http_timeout)
-        errors = []
-        for producer in producers:
-            try:
-                self._open(producer)
-            except (OSError, NSQError) as exc:
-                errors.append(f"{producer.tcp}: {exc}")
-                log.warning("nsqd %s: %s", producer.tcp, exc)
-        if self.opts.nsqd and not self.opts.lookupd and len(errors) == len(producers):
-            raise ConnectionError("could not subscribe to any nsqd: " + "; ".join(errors))
+        self.subs.start()
         self._thread = threading.Thread(target=self._maintain, name="nsq-maint", daemon=True)
         self._thread.start()
 
     @property
-    def _http_timeout(self) -> float:
-        return self.opts.connect_timeout_ms / 1000
+    def max_held_bytes(self) -> int:
+        return 2 * self.opts.max_bytes_per_trigger
 
-    def _open(self, producer: Producer) -> None:
-        self._wanted[producer.tcp] = producer
-        link = Link(self, producer)
-        link.open(self._rdy_open)
-        with self._cond:
-            if link.alive:
-                self._links[producer.tcp] = link
+    def rdy_for(self, link: Link) -> int:
+        return link.rdy if self._rdy_open and not self._paused else 0
 
     def close(self) -> None:
         """Requeue what no offset range holds yet, and disconnect. Messages in ranges Spark
@@ -222,14 +94,14 @@ class Consumer:
         self._stop.set()
         self.set_rdy_open(False)  # else nsqd refills the window the REQs free
         with self._cond:
-            pending = list(self._buffer)
+            pending = [h for h in self._buffer if h.link.alive]
             self._buffer.clear()
+            self._buffer_bytes = 0
             for held in pending:
-                self._held.pop((held.link.address, held.id), None)
-            links = list(self._links.values())
+                self._forget(held)
         self._send_grouped(pending, lambda h: commands.req(h.id, 0))
         self.requeued += len(pending)
-        for link in links:
+        for link in self.subs.all_links():
             link.finish()
 
     # -- called by the link threads -----------------------------------------------------
@@ -237,13 +109,18 @@ class Consumer:
     def on_messages(self, link: Link, messages: list[DecodedMessage]) -> None:
         now = time.monotonic()
         requeue: list[bytes] = []
+        fin: list[bytes] = []
         with self._cond:
             for msg in messages:
-                key = (link.address, msg.id)
+                key = (link.nsqd, msg.id)
                 held = self._held.get(key)
-                if held is not None:  # timed out on nsqd and came back: keep one copy
+                if held is not None:  # timed out on nsqd (or nsqd restarted): keep one copy
                     held.link, held.touched, held.attempts = link, now, msg.attempts
                     self.redelivered += 1
+                    continue
+                if self._orphans.pop(key, None) is not None:  # committed; its FIN was lost
+                    fin.append(msg.id)
+                    self.late_fins += 1
                     continue
                 if self._stop.is_set() or (
                     self._accept_limit is not None and self.accepted >= self._accept_limit
@@ -252,35 +129,42 @@ class Consumer:
                     continue
                 held = Held(link, msg.id, msg.body, msg.timestamp, msg.attempts, now)
                 self._held[key] = held
+                self._held_bytes += len(msg.body)
                 self._buffer.append(held)
+                self._buffer_bytes += len(msg.body)
                 self.accepted += 1
             self._cond.notify_all()
-            links: list[Link] = []
+            stop_flow = False
             limit = self._accept_limit
             if self._rdy_open and limit is not None and self.accepted >= limit:
                 self._rdy_open = False  # the run's quota is in: stop the flow
-                links = list(self._links.values())
-        for other in links:  # RDY 0 before the REQs, or nsqd would send them straight back
-            other.send(commands.rdy(0))
+                stop_flow = True
+            if not self._paused and self._held_bytes >= self.max_held_bytes:
+                self._paused = stop_flow = True
+        if stop_flow:  # RDY 0 before the REQs, or nsqd would send them straight back
+            self._send_rdy()
+        if fin:
+            link.send(b"".join(commands.fin(i) for i in fin))
         if requeue:
             self.requeued += len(requeue)
             link.send(b"".join(commands.req(i, 0) for i in requeue))
 
     def on_link_closed(self, link: Link) -> None:
-        """Messages buffered from a lost connection come back after msg_timeout: forget them
-        (ones already in an offset range are kept; their FIN will simply not be sent)."""
+        """The messages of a lost connection stay held and go into batches: an nsqd killed
+        with SIGKILL forgets its in-flight messages, so nobody else has them. If the nsqd
+        lives (or kept them), its redelivery is recognized by (nsqd, id)."""
         with self._cond:
-            kept = deque(h for h in self._buffer if h.link is not link)
-            dropped = len(self._buffer) - len(kept)
-            if dropped:
-                for h in self._buffer:
-                    if h.link is link:
-                        self._held.pop((link.address, h.id), None)
-                self._buffer = kept
-                self.accepted -= dropped
-            if self._links.get(link.address) is link:
-                del self._links[link.address]
+            kept = sum(1 for h in self._held.values() if h.link is link)
+            self.kept_from_lost += kept
+            self.subs.drop(link)
             self._cond.notify_all()
+        if kept and not link.closing:
+            log.warning(
+                "%s: connection lost holding %d messages; they stay in the stream "
+                "(a redelivery of one is not emitted twice)",
+                link.nsqd,
+                kept,
+            )
 
     # -- called by the stream reader ----------------------------------------------------
 
@@ -291,13 +175,22 @@ class Consumer:
                 self._next_seq = seq + 1
 
     def take(self, start: int, max_rows: int | None) -> int:
-        """The end of the range after `start`: held ranges first, then buffered messages."""
+        """The end of the range after `start`: held ranges first, then buffered messages, at
+        most `max_rows` and maxBytesPerTrigger (at least one message)."""
         with self._cond:
             self.note_offset(start)
-            available = (self._next_seq - 1 - start) + len(self._buffer)
-            end = start + (available if max_rows is None else min(available, max_rows))
-            while self._next_seq <= end:
+            end = self._next_seq - 1
+            if max_rows is not None:
+                end = min(end, start + max_rows)
+            budget = self.opts.max_bytes_per_trigger
+            while self._buffer and (max_rows is None or end - start < max_rows):
+                size = len(self._buffer[0].body)
+                if budget < size and end > start:
+                    break
+                budget -= size
                 held = self._buffer.popleft()
+                self._buffer_bytes -= size
+                end += 1
                 held.seq = self._next_seq
                 self._assigned[held.seq] = held
                 self._next_seq += 1
@@ -318,27 +211,52 @@ class Consumer:
                 done.append(held)
             for held in done:
                 del self._assigned[held.seq]
-                self._held.pop((held.link.address, held.id), None)
-        self._send_grouped(done, lambda h: commands.fin(h.id))
+                self._forget(held)
+            resume = self._paused and self._held_bytes < self.max_held_bytes // 2
+            if resume:
+                self._paused = False
+        self._send_grouped(done, lambda h: commands.fin(h.id), on_failure=self._orphan)
+        if resume:
+            self._send_rdy()
         self.finished += len(done)
         return len(done)
+
+    def _forget(self, held: Held) -> None:
+        if self._held.pop((held.nsqd, held.id), None) is not None:
+            self._held_bytes -= len(held.body)
+
+    def _orphan(self, unsent: list[Held]) -> None:
+        """FINs that could not be sent: a redelivery of these is FINed and dropped."""
+        now = time.monotonic()
+        with self._cond:
+            for held in unsent:
+                self._orphans[(held.nsqd, held.id)] = now
+            while self._orphans and (
+                len(self._orphans) > _ORPHANS_MAX
+                or now - next(iter(self._orphans.values())) > _ORPHAN_TTL
+            ):
+                self._orphans.popitem(last=False)
 
     def wait_for_data(self, timeout: float) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: bool(self._buffer), timeout)
 
     def window_full(self) -> bool:
-        """Every connection's RDY window is used up by messages not yet FINed."""
+        """Every connection's RDY window is used up by messages not yet FINed, or the held
+        bytes paused the flow."""
         with self._cond:
-            window = sum(link.rdy for link in self._links.values())
-            return bool(window) and len(self._held) >= window
+            window = sum(link.rdy for link in self.subs.live_links())
+            return self._paused or (bool(window) and len(self._held) >= window)
 
-    def wait_for_refill(self, want: int, quiet: float = 0.03, limit: float = 0.5) -> None:
-        """After FINs freed a full window, nsqd refills it: wait until `want` messages are
-        buffered, or none arrived for `quiet` seconds, or `limit` passed (bigger batches)."""
+    def wait_for_refill(self, want: int, quiet: float = 0.1, limit: float = 1.0) -> None:
+        """After FINs freed a full window, nsqd refills it: wait until `want` messages (or
+        maxBytesPerTrigger) are buffered, or none arrived for `quiet` seconds, or `limit`
+        passed: else batches alternate between big and small (the FINs of one batch free the
+        window the next is made of). `quiet` is generous: on a busy machine the refill
+        pauses."""
         deadline = time.monotonic() + limit
         with self._cond:
-            while len(self._buffer) < want:
+            while len(self._buffer) < want and self._buffer_bytes < self.opts.max_bytes_per_trigger:
                 before = len(self._buffer)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -358,9 +276,11 @@ class Consumer:
     def set_rdy_open(self, rdy_open: bool) -> None:
         with self._cond:
             self._rdy_open = rdy_open
-            links = list(self._links.values())
-        for link in links:
-            link.send(commands.rdy(link.rdy if rdy_open else 0))
+        self._send_rdy()
+
+    def _send_rdy(self) -> None:
+        for link in self.subs.live_links():
+            link.send(commands.rdy(self.rdy_for(link)))
 
     def limit_accepted(self, limit: int | None) -> None:
         """Accept at most `limit` distinct messages in this run (Trigger.AvailableNow); later
@@ -369,24 +289,29 @@ class Consumer:
             self._accept_limit = limit
 
     def links(self) -> list[Link]:
-        with self._cond:
-            return list(self._links.values())
+        return self.subs.live_links()
 
     # -- maintenance --------------------------------------------------------------------
 
-    def _send_grouped(self, held: Iterable[Held], encode) -> None:  # type: ignore[no-untyped-def]
-        groups: dict[Link, list[bytes]] = {}
+    def _send_grouped(
+        self,
+        held: Iterable[Held],
+        encode: Callable[[Held], bytes],
+        on_failure: Callable[[list[Held]], None] | None = None,
+    ) -> None:
+        groups: dict[Link, list[Held]] = {}
         for h in held:
-            groups.setdefault(h.link, []).append(encode(h))
-        for link, lines in groups.items():
-            link.send(b"".join(lines))
+            groups.setdefault(h.link, []).append(h)
+        for link, items in groups.items():
+            if not link.send(b"".join(encode(h) for h in items)) and on_failure is not None:
+                on_failure(items)
 
     def _touch_due(self) -> None:
         now = time.monotonic()
         due: list[Held] = []
         with self._cond:
             for held in self._held.values():
-                if now - held.touched >= held.link.msg_timeout * 0.5:
+                if held.link.alive and now - held.touched >= held.link.msg_timeout * 0.5:
                     held.touched = now
                     due.append(held)
         if due:
@@ -395,26 +320,6 @@ class Consumer:
 
     def _maintain(self) -> None:
         tick = max(0.05, min(1.0, self.opts.msg_timeout_ms / 1000 / 10))
-        next_reconnect = next_lookup = time.monotonic()
         while not self._stop.wait(tick):
             self._touch_due()
-            now = time.monotonic()
-            if self.opts.lookupd and now >= next_lookup:
-                next_lookup = now + self.opts.lookupd_poll_interval_ms / 1000
-                try:
-                    for producer in lookup(self.opts.lookupd, self.opts.topic, self._http_timeout):
-                        self._wanted.setdefault(producer.tcp, producer)
-                except ConnectionError as exc:
-                    log.warning("%s", exc)
-            if now >= next_reconnect:
-                next_reconnect = now + _RECONNECT_EVERY
-                with self._cond:
-                    missing = [p for a, p in self._wanted.items() if a not in self._links]
-                for producer in missing:
-                    if self._stop.is_set():
-                        return
-                    try:
-                        self._open(producer)
-                        log.info("subscribed to nsqd %s", producer.tcp)
-                    except (OSError, NSQError) as exc:
-                        log.debug("nsqd %s: %s", producer.tcp, exc)
+            self.subs.maintain(self._stop)

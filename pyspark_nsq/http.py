@@ -115,3 +115,25 @@ def channel_counts(
 ) -> ChannelCounts | None:
     params = {"format": "json", "topic": topic, "channel": channel}
     return parse_channel_counts(get_json(address, "/stats", params, timeout), topic, channel)
+
+
+def topic_exists(address: Address, topic: str, timeout: float) -> bool:
+    """Whether nsqd (its HTTP address) has `topic`, from /stats (which lists topics, never
+    creates one). Raises OSError/ValueError when nsqd's HTTP API does not answer."""
+    doc = _unwrap(get_json(address, "/stats", {"format": "json", "topic": topic}, timeout))
+    return any(t.get("topic_name") == topic for t in (doc or {}).get("topics") or [])
+
+
+def broadcast_address(address: Address, timeout: float) -> Address | None:
+    """The TCP address nsqd registers with nsqlookupd (broadcast_address:tcp_port from /info),
+    or None when its HTTP API does not answer."""
+    try:
+        doc = _unwrap(get_json(address, "/info", {}, timeout))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    host, port = doc.get("broadcast_address"), doc.get("tcp_port")
+    if not host or not isinstance(port, int):
+        return None
+    return Address(host, port)

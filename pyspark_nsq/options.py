@@ -12,12 +12,55 @@ from protocol.v2 import is_valid_name
 from .addresses import Address, parse_list
 
 DEFAULT_RDY = 2500  # nsqd's default --max-rdy-count
+DEFAULT_MAX_IN_FLIGHT = 20_000  # per nsqd, spread over ceil(20000 / 2500) = 8 connections
+# The driver JVM holds a batch's tasks (and, in local mode, runs them) in its default 1 GiB
+# heap: 128 MiB batches ran it out of memory. spark.rpc.message.maxSize caps a task at 128 MiB.
+DEFAULT_MAX_BYTES_PER_TRIGGER = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES_PER_PARTITION = 8 * 1024 * 1024
 DEFAULT_MSG_TIMEOUT_MS = 60_000  # nsqd's default --msg-timeout
 MAX_BODY_BYTES = 5 * 1024 * 1024  # nsqd's default --max-body-size
 
 
 class OptionError(ValueError):
     """A missing or invalid connector option."""
+
+
+SOURCE_OPTIONS = (
+    "nsqd",
+    "nsqdHttp",
+    "lookupd",
+    "topic",
+    "channel",
+    "maxMessagesPerTrigger",
+    "maxBytesPerTrigger",
+    "maxBytesPerPartition",
+    "maxInFlight",
+    "rdy",
+    "connectionsPerNsqd",
+    "msgTimeoutMs",
+    "numPartitions",
+    "pollTimeoutMs",
+    "availableNowIdleMs",
+    "lookupdPollIntervalMs",
+    "connectTimeoutMs",
+)
+SINK_OPTIONS = ("nsqd", "lookupd", "topic", "batchSize", "maxBodyBytes", "connectTimeoutMs")
+# Options Spark itself may put in a data source's map (load(path), the streaming sink's
+# checkpoint), not the user's.
+_SPARK_OPTIONS = ("path", "checkpointLocation", "queryName")
+
+
+def check_names(options: Mapping[str, str], valid: tuple[str, ...], what: str) -> None:
+    """A misspelled option fails the query at start, naming it and the valid ones."""
+    known = {name.lower() for name in (*valid, *_SPARK_OPTIONS)}
+    unknown = sorted(k for k in options if str(k).lower() not in known)
+    if unknown:
+        raise OptionError(
+            f"nsq {what}: unknown option{'s' if len(unknown) > 1 else ''} "
+            + ", ".join(repr(k) for k in unknown)
+            + "; the valid ones are "
+            + ", ".join(valid)
+        )
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -81,7 +124,11 @@ class SourceOptions:
     nsqd_http: tuple[Address, ...] = ()  # same order as nsqd; default: TCP port + 1
     lookupd: tuple[Address, ...] = ()
     max_messages_per_trigger: int | None = None
+    max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     rdy: int = DEFAULT_RDY
+    connections_per_nsqd: int | None = None  # default: ceil(maxInFlight / rdy)
     msg_timeout_ms: int = DEFAULT_MSG_TIMEOUT_MS
     num_partitions: int = 2
     poll_timeout_ms: int = 0
@@ -91,6 +138,7 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        check_names(options, SOURCE_OPTIONS, "source")
         nsqd, lookupd = _addresses(options)
         try:
             http = tuple(parse_list(_get(options, "nsqdHttp"), what="nsqd HTTP address"))
@@ -110,7 +158,15 @@ class SourceOptions:
             nsqd_http=http,
             lookupd=lookupd,
             max_messages_per_trigger=_opt_int(options, "maxMessagesPerTrigger", 1),
+            max_bytes_per_trigger=_int(
+                options, "maxBytesPerTrigger", DEFAULT_MAX_BYTES_PER_TRIGGER, 1
+            ),
+            max_bytes_per_partition=_int(
+                options, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION, 1
+            ),
+            max_in_flight=_int(options, "maxInFlight", DEFAULT_MAX_IN_FLIGHT, 1),
             rdy=_int(options, "rdy", DEFAULT_RDY, 1),
+            connections_per_nsqd=_opt_int(options, "connectionsPerNsqd", 1),
             msg_timeout_ms=_int(options, "msgTimeoutMs", DEFAULT_MSG_TIMEOUT_MS, 1000),
             num_partitions=_int(options, "numPartitions", 2, 1),
             poll_timeout_ms=_int(options, "pollTimeoutMs", 0, 0),
@@ -131,6 +187,7 @@ class SinkOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        check_names(options, SINK_OPTIONS, "sink")
         nsqd, lookupd = _addresses(options)
         return cls(
             nsqd=nsqd,

@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -32,24 +31,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from .addresses import Address
-from .consumer import Consumer, Held
+from .consumer import Consumer
 from .http import channel_counts
 from .options import SourceOptions
+from .planning import NsqPartition, driver_partitions, record_batch
 from .schema import check_source_schema
 
 log = logging.getLogger("pyspark_nsq")
-
-
-@dataclass
-class NsqPartition(InputPartition):
-    """The rows of one Spark task, columnar (ids are nsqd's 16 hex characters)."""
-
-    ids: list[str]
-    bodies: list[bytes]
-    timestamps_us: list[int]
-    attempts: list[int]
-    topic: str
-    channel: str
 
 
 def _offset(seq: int) -> dict[str, int]:
@@ -101,6 +89,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._base = 0
         self._available_now = False
         self._target: int | None = None
+        self._warned = -1e9
 
     # The planner pickles this object for the executors: never with connections or threads.
     def __getstate__(self) -> dict[str, Any]:
@@ -151,6 +140,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = start_seq
         if not isinstance(limit, ReadMinRows) or consumer.buffered() >= limit.min_rows:
             end = consumer.take(start_seq, max_rows)
+        unknown = self._warn_unknown_topic(consumer)
         _trace(
             self.opts.topic,
             "latestOffset",
@@ -160,8 +150,26 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             fin=fins,
             accepted=consumer.accepted,
             redelivered=consumer.redelivered,
+            late_fins=consumer.late_fins,
+            kept_from_lost=consumer.kept_from_lost,
+            unknown_topic=len(unknown),
         )
         return _offset(end)
+
+    def _warn_unknown_topic(self, consumer: Consumer) -> list[str]:
+        """Say so on triggers while the topic is missing somewhere it was looked for: at most
+        every 10 s (a query with the default trigger asks every 10 ms when idle)."""
+        unknown = consumer.subs.unknown_topic()
+        now = time.monotonic()
+        if unknown and now - self._warned >= 10.0:
+            self._warned = now
+            log.warning(
+                "nsq source: topic %r does not exist on %s (not subscribed there; "
+                "checked again every few seconds)",
+                self.opts.topic,
+                ", ".join(unknown),
+            )
+        return unknown
 
     def _wait_available_now(self, consumer: Consumer) -> None:
         """An unchanged offset ends an availableNow query: while fewer messages than the
@@ -188,8 +196,8 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _trace(self.opts.topic, "prepareForTriggerAvailableNow")
         target = 0
         try:
-            for link in consumer.links():
-                target += self._available(link.producer.http)
+            for producer in consumer.subs.subscribed():
+                target += self._available(producer.http)
             self._target = target
             consumer.limit_accepted(target)
         except (OSError, ValueError) as exc:
@@ -221,7 +229,14 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             time.sleep(0.02)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
-        return None if self._consumer is None else _offset(self._consumer.latest())
+        """Shown as the source's latestOffset in the query's progress, with how many places
+        (nsqds, nsqlookupd) lack the topic."""
+        if self._consumer is None:
+            return None
+        return {
+            "seq": self._consumer.latest(),
+            "unknownTopic": len(self._consumer.subs.unknown_topic()),
+        }
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[NsqPartition]:
         s, e = int(start["seq"]), int(end["seq"])
@@ -238,39 +253,25 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 len(held),
                 e - s,
             )
-        n = max(1, min(self.opts.num_partitions, len(held)))
-        size = -(-len(held) // n)
-        return [self._partition(held[i : i + size]) for i in range(0, len(held), size)]
-
-    def _partition(self, held: list[Held]) -> NsqPartition:
-        return NsqPartition(
-            ids=[h.id.decode("ascii", "replace") for h in held],
-            bodies=[h.body for h in held],
-            timestamps_us=[h.timestamp_ns // 1000 for h in held],
-            attempts=[h.attempts for h in held],
-            topic=self.opts.topic,
-            channel=self.opts.channel,
+        # The seam for an executor-side reader: here the driver holds the bodies and ships
+        # them in the tasks (see planning.py).
+        return list(
+            driver_partitions(
+                held,
+                self.opts.topic,
+                self.opts.channel,
+                self.opts.num_partitions,
+                self.opts.max_bytes_per_partition,
+            )
         )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
         assert isinstance(partition, NsqPartition)
-        n = len(partition.ids)
-        if not n:
+        if not partition.ids:
             return
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        columns = {
-            "id": lambda t: pa.array(partition.ids, t),
-            "body": lambda t: pa.array(partition.bodies, t),
-            "timestamp": lambda t: pa.array(partition.timestamps_us, t),
-            "attempts": lambda t: pa.array(partition.attempts, t),
-            "topic": lambda t: pa.array([partition.topic] * n, t),
-            "channel": lambda t: pa.array([partition.channel] * n, t),
-        }
-        arrays = [columns[f.name](f.type) for f in arrow_schema]
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+        yield record_batch(partition, to_arrow_schema(self.schema, timezone="UTC"))
 
     def commit(self, end: dict[str, int]) -> None:
         fins = 0 if self._consumer is None else self._consumer.fin_through(int(end["seq"]))

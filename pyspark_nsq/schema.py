@@ -13,7 +13,8 @@ from pyspark.sql.types import (
 )
 
 SOURCE_DDL = (
-    "id string, body binary, timestamp timestamp, attempts int, topic string, channel string"
+    "id string, body binary, timestamp timestamp, attempts int, topic string, channel string, "
+    "nsqd string"
 )
 SOURCE_TYPES: dict[str, DataType] = {
     "id": StringType(),
@@ -22,6 +23,7 @@ SOURCE_TYPES: dict[str, DataType] = {
     "attempts": IntegerType(),
     "topic": StringType(),
     "channel": StringType(),
+    "nsqd": StringType(),  # the nsqd's TCP address: (nsqd, id) names one message
 }
 
 SOURCE_SCHEMA = StructType([StructField(name, t) for name, t in SOURCE_TYPES.items()])

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(
-    predicate: Callable[[], Any], timeout: float, interval: float = 0.2, what: str = "condition"
-) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.2,
+               what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -78,6 +77,9 @@ class Proc:
     tcp_port: int
     http_port: int
     workdir: Path
+    command: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    data_flag: str = "--data-path"
 
     @property
     def tcp(self) -> str:
@@ -117,25 +119,20 @@ def _wait_port(proc: subprocess.Popen[bytes], port: int) -> bool:
     return False
 
 
-def start_process(
-    name: str, command: Sequence[str], extra: Sequence[str] = (), *, data_flag: str = "--data-path"
-) -> Proc:
-    """An nsqd (ours or Go's) or nsqlookupd on free loopback ports."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
-    for _ in range(3):
-        tcp, http = free_port(), free_port()
+def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
+                  *, data_flag: str = "--data-path", again: Proc | None = None) -> Proc:
+    """An nsqd (ours or Go's) or nsqlookupd on free loopback ports; with `again`, on that
+    (stopped) process's ports and data directory, as a restart after a crash."""
+    workdir = again.workdir if again else Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
+    for _ in range(3 if again is None else 1):
+        tcp, http = (again.tcp_port, again.http_port) if again else (free_port(), free_port())
         args = [*command, f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"]
         if data_flag:
             args.append(f"{data_flag}={workdir}")
         with open(workdir / "log", "ab") as log:
-            proc = subprocess.Popen(
-                [*args, *extra],
-                cwd=REPO_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        started = Proc(name, proc, tcp, http, workdir)
+            proc = subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        started = Proc(name, proc, tcp, http, workdir, list(command), list(extra), data_flag)
         if _wait_port(proc, tcp):
             return started
         if proc.poll() is None:
@@ -144,8 +141,35 @@ def start_process(
     raise RuntimeError(f"{name} did not start:\n{started.log_tail()}")
 
 
-def our_nsqd() -> Proc:
-    return start_process("nsqd", [sys.executable, "-m", "nsqd"])
+def kill9_and_restart(daemon: Proc, pause: float = 1.0) -> Proc:
+    """SIGKILL the daemon, wait `pause` seconds, start it again on the same ports and data."""
+    daemon.proc.kill()
+    daemon.proc.wait(10)
+    time.sleep(pause)
+    return start_process(daemon.name, daemon.command, daemon.extra, data_flag=daemon.data_flag,
+                         again=daemon)
+
+
+def reference_binary(name: str) -> Path:
+    """A reference tool from .reference/bin (scripts/install_reference.sh), installed if
+    missing; an AssertionError when it cannot be (the test fails, never skips)."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        from reference import ReferenceInstallError, ensure_reference
+    finally:
+        sys.path.pop(0)
+    try:
+        return Path(ensure_reference()) / name
+    except ReferenceInstallError as exc:
+        raise AssertionError(f"reference NSQ tools could not be installed: {exc}") from exc
+
+
+def go_nsqd(extra: Sequence[str] = ()) -> Proc:
+    return start_process("go-nsqd", [str(reference_binary("nsqd"))], extra)
+
+
+def our_nsqd(extra: Sequence[str] = ()) -> Proc:
+    return start_process("nsqd", [sys.executable, "-m", "nsqd"], extra)
 
 
 def publish(nsqd: Proc, topic: str, bodies: Sequence[bytes]) -> None:
@@ -156,14 +180,8 @@ def publish(nsqd: Proc, topic: str, bodies: Sequence[bytes]) -> None:
         pub.publish_many(topic, bodies)
 
 
-def drain(
-    nsqd_tcp: str,
-    topic: str,
-    channel: str,
-    expected: int,
-    timeout: float = 60.0,
-    settle: float = 0.5,
-) -> list[bytes]:
+def drain(nsqd_tcp: str, topic: str, channel: str, expected: int,
+          timeout: float = 60.0, settle: float = 0.5) -> list[bytes]:
     """Consume and FIN until `expected` messages arrived (then `settle` more seconds for
     extras); returns their bodies."""
     from pyspark_nsq.consumer import Consumer
@@ -175,7 +193,6 @@ def drain(
     bodies: list[bytes] = []
     seq = 0
     try:
-
         def take() -> bool:
             nonlocal seq
             end = consumer.take(seq, None)
@@ -215,3 +232,15 @@ def read_trace(path: Path, topic: str) -> list[dict[str, Any]]:
         return []
     events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [e for e in events if e.get("topic") == topic]
+
+
+def create_channel(nsqd: Proc, topic: str, channel: str = "spark") -> None:
+    """Create the topic and channel over HTTP before publishing, so messages are copied into
+    the channel as they arrive (not as one backlog when the reader subscribes)."""
+    import urllib.request
+
+    for path in (f"/topic/create?topic={topic}",
+                 f"/channel/create?topic={topic}&channel={channel}"):
+        request = urllib.request.Request(f"http://{nsqd.http}{path}", method="POST")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200

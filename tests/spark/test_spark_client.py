@@ -14,7 +14,8 @@ from pyspark_nsq.options import SourceOptions
 
 
 def consumer_for(nsqd: str, topic: str, **options: str) -> Consumer:
-    return Consumer(SourceOptions.parse({"nsqd": nsqd, "topic": topic, "channel": "c", **options}))
+    return Consumer(SourceOptions.parse({"nsqd": nsqd, "topic": topic, "channel": "c",
+                                         **options}))
 
 
 @pytest.fixture
@@ -28,13 +29,51 @@ def second_nsqd() -> Iterator[Proc]:
 
 def test_limits_are_lowered_to_nsqds(nsqd: Proc, topic: str) -> None:
     """rdy above --max-rdy-count (2500) and msgTimeoutMs above --max-msg-timeout (15m)."""
-    consumer = consumer_for(nsqd.tcp, topic, rdy="100000", msgTimeoutMs="3600000")
+    publish(nsqd, topic, [b"a"])
+    consumer = consumer_for(nsqd.tcp, topic, rdy="100000", maxInFlight="2500",
+                            msgTimeoutMs="3600000")
     consumer.start()
     try:
         (link,) = consumer.links()
         assert (link.rdy, link.msg_timeout) == (2500, 900.0)
-        publish(nsqd, topic, [b"a"])
         wait_until(lambda: consumer.buffered() == 1, 10, 0.05, "the message")
+    finally:
+        consumer.close()
+
+
+def test_in_flight_budget_over_several_connections(nsqd: Proc, topic: str) -> None:
+    """Default options against a default nsqd (--max-rdy-count 2500): 8 connections of RDY
+    2500, so 20,000 messages are in flight to the reader at once."""
+    n = 20_000
+    publish(nsqd, topic, [b"m%d" % i for i in range(n + 500)])
+    consumer = consumer_for(nsqd.tcp, topic)
+    consumer.start()
+    try:
+        assert sorted(link.rdy for link in consumer.links()) == [2500] * 8
+        wait_until(lambda: consumer.buffered() == n, 30, 0.05, f"{n} messages")
+        stats = channel_stats(nsqd, topic, "c")
+        assert (stats["in_flight_count"], stats["depth"], len(stats["clients"])) == (n, 500, 8)
+        end = consumer.take(0, None)
+        assert len({h.id for h in consumer.rows(0, end)}) == n
+        assert consumer.fin_through(end) == n
+        wait_until(lambda: consumer.buffered() == 500, 10, 0.05, "the rest")
+    finally:
+        consumer.close()
+
+
+def test_unknown_topic_is_reported_not_created(nsqd: Proc, topic: str) -> None:
+    """SUB would create a misspelled topic: the reader does not subscribe to an nsqd without
+    it, says where it is missing, and subscribes once the topic appears."""
+    consumer = consumer_for(nsqd.tcp, topic, maxInFlight="100", nsqdHttp=nsqd.http)
+    consumer.start()
+    try:
+        assert consumer.links() == []
+        assert consumer.subs.unknown_topic() == [nsqd.tcp]
+        time.sleep(0.5)
+        assert channel_stats(nsqd, topic, "c") is None  # neither topic nor channel created
+        publish(nsqd, topic, [b"late"])
+        wait_until(lambda: consumer.buffered() == 1, 15, 0.1, "the subscription")
+        assert consumer.subs.unknown_topic() == []
     finally:
         consumer.close()
 
@@ -52,12 +91,8 @@ def test_two_nsqds(nsqd: Proc, second_nsqd: Proc, topic: str) -> None:
     finally:
         consumer.close()
     for daemon in (nsqd, second_nsqd):
-        wait_until(
-            lambda d=daemon: channel_stats(d, topic, "c")["in_flight_count"] == 0,
-            10,
-            0.1,
-            "FINs on both nsqds",
-        )
+        wait_until(lambda d=daemon: channel_stats(d, topic, "c")["in_flight_count"] == 0, 10,
+                   0.1, "FINs on both nsqds")
 
 
 def test_message_timing_out_while_held_is_kept_once(nsqd: Proc, topic: str) -> None:

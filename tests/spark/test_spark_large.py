@@ -1,0 +1,83 @@
+"""Batches are capped by bytes as well as by count: 1,000 messages of 1 MiB (nsqd's default
+--max-msg-size) go through with default options and default Spark settings (a task above
+spark.rpc.message.maxSize, 128 MiB, would fail the job), and a 5 MB message does too when the
+nsqd takes it."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_support import Proc, create_channel, our_nsqd, publish, read_trace
+from test_spark_source import source
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def big_nsqd() -> Iterator[Proc]:
+    # The backlog beyond 100 messages goes to disk, not the daemon's memory; 5 MB messages.
+    proc = our_nsqd(["--mem-queue-size=100", "--max-msg-size=5500000"])
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def body(i: int, size: int) -> bytes:
+    head = b"%08d" % i
+    return head + (hashlib.sha256(head).digest() * (size // 32 + 1))[: size - 8]
+
+
+def run_to_end(spark: Any, nsqd: Proc, topic: str, tmp_path: Path, n: int,
+               **options: str) -> tuple[dict[str, int], list[int]]:
+    """Stream with availableNow into foreachBatch; returns {head: length} and batch sizes."""
+    seen: dict[str, int] = {}
+    sizes: list[int] = []
+    lock = threading.Lock()
+
+    def sink(batch: Any, batch_id: int) -> None:
+        rows = batch.selectExpr("substring(body, 1, 8) as head", "length(body) as n").collect()
+        with lock:
+            sizes.append(len(rows))
+            for r in rows:
+                seen[bytes(r.head).decode()] = seen.get(bytes(r.head).decode(), 0) + r.n
+
+    query = (
+        source(spark, nsqd, topic, availableNowIdleMs="5000", **options)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300), "the query did not end"
+    assert query.exception() is None
+    return seen, sizes
+
+
+def test_thousand_1mib_messages_with_defaults(spark: Any, big_nsqd: Proc, topic: str,
+                                              tmp_path: Path, trace_path: Path,
+                                              report: Any) -> None:
+    n = 1000
+    sent = [body(i, MIB) for i in range(n)]
+    create_channel(big_nsqd, topic)
+    publish(big_nsqd, topic, sent)
+    seen, sizes = run_to_end(spark, big_nsqd, topic, tmp_path, n)
+    assert seen == {b[:8].decode(): MIB for b in sent}
+    assert max(sizes) <= 32, "a batch above maxBytesPerTrigger (32 MiB)"
+    planned = [e for e in read_trace(trace_path, topic) if e["event"] == "partitions"]
+    assert sum(e["held"] for e in planned) == n
+    report(f"1,000 x 1 MiB with default options: {len(sizes)} batches of at most "
+           f"{max(sizes)} messages")
+
+
+def test_5mb_message(spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path) -> None:
+    sent = [body(0, 5_000_000), body(1, 100), body(2, 4_000_000)]
+    create_channel(big_nsqd, topic)
+    publish(big_nsqd, topic, sent)
+    seen, _ = run_to_end(spark, big_nsqd, topic, tmp_path, len(sent))
+    assert seen == {b[:8].decode(): len(b) for b in sent}
