@@ -51,3 +51,18 @@ def test_many_short_waits_leave_nothing_behind(pair) -> None:
     assert b"blocked_clients:0\r\n" in waiter.reply()
     waiter.close()
     pusher.close()
+
+
+def test_clean_stop_with_blocked_and_idle_clients(ours) -> None:
+    server = ours.start()
+    blocked, idle = Conn(server.port), Conn(server.port)
+    blocked.send(encode([b"BLPOP", b"never", b"0"]))
+    idle.send(encode([b"RPUSH", b"kept", b"x"]))
+    assert idle.reply() == b":1\r\n"
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - t0 < 5
+    assert blocked.until_closed(2).endswith(b"<closed>")
+    blocked.close()
+    idle.close()
