@@ -51,6 +51,50 @@ _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 _HEX = b"0123456789abcdefABCDEF"
 
 
+_SPACE = b" \n\r\t\v\f"
+
+
+def _double_quoted(line: bytes, i: int, cur: bytearray) -> int:
+    """Read a "..." word's inside from `i` (past the quote) into `cur`: the index past the
+    closing quote, or -1 when it is missing or not followed by a space."""
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if (
+            c == 92
+            and i + 3 < n
+            and line[i + 1] == 120
+            and (line[i + 2] in _HEX and line[i + 3] in _HEX)
+        ):
+            cur.append(int(line[i + 2 : i + 4], 16))
+            i += 4
+        elif c == 92 and i + 1 < n:
+            cur.append(_ESCAPES.get(line[i + 1], line[i + 1]))
+            i += 2
+        elif c == 34:
+            return -1 if i + 1 < n and line[i + 1] not in _SPACE else i + 1
+        else:
+            cur.append(c)
+            i += 1
+    return -1
+
+
+def _single_quoted(line: bytes, i: int, cur: bytearray) -> int:
+    """The same for a '...' word, where only \\' is an escape."""
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if c == 92 and i + 1 < n and line[i + 1] == 39:
+            cur.append(39)
+            i += 2
+        elif c == 39:
+            return -1 if i + 1 < n and line[i + 1] not in _SPACE else i + 1
+        else:
+            cur.append(c)
+            i += 1
+    return -1
+
+
 def split_args(line: bytes) -> list[bytes] | None:
     """sdssplitargs: whitespace-separated words, "double quotes" with \\xHH and C escapes,
     'single quotes' with \\' only; a closing quote must be followed by a space. None when
@@ -58,61 +102,19 @@ def split_args(line: bytes) -> list[bytes] | None:
     out: list[bytes] = []
     i, n = 0, len(line)
     while True:
-        while i < n and line[i] in b" \n\r\t\v\f":
+        while i < n and line[i] in _SPACE:
             i += 1
         if i >= n:
             return out
         cur = bytearray()
-        inq = insq = False
-        while True:
-            if inq:
-                if i >= n:
+        while i < n and line[i] not in _SPACE:
+            c = line[i]
+            if c == 34 or c == 39:
+                i = (_double_quoted if c == 34 else _single_quoted)(line, i + 1, cur)
+                if i < 0:
                     return None
-                c = line[i]
-                if (
-                    c == 92
-                    and i + 3 < n
-                    and line[i + 1] == 120
-                    and (line[i + 2] in _HEX and line[i + 3] in _HEX)
-                ):
-                    cur.append(int(line[i + 2 : i + 4], 16))
-                    i += 3
-                elif c == 92 and i + 1 < n:
-                    i += 1
-                    cur.append(_ESCAPES.get(line[i], line[i]))
-                elif c == 34:
-                    if i + 1 < n and line[i + 1] not in b" \n\r\t\v\f":
-                        return None  # closing quote must be followed by a space
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            elif insq:
-                if i >= n:
-                    return None
-                c = line[i]
-                if c == 92 and i + 1 < n and line[i + 1] == 39:
-                    i += 1
-                    cur.append(39)
-                elif c == 39:
-                    if i + 1 < n and line[i + 1] not in b" \n\r\t\v\f":
-                        return None
-                    i += 1
-                    break
-                else:
-                    cur.append(c)
-            else:
-                if i >= n:
-                    break
-                c = line[i]
-                if c in b" \n\r\t\v\f":
-                    break
-                if c == 34:
-                    inq = True
-                elif c == 39:
-                    insq = True
-                else:
-                    cur.append(c)
+                break  # a quoted word ends at its closing quote
+            cur.append(c)
             i += 1
         out.append(bytes(cur))
 

@@ -48,7 +48,8 @@ class Client:
         self.parser.strict_auth = bool(fe.password)
         self.session = Session(fe, fe.broker.next_client_id(), self.parser)
         self.replies: list[bytes] = []  # answered this pass, sent after the log write
-        self.out = b""  # sent in part: the rest waits for EPOLLOUT
+        self.out = bytearray()  # sent in part: the rest waits for EPOLLOUT (del from the front
+        # of a bytearray is cheap: a slow reader of a big reply costs no quadratic copying)
         self.block: Block | None = None  # parked on a blocking command
         self.timed_out = False
         self.queued = False  # in the reactor's send list this pass
@@ -313,7 +314,7 @@ class Reactor:
             self._close(client)
             return
         if sent < len(data):
-            client.out = data[sent:]
+            client.out += memoryview(data)[sent:]
             self.ep.modify(client.fd, _IN | _OUT)
         elif client.close_after_send:
             self._close(client)
@@ -326,7 +327,7 @@ class Reactor:
         except OSError:
             self._close(client)
             return
-        client.out = client.out[sent:]
+        del client.out[:sent]
         if client.out:
             return
         self.ep.modify(client.fd, _IN)

@@ -1,0 +1,68 @@
+"""The reactor under awkward clients: a big reply to a client that does not read waits for
+EPOLLOUT without holding up anyone else, then arrives whole; many short blocking waits served
+at once leave nothing behind (INFO's blocked_clients is 0)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from conformance.resp.wire import Conn, encode
+
+
+def test_big_reply_to_a_slow_reader_blocks_no_one(pair) -> None:
+    _, ours = pair.by_kind["plain"]
+    setup = Conn(ours.port)
+    setup.send(encode([b"DEL", b"big"]))
+    setup.reply()
+    elem = b"e" * 10_000
+    for _ in range(20):
+        setup.send(encode([b"RPUSH", b"big", *[elem] * 100]))
+        assert setup.reply().startswith(b":")
+    slow = socket.create_connection(("127.0.0.1", ours.port))
+    slow.sendall(encode([b"LRANGE", b"big", b"0", b"-1"]) + encode([b"LLEN", b"big"]))
+    time.sleep(0.3)  # 20 MB: the socket buffers fill, the rest waits for EPOLLOUT
+    t0 = time.monotonic()
+    setup.send(encode([b"PING"]))
+    assert setup.reply() == b"+PONG\r\n"
+    assert time.monotonic() - t0 < 1.0
+    got = bytearray()
+    slow.settimeout(10)
+    expected_len = len(b"*2000\r\n") + 2000 * (len(b"$10000\r\n") + 10_000 + 2) + len(b":2000\r\n")
+    while len(got) < expected_len:
+        chunk = slow.recv(1 << 20)
+        assert chunk, len(got)
+        got += chunk
+    assert got.startswith(b"*2000\r\n$10000\r\neee") and got.endswith(b"e\r\n:2000\r\n")
+    assert len(got) == expected_len
+    slow.close()
+    setup.close()
+
+
+def test_many_short_waits_leave_nothing_behind(pair) -> None:
+    _, ours = pair.by_kind["plain"]
+    waiter, pusher = Conn(ours.port), Conn(ours.port)
+    for i in range(300):
+        waiter.send(encode([b"BLPOP", b"w", b"30"]))
+        pusher.send(encode([b"RPUSH", b"w", b"%d" % i]))
+        assert pusher.reply() == b":1\r\n"
+        assert waiter.reply() == b"*2\r\n$1\r\nw\r\n$%d\r\n%d\r\n" % (len(b"%d" % i), i)
+    waiter.send(encode([b"INFO"]))
+    assert b"blocked_clients:0\r\n" in waiter.reply()
+    waiter.close()
+    pusher.close()
+
+
+def test_clean_stop_with_blocked_and_idle_clients(ours) -> None:
+    server = ours.start()
+    blocked, idle = Conn(server.port), Conn(server.port)
+    blocked.send(encode([b"BLPOP", b"never", b"0"]))
+    idle.send(encode([b"RPUSH", b"kept", b"x"]))
+    assert idle.reply() == b":1\r\n"
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - t0 < 5
+    assert blocked.until_closed(2).endswith(b"<closed>")
+    blocked.close()
+    idle.close()
