@@ -163,6 +163,7 @@ class NSQD:
 
         listeners = await open_listeners(self.options.resp_address)
         self.resp = Frontend(self.options, self.broker, self.storage.data_path)
+        self.node.shared["resp_list_lengths"] = self.resp.list_lengths  # for /metrics
         address = listeners[0].socket.getsockname()[:2]
         log.info("RESP: listening on %s:%d", *address)
         return self.resp, listeners

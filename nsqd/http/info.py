@@ -104,7 +104,10 @@ class InfoHandlers:
             self.broker, first("topic"), first("channel"), include_clients
         )
         memory = memory_stats() if include_mem else None
-        body = prometheus.metrics_text(self.broker, topics, producers, memory)
+        lists = self.node.shared.get("resp_list_lengths")  # set when --resp-address is
+        body = prometheus.metrics_text(
+            self.broker, topics, producers, memory, lists() if lists is not None else None
+        )
         return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
 
     # -- /debug ------------------------------------------------------------------------------

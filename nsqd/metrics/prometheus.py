@@ -68,6 +68,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "nsq_client_finished_total": ("counter", "Messages the consumer finished."),
     "nsq_client_requeued_total": ("counter", "Messages the consumer requeued."),
     "nsq_client_published_total": ("counter", "Messages the producer published to the topic."),
+    "nsq_resp_list_length": ("gauge", "Elements of a Redis list key (--resp-address; ours)."),
 }
 
 MEMORY = {
@@ -250,11 +251,14 @@ def metrics_text(
     topics: list[dict[str, Any]] | None,
     producers: list[dict[str, Any]] | None,
     memory: dict[str, int] | None,
+    lists: dict[str, int] | None = None,
 ) -> bytes:
-    """The exposition of one snapshot (metrics.snapshot.snapshot's topics and producers) and
-    the memory figures (None: left out)."""
+    """The exposition of one snapshot (metrics.snapshot.snapshot's topics and producers), the
+    memory figures (None: left out) and the Redis front-end's list lengths (None: it is off)."""
     expo = Exposition()
     _node(expo, broker, memory)
     _topics(expo, broker, topics)
     _producers(expo, producers)
+    for key, length in sorted((lists or {}).items()):
+        expo.add("nsq_resp_list_length", length, label_text((("key", key),)))
     return expo.render()
