@@ -18,7 +18,8 @@ def session(args: argparse.Namespace) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master(args.master).appName("nsq-to-parquet")
+        SparkSession.builder.master(args.master)
+        .appName("nsq-to-parquet")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -49,15 +50,24 @@ def main() -> int:
 
     spark = session(args)
     spark.sparkContext.setLogLevel("ERROR")
-    reader = (spark.readStream.format("nsq").option("lookupd", args.lookupd)
-              .option("topic", args.topic).option("channel", "spark")
-              .option("lookupdPollIntervalMs", "2000"))
+    reader = (
+        spark.readStream.format("nsq")
+        .option("lookupd", args.lookupd)
+        .option("topic", args.topic)
+        .option("channel", "spark")
+        .option("lookupdPollIntervalMs", "2000")
+    )
     for option in args.option:
         key, _, value = option.partition("=")
         reader = reader.option(key, value)
     started = time.time()
-    query = (reader.load().writeStream.format("parquet").option("path", args.out)
-             .option("checkpointLocation", args.checkpoint).start())
+    query = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", args.out)
+        .option("checkpointLocation", args.checkpoint)
+        .start()
+    )
     batches: dict[int, dict[str, Any]] = {}
     signalled = False
     done_at = None
@@ -84,19 +94,30 @@ def main() -> int:
             f.write(json.dumps(p, default=str) + "\n")
     rows = spark.read.parquet(args.out)
     n_rows = rows.count()
-    heads = {int(bytes(r.head)[:10]) for r in rows.selectExpr("substring(body, 1, 10) as head")
-             .distinct().collect()}
+    heads = {
+        int(bytes(r.head)[:10])
+        for r in rows.selectExpr("substring(body, 1, 10) as head").distinct().collect()
+    }
     keys = rows.select("nsqd", "id").distinct().count()
-    with_rows = sorted((p for p in batches.values() if p["numInputRows"]),
-                       key=lambda p: p["batchId"])
-    spans = [(parse_ts(p["timestamp"]),
-              parse_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000,
-              p["numInputRows"]) for p in with_rows]
+    with_rows = sorted(
+        (p for p in batches.values() if p["numInputRows"]), key=lambda p: p["batchId"]
+    )
+    spans = [
+        (
+            parse_ts(p["timestamp"]),
+            parse_ts(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000,
+            p["numInputRows"],
+        )
+        for p in with_rows
+    ]
     first = spans[0][0] if spans else started
     last = spans[-1][1] if spans else started
     # Without the first batch, which also starts the executors' Python workers.
-    steady = (sum(n for _, _, n in spans[1:]) / (last - spans[0][1])
-              if len(spans) > 1 and last > spans[0][1] else None)
+    steady = (
+        sum(n for _, _, n in spans[1:]) / (last - spans[0][1])
+        if len(spans) > 1 and last > spans[0][1]
+        else None
+    )
     result = {
         "rows": n_rows,
         "missing": len(set(range(args.expected)) - heads),

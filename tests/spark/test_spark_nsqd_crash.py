@@ -40,8 +40,9 @@ def topic_depth(daemon: Proc, topic: str) -> int:
 
 
 @pytest.mark.parametrize("kind", ["ours", "go"])
-def test_kill9_nsqd_mid_stream_loses_nothing(spark: Any, kind: str, topic: str, tmp_path: Path,
-                                             trace_path: Path, report: Any) -> None:
+def test_kill9_nsqd_mid_stream_loses_nothing(
+    spark: Any, kind: str, topic: str, tmp_path: Path, trace_path: Path, report: Any
+) -> None:
     daemon: Proc = our_nsqd(DURABLE) if kind == "ours" else go_nsqd(DURABLE)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     expected = bodies(N, prefix=kind)
@@ -63,9 +64,13 @@ def test_kill9_nsqd_mid_stream_loses_nothing(spark: Any, kind: str, topic: str, 
             daemon = kill9_and_restart(daemon)
             try:
                 wait_until(
-                    lambda: (d := committed_rows(spark, out)) is not None
-                    and d.select("body").distinct().count() >= N,
-                    120, 1.0, f"all {N} messages after the nsqd restart",
+                    lambda: (
+                        (d := committed_rows(spark, out)) is not None
+                        and d.select("body").distinct().count() >= N
+                    ),
+                    120,
+                    1.0,
+                    f"all {N} messages after the nsqd restart",
                 )
             except TimeoutError as exc:
                 raise AssertionError(f"{exc}; nsqd's log:\n{daemon.log_tail(80)}") from exc
@@ -78,9 +83,11 @@ def test_kill9_nsqd_mid_stream_loses_nothing(spark: Any, kind: str, topic: str, 
     missing = set(expected) - set(got)
     duplicates = len(got) - len(set(got))
     kept = max((e.get("kept_from_lost", 0) for e in read_trace(trace_path, topic)), default=0)
-    report(f"kill -9 of {kind} nsqd mid-stream: {before} rows before the kill, reader kept "
-           f"{kept} messages of the dead connections, {len(got)} rows, {len(missing)} missing, "
-           f"{duplicates} duplicates")
+    report(
+        f"kill -9 of {kind} nsqd mid-stream: {before} rows before the kill, reader kept "
+        f"{kept} messages of the dead connections, {len(got)} rows, {len(missing)} missing, "
+        f"{duplicates} duplicates"
+    )
     assert not missing, f"{len(missing)} messages lost"
     assert kept > 0, "the kill came when the reader held nothing: the test tested nothing"
     assert {r.nsqd for r in rows} == {daemon.tcp}
