@@ -305,6 +305,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="spark-cluster-"))
     cluster = Cluster(args, work)
+    proc: subprocess.Popen[bytes] | None = None
     topic = f"events_{int(time.time())}"
     try:
         cluster.start()
@@ -372,6 +373,9 @@ def main() -> int:
         print(json.dumps(result), flush=True)
         return 0 if result["missing"] == 0 else 2
     finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
         cluster.stop()
         if args.keep:
             print(f"work directory: {work}", file=sys.stderr)
