@@ -113,6 +113,7 @@ class Cluster:
         self.work = work
         self.daemons: list[Daemon] = []
         self.nsqds: list[Daemon] = []
+        self.job: subprocess.Popen[bytes] | None = None
         self.env = dict(os.environ)
         self.env.update(
             {
@@ -132,6 +133,10 @@ class Cluster:
         return daemon.start()
 
     def start(self) -> None:
+        self._start_nsq()
+        self._start_spark()
+
+    def _start_nsq(self) -> None:
         a = self.args
         lk_tcp, lk_http = free_port(), free_port()
         self.lookupd = self._add(
@@ -165,6 +170,8 @@ class Cluster:
             nsqd = self._add(Daemon(f"nsqd{i}", args, tcp, self.work / f"nsqd{i}.log"))
             nsqd.extra = {"tcp": tcp, "http": http}
             self.nsqds.append(nsqd)
+
+    def _start_spark(self) -> None:
         spark_class = str(spark_home() / "bin" / "spark-class")
         port, ui = free_port(), free_port()
         self.master_url = f"spark://127.0.0.1:{port}"
@@ -186,7 +193,7 @@ class Cluster:
                 self.env,
             )
         )
-        for i in range(a.workers):
+        for i in range(self.args.workers):
             wport = free_port()
             self._add(
                 Daemon(
@@ -218,6 +225,9 @@ class Cluster:
         nsqd.start()
 
     def stop(self) -> None:
+        if self.job is not None and self.job.poll() is None:
+            self.job.kill()
+            self.job.wait(30)
         for daemon in reversed(self.daemons):
             daemon.stop()
 
@@ -286,7 +296,7 @@ def create_channel(cluster: Cluster, topic: str, channel: str) -> None:
             urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=5).close()
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=120_000)
     parser.add_argument("--size", type=int, default=200)
@@ -299,83 +309,78 @@ def main() -> int:
     parser.add_argument("--kill-signal", choices=("KILL", "TERM"), default="KILL")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def job_command(args: argparse.Namespace, cluster: Cluster, topic: str, work: Path) -> list[str]:
+    job = [sys.executable, str(Path(__file__).with_name("job.py"))]
+    job += ["--master", cluster.master_url, "--topic", topic]
+    job += ["--lookupd", f"127.0.0.1:{cluster.lookupd.extra['http']}"]
+    job += ["--out", str(work / "out"), "--checkpoint", str(work / "ckpt")]
+    job += ["--expected", str(args.messages), "--timeout", str(args.timeout)]
+    job += ["--executors", str(args.workers)]
+    for option in args.option:
+        job += ["--option", option]
+    if args.kill_nsqd_after:
+        job += ["--signal-after", str(args.kill_nsqd_after)]
+        job += ["--signal-file", str(work / "kill-now")]
+    return job
+
+
+def run(args: argparse.Namespace, cluster: Cluster, work: Path) -> int:
+    """Publish, run the job (restarting an nsqd on its signal), print its result."""
+    topic = f"events_{int(time.time())}"
+    create_channel(cluster, topic, "spark")  # nothing published is missed by the job
+    publisher = threading.Thread(
+        target=publish, daemon=True, args=(cluster, topic, args.messages, args.size, args.rate)
+    )
+    if not args.rate:
+        publisher.run()
+    with open(work / "job.log", "wb") as job_log:
+        cluster.job = subprocess.Popen(
+            job_command(args, cluster, topic, work),
+            env=cluster.env,
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=job_log,
+        )
+    proc = cluster.job
+    if args.rate:
+        publisher.start()
+    if args.kill_nsqd_after:
+        while proc.poll() is None and not (work / "kill-now").exists():
+            time.sleep(0.1)
+        if proc.poll() is None:
+            cluster.restart_nsqd(cluster.nsqds[0], getattr(signal, "SIG" + args.kill_signal))
+    out, _ = proc.communicate(timeout=args.timeout + 120)
+    if proc.returncode != 0:
+        sys.stderr.write((work / "job.log").read_text(errors="replace")[-4000:])
+        return proc.returncode or 1
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    if args.kill_nsqd_after:
+        result["fault"] = f"SIG{args.kill_signal} nsqd0 after {args.kill_nsqd_after} rows"
+    result.update(
+        daemon=args.daemon,
+        nsqds=args.nsqds,
+        workers=args.workers,
+        size=args.size,
+        rate=args.rate,
+        options=args.option,
+    )
+    print(json.dumps(result), flush=True)
+    return 0 if result["missing"] == 0 else 2
+
+
+def main() -> int:
+    args = parse_args()
     # SIGTERM (e.g. from `timeout`) unwinds through the finally below: no daemon is left.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="spark-cluster-"))
     cluster = Cluster(args, work)
-    proc: subprocess.Popen[bytes] | None = None
-    topic = f"events_{int(time.time())}"
     try:
         cluster.start()
-        create_channel(cluster, topic, "spark")  # nothing published is missed by the job
-        publisher = threading.Thread(
-            target=publish, daemon=True, args=(cluster, topic, args.messages, args.size, args.rate)
-        )
-        if not args.rate:
-            publisher.run()
-        job = [
-            sys.executable,
-            str(Path(__file__).with_name("job.py")),
-            "--master",
-            cluster.master_url,
-            "--topic",
-            topic,
-            "--lookupd",
-            f"127.0.0.1:{cluster.lookupd.extra['http']}",
-            "--out",
-            str(work / "out"),
-            "--checkpoint",
-            str(work / "ckpt"),
-            "--expected",
-            str(args.messages),
-            "--timeout",
-            str(args.timeout),
-            "--executors",
-            str(args.workers),
-        ]
-        for option in args.option:
-            job += ["--option", option]
-        if args.kill_nsqd_after:
-            job += [
-                "--signal-after",
-                str(args.kill_nsqd_after),
-                "--signal-file",
-                str(work / "kill-now"),
-            ]
-        with open(work / "job.log", "wb") as job_log:
-            proc = subprocess.Popen(
-                job, env=cluster.env, cwd=work, stdout=subprocess.PIPE, stderr=job_log
-            )
-        if args.rate:
-            publisher.start()
-        if args.kill_nsqd_after:
-            while proc.poll() is None and not (work / "kill-now").exists():
-                time.sleep(0.1)
-            if proc.poll() is None:
-                cluster.restart_nsqd(cluster.nsqds[0], getattr(signal, "SIG" + args.kill_signal))
-        out, _ = proc.communicate(timeout=args.timeout + 120)
-        if proc.returncode != 0:
-            sys.stderr.write((work / "job.log").read_text(errors="replace")[-4000:])
-            return proc.returncode or 1
-        result = json.loads(out.decode().strip().splitlines()[-1])
-        if args.kill_nsqd_after:
-            result["fault"] = f"SIG{args.kill_signal} nsqd0 after {args.kill_nsqd_after} rows"
-        result.update(
-            daemon=args.daemon,
-            nsqds=args.nsqds,
-            workers=args.workers,
-            size=args.size,
-            rate=args.rate,
-            options=args.option,
-        )
-        print(json.dumps(result), flush=True)
-        return 0 if result["missing"] == 0 else 2
+        return run(args, cluster, work)
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
         cluster.stop()
         if args.keep:
             print(f"work directory: {work}", file=sys.stderr)
