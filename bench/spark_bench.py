@@ -46,9 +46,14 @@ from spark_support import (  # noqa: E402
 
 
 def nsq_source(spark: Any, nsqd: Any, topic: str, **options: str) -> Any:
-    reader = (spark.readStream.format("nsq").option("nsqd", nsqd.tcp)
-              .option("nsqdHttp", nsqd.http).option("topic", topic).option("channel", "bench")
-              .option("availableNowIdleMs", "3000"))
+    reader = (
+        spark.readStream.format("nsq")
+        .option("nsqd", nsqd.tcp)
+        .option("nsqdHttp", nsqd.http)
+        .option("topic", topic)
+        .option("channel", "bench")
+        .option("availableNowIdleMs", "3000")
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -63,25 +68,32 @@ def create_channel(nsqd: Any, topic: str, channel: str) -> None:
         urllib.request.urlopen(request, timeout=10).close()
 
 
-def bench_read(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int, rdy: int,
-               sink: str = "parquet") -> float:
+def bench_read(
+    spark: Any, nsqd: Any, tmp: Path, messages: int, size: int, rdy: int, sink: str = "parquet"
+) -> float:
     topic = f"read_{sink}_{rdy}_{int(time.time())}"
     body = b"x" * size
     publish(nsqd, topic, [body] * messages)
     out = tmp / topic
     started = time.perf_counter()
     # rdy = the whole in-flight window, on one connection (nsqd's --max-rdy-count is raised)
-    query = (nsq_source(spark, nsqd, topic, rdy=str(rdy), maxInFlight=str(rdy))
-             .writeStream.format(sink)
-             .option("path", str(out / "data")).option("checkpointLocation", str(out / "ckpt"))
-             .trigger(availableNow=True).start())
+    query = (
+        nsq_source(spark, nsqd, topic, rdy=str(rdy), maxInFlight=str(rdy))
+        .writeStream.format(sink)
+        .option("path", str(out / "data"))
+        .option("checkpointLocation", str(out / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(900)
     elapsed = time.perf_counter() - started
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     batches = sum(1 for p in query.recentProgress if p["numInputRows"])
     assert rows == messages, f"read {rows} of {messages}"
-    print(f"  NSQ -> {sink:<8} rdy {rdy:>6}: {messages / elapsed:>9,.0f} rows/s "
-          f"({messages:,} rows, {batches} batches, {elapsed:.1f} s wall incl. query start)")
+    print(
+        f"  NSQ -> {sink:<8} rdy {rdy:>6}: {messages / elapsed:>9,.0f} rows/s "
+        f"({messages:,} rows, {batches} batches, {elapsed:.1f} s wall incl. query start)"
+    )
     return messages / elapsed
 
 
@@ -91,14 +103,17 @@ def bench_write(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int) -> N
     topic = f"write_{int(time.time())}"
     for channel in ("check", "bench"):  # both see every message written
         create_channel(nsqd, topic, channel)
-    df = (spark.range(messages, numPartitions=2)
-          .select(F.concat(F.col("id").cast("string"), F.lit("x" * size)).alias("body")))
+    df = spark.range(messages, numPartitions=2).select(
+        F.concat(F.col("id").cast("string"), F.lit("x" * size)).alias("body")
+    )
     df.cache().count()
     started = time.perf_counter()
     df.write.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).mode("append").save()
     elapsed = time.perf_counter() - started
-    print(f"  DataFrame -> NSQ batch write:  {messages / elapsed:>9,.0f} rows/s "
-          f"({messages:,} rows, {elapsed:.2f} s)")
+    print(
+        f"  DataFrame -> NSQ batch write:  {messages / elapsed:>9,.0f} rows/s "
+        f"({messages:,} rows, {elapsed:.2f} s)"
+    )
     df.unpersist()
     # every row written must be in the topic exactly once (drain's settle catches extras)
     written = drain(nsqd.tcp, topic, "check", messages, timeout=300)
@@ -107,10 +122,15 @@ def bench_write(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int) -> N
     target = f"{topic}_s"
     create_channel(nsqd, target, "check")  # so the sink's messages are kept for the count below
     started = time.perf_counter()
-    query = (nsq_source(spark, nsqd, topic, rdy="20000", maxInFlight="20000")
-             .writeStream.format("nsq")
-             .option("nsqd", nsqd.tcp).option("topic", target)
-             .option("checkpointLocation", str(tmp / "wckpt")).trigger(availableNow=True).start())
+    query = (
+        nsq_source(spark, nsqd, topic, rdy="20000", maxInFlight="20000")
+        .writeStream.format("nsq")
+        .option("nsqd", nsqd.tcp)
+        .option("topic", target)
+        .option("checkpointLocation", str(tmp / "wckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(900)
     elapsed = time.perf_counter() - started
     batches = sum(1 for p in query.recentProgress if p["numInputRows"])
@@ -119,8 +139,10 @@ def bench_write(spark: Any, nsqd: Any, tmp: Path, messages: int, size: int) -> N
     assert rows == messages, f"streaming write: the source read {rows} of {messages} rows"
     arrived = drain(nsqd.tcp, target, "check", messages, timeout=300)
     assert len(arrived) == messages, f"streaming write: {len(arrived)} of {messages} arrived"
-    print(f"  NSQ -> NSQ streaming write:    {messages / elapsed:>9,.0f} rows/s "
-          f"({batches} batches, {elapsed:.1f} s wall incl. query start)")
+    print(
+        f"  NSQ -> NSQ streaming write:    {messages / elapsed:>9,.0f} rows/s "
+        f"({batches} batches, {elapsed:.1f} s wall incl. query start)"
+    )
 
 
 def bench_latency(spark: Any, nsqd: Any, tmp: Path, rate: int, duration: float) -> None:
@@ -138,11 +160,19 @@ def bench_latency(spark: Any, nsqd: Any, tmp: Path, rate: int, duration: float) 
             if body != b"warmup":
                 latencies.append(now - float(body.decode()))
 
-    query = (nsq_source(spark, nsqd, topic).writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(tmp / f"lckpt{rate}"))
-             .trigger(processingTime="0 seconds").start())
-    wait_until(lambda: query.lastProgress is not None and query.lastProgress["numInputRows"],
-               120, 0.2, "the query's first batch")
+    query = (
+        nsq_source(spark, nsqd, topic)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp / f"lckpt{rate}"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    wait_until(
+        lambda: query.lastProgress is not None and query.lastProgress["numInputRows"],
+        120,
+        0.2,
+        "the query's first batch",
+    )
     sent = max(1, int(rate * duration))
     with Publisher(Address.parse(nsqd.tcp)) as pub:
         start = time.perf_counter()
@@ -156,16 +186,20 @@ def bench_latency(spark: Any, nsqd: Any, tmp: Path, rate: int, duration: float) 
     assert len(latencies) == sent, f"latency: {len(latencies)} rows for {sent} published"
     ms = sorted(x * 1000 for x in latencies)
     pct = statistics.quantiles(ms, n=100, method="inclusive")
-    progress = [p["durationMs"]["triggerExecution"] for p in query.recentProgress
-                if p["numInputRows"]]
-    print(f"  publish -> row at {rate}/s for {duration:.0f} s ({sent} rows): "
-          f"p50 {pct[49]:.0f} ms, p90 {pct[89]:.0f} ms, p99 {pct[98]:.0f} ms, max {ms[-1]:.0f} ms"
-          f"; micro-batch median {statistics.median(progress):.0f} ms")
+    progress = [
+        p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]
+    ]
+    print(
+        f"  publish -> row at {rate}/s for {duration:.0f} s ({sent} rows): "
+        f"p50 {pct[49]:.0f} ms, p90 {pct[89]:.0f} ms, p99 {pct[98]:.0f} ms, max {ms[-1]:.0f} ms"
+        f"; micro-batch median {statistics.median(progress):.0f} ms"
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--rdy", default="2500,20000", help="in-flight windows to measure")
@@ -182,15 +216,20 @@ def main() -> int:
         command = [sys.executable, "-m", "nsqd"]
     else:
         command = [str(REPO / ".reference" / "bin" / "nsqd")]
-    nsqd = start_process("bench-nsqd", command, [f"--max-rdy-count={max([*windows, 20000])}",
-                                                 "--mem-queue-size=1000000"])
+    nsqd = start_process(
+        "bench-nsqd",
+        command,
+        [f"--max-rdy-count={max([*windows, 20000])}", "--mem-queue-size=1000000"],
+    )
     tmp = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     started = time.perf_counter()
     os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.showConsoleProgress=false pyspark-shell"
     spark = build_session("pyspark_nsq-bench")
     spark.sparkContext.setLogLevel("ERROR")
-    print(f"{args.daemon} nsqd at {nsqd.tcp}; Spark session up in "
-          f"{time.perf_counter() - started:.1f} s; {os.cpu_count()} cores")
+    print(
+        f"{args.daemon} nsqd at {nsqd.tcp}; Spark session up in "
+        f"{time.perf_counter() - started:.1f} s; {os.cpu_count()} cores"
+    )
     try:
         if "read" in only:
             for rdy in windows:

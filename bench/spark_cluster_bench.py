@@ -23,10 +23,14 @@ ROWS: list[tuple[str, list[str]]] = [
     ("our nsqd x1, default options", ["--nsqds", "1"]),
     ("our nsqd x2, default options", ["--nsqds", "2"]),
     ("Go nsqd x1, default options", ["--nsqds", "1", "--daemon", "go"]),
-    ("our nsqd x1, maxInFlight 2500 (one connection: the old default)",
-     ["--nsqds", "1", "--option", "maxInFlight=2500"]),
-    ("our nsqd x1, maxInFlight 40000 (16 connections)",
-     ["--nsqds", "1", "--option", "maxInFlight=40000"]),
+    (
+        "our nsqd x1, maxInFlight 2500 (one connection: the old default)",
+        ["--nsqds", "1", "--option", "maxInFlight=2500"],
+    ),
+    (
+        "our nsqd x1, maxInFlight 40000 (16 connections)",
+        ["--nsqds", "1", "--option", "maxInFlight=40000"],
+    ),
     ("our nsqd x1, default options, 1 executor", ["--nsqds", "1", "--workers", "1"]),
 ]
 
@@ -34,7 +38,11 @@ ROWS: list[tuple[str, list[str]]] = [
 def run(messages: int, extra: list[str]) -> dict:
     proc = subprocess.run(
         [str(REPO / "scripts" / "spark_cluster.sh"), "--messages", str(messages), *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
         env={**__import__("os").environ, "PYTHON": sys.executable},
     )
     if proc.returncode not in (0, 2):
@@ -48,15 +56,19 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="only the first two rows")
     args = parser.parse_args()
-    print("| NSQ -> Parquet, 2 workers x 1 core | rows/s (median) | runs: rows/s, missing, "
-          "duplicates |")
+    print(
+        "| NSQ -> Parquet, 2 workers x 1 core | rows/s (median) | runs: rows/s, missing, "
+        "duplicates |"
+    )
     print("| --- | --- | --- |")
     for label, extra in ROWS[:2] if args.quick else ROWS:
         results = [run(args.messages, extra) for _ in range(args.runs)]
         rates = [r["steady_rows_per_s"] for r in results if r.get("steady_rows_per_s")]
         runs = "; ".join(
-            f"{r['steady_rows_per_s']:,}, {r['missing']}, {r['duplicates']}" if "rows" in r
-            else "failed" for r in results
+            f"{r['steady_rows_per_s']:,}, {r['missing']}, {r['duplicates']}"
+            if "rows" in r
+            else "failed"
+            for r in results
         )
         median = f"{statistics.median(rates):,.0f}" if rates else "-"
         print(f"| {label} | {median} | {runs} |", flush=True)

@@ -42,8 +42,9 @@ def spark(trace_path: Path) -> Iterator[Any]:
     """One session for the run. The environment must be set before the JVM starts: its
     Python workers inherit it (this interpreter, PYTHONPATH with the repo, loopback)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.fail("no Java runtime for Spark (Java 17: apt-get install openjdk-17-jre)",
-                    pytrace=False)
+        pytest.fail(
+            "no Java runtime for Spark (Java 17: apt-get install openjdk-17-jre)", pytrace=False
+        )
     saved = dict(os.environ)
     os.environ.update(spark_env({"PYSPARK_NSQ_TRACE": str(trace_path)}))
     session = build_session("pyspark_nsq-tests")

@@ -27,8 +27,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.2,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, interval: float = 0.2, what: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -119,8 +120,14 @@ def _wait_port(proc: subprocess.Popen[bytes], port: int) -> bool:
     return False
 
 
-def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
-                  *, data_flag: str = "--data-path", again: Proc | None = None) -> Proc:
+def start_process(
+    name: str,
+    command: Sequence[str],
+    extra: Sequence[str] = (),
+    *,
+    data_flag: str = "--data-path",
+    again: Proc | None = None,
+) -> Proc:
     """An nsqd (ours or Go's) or nsqlookupd on free loopback ports; with `again`, on that
     (stopped) process's ports and data directory, as a restart after a crash."""
     workdir = again.workdir if again else Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
@@ -130,8 +137,13 @@ def start_process(name: str, command: Sequence[str], extra: Sequence[str] = (),
         if data_flag:
             args.append(f"{data_flag}={workdir}")
         with open(workdir / "log", "ab") as log:
-            proc = subprocess.Popen([*args, *extra], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [*args, *extra],
+                cwd=REPO_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         started = Proc(name, proc, tcp, http, workdir, list(command), list(extra), data_flag)
         if _wait_port(proc, tcp):
             return started
@@ -146,8 +158,9 @@ def kill9_and_restart(daemon: Proc, pause: float = 1.0) -> Proc:
     daemon.proc.kill()
     daemon.proc.wait(10)
     time.sleep(pause)
-    return start_process(daemon.name, daemon.command, daemon.extra, data_flag=daemon.data_flag,
-                         again=daemon)
+    return start_process(
+        daemon.name, daemon.command, daemon.extra, data_flag=daemon.data_flag, again=daemon
+    )
 
 
 def reference_binary(name: str) -> Path:
@@ -180,8 +193,14 @@ def publish(nsqd: Proc, topic: str, bodies: Sequence[bytes]) -> None:
         pub.publish_many(topic, bodies)
 
 
-def drain(nsqd_tcp: str, topic: str, channel: str, expected: int,
-          timeout: float = 60.0, settle: float = 0.5) -> list[bytes]:
+def drain(
+    nsqd_tcp: str,
+    topic: str,
+    channel: str,
+    expected: int,
+    timeout: float = 60.0,
+    settle: float = 0.5,
+) -> list[bytes]:
     """Consume and FIN until `expected` messages arrived (then `settle` more seconds for
     extras); returns their bodies."""
     from pyspark_nsq.consumer import Consumer
@@ -193,6 +212,7 @@ def drain(nsqd_tcp: str, topic: str, channel: str, expected: int,
     bodies: list[bytes] = []
     seq = 0
     try:
+
         def take() -> bool:
             nonlocal seq
             end = consumer.take(seq, None)
@@ -239,8 +259,10 @@ def create_channel(nsqd: Proc, topic: str, channel: str = "spark") -> None:
     the channel as they arrive (not as one backlog when the reader subscribes)."""
     import urllib.request
 
-    for path in (f"/topic/create?topic={topic}",
-                 f"/channel/create?topic={topic}&channel={channel}"):
+    for path in (
+        f"/topic/create?topic={topic}",
+        f"/channel/create?topic={topic}&channel={channel}",
+    ):
         request = urllib.request.Request(f"http://{nsqd.http}{path}", method="POST")
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.status == 200

@@ -14,8 +14,7 @@ from pyspark_nsq.options import SourceOptions
 
 
 def consumer_for(nsqd: str, topic: str, **options: str) -> Consumer:
-    return Consumer(SourceOptions.parse({"nsqd": nsqd, "topic": topic, "channel": "c",
-                                         **options}))
+    return Consumer(SourceOptions.parse({"nsqd": nsqd, "topic": topic, "channel": "c", **options}))
 
 
 @pytest.fixture
@@ -30,8 +29,9 @@ def second_nsqd() -> Iterator[Proc]:
 def test_limits_are_lowered_to_nsqds(nsqd: Proc, topic: str) -> None:
     """rdy above --max-rdy-count (2500) and msgTimeoutMs above --max-msg-timeout (15m)."""
     publish(nsqd, topic, [b"a"])
-    consumer = consumer_for(nsqd.tcp, topic, rdy="100000", maxInFlight="2500",
-                            msgTimeoutMs="3600000")
+    consumer = consumer_for(
+        nsqd.tcp, topic, rdy="100000", maxInFlight="2500", msgTimeoutMs="3600000"
+    )
     consumer.start()
     try:
         (link,) = consumer.links()
@@ -91,8 +91,12 @@ def test_two_nsqds(nsqd: Proc, second_nsqd: Proc, topic: str) -> None:
     finally:
         consumer.close()
     for daemon in (nsqd, second_nsqd):
-        wait_until(lambda d=daemon: channel_stats(d, topic, "c")["in_flight_count"] == 0, 10,
-                   0.1, "FINs on both nsqds")
+        wait_until(
+            lambda d=daemon: channel_stats(d, topic, "c")["in_flight_count"] == 0,
+            10,
+            0.1,
+            "FINs on both nsqds",
+        )
 
 
 def test_message_timing_out_while_held_is_kept_once(nsqd: Proc, topic: str) -> None:

@@ -16,10 +16,14 @@ N = 4000
 def test_cluster_script_small(report: object) -> None:
     env = spark_env({"PYTHON": sys.executable})
     proc = subprocess.run(
-        [str(REPO_ROOT / "scripts" / "spark_cluster.sh"), "--messages", str(N), "--timeout",
-         "240"],
-        cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=420, check=False,
+        [str(REPO_ROOT / "scripts" / "spark_cluster.sh"), "--messages", str(N), "--timeout", "240"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -18,14 +18,32 @@ JOB = Path(__file__).resolve().parent / "crash_job.py"
 
 def run_job(nsqd: Proc, topic: str, tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
     args = [
-        sys.executable, str(JOB),
-        "--nsqd", nsqd.tcp, "--nsqd-http", nsqd.http, "--topic", topic,
-        "--checkpoint", str(tmp / "ckpt"), "--out", str(tmp / "out"),
-        "--marker", str(tmp / "marker"), *extra,
+        sys.executable,
+        str(JOB),
+        "--nsqd",
+        nsqd.tcp,
+        "--nsqd-http",
+        nsqd.http,
+        "--topic",
+        topic,
+        "--checkpoint",
+        str(tmp / "ckpt"),
+        "--out",
+        str(tmp / "out"),
+        "--marker",
+        str(tmp / "marker"),
+        *extra,
     ]
     with open(tmp / f"job{len(list(tmp.glob('job*.log')))}.log", "wb") as log:
-        return subprocess.Popen(args, cwd=REPO_ROOT, env=spark_env(), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            args,
+            cwd=REPO_ROOT,
+            env=spark_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def kill_tree(proc: subprocess.Popen[bytes]) -> None:
@@ -36,15 +54,20 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
-def test_kill_mid_batch_and_restart(spark: Any, nsqd: Proc, topic: str, tmp_path: Path,
-                                    report: Any) -> None:
+def test_kill_mid_batch_and_restart(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path, report: Any
+) -> None:
     expected = {b"msg-%05d" % i for i in range(N)}
     publish(nsqd, topic, sorted(expected))
     crash_batch = 3
     job = run_job(nsqd, topic, tmp_path, "--crash-batch", str(crash_batch))
     try:
-        wait_until(lambda: (tmp_path / "marker").exists() or job.poll() is not None, 180, 0.2,
-                   "the job to reach the crash batch")
+        wait_until(
+            lambda: (tmp_path / "marker").exists() or job.poll() is not None,
+            180,
+            0.2,
+            "the job to reach the crash batch",
+        )
         assert job.poll() is None, (tmp_path / "job0.log").read_text(errors="replace")[-3000:]
     finally:
         kill_tree(job)
@@ -61,8 +84,10 @@ def test_kill_mid_batch_and_restart(spark: Any, nsqd: Proc, topic: str, tmp_path
     got = [bytes(r.body) for r in rows]
     missing = expected - set(got)
     duplicates = len(got) - len(set(got))
-    report(f"kill -9 mid-batch {crash_batch}: {before} rows written before the kill, "
-          f"{len(got)} rows in total, {len(missing)} missing, {duplicates} duplicates")
+    report(
+        f"kill -9 mid-batch {crash_batch}: {before} rows written before the kill, "
+        f"{len(got)} rows in total, {len(missing)} missing, {duplicates} duplicates"
+    )
     assert not missing, f"{len(missing)} messages lost"
     assert len({r.id for r in rows}) == N
     # Bounded by what was in flight and not FINed at the kill: the crashed batch (written, not

@@ -16,18 +16,25 @@ import events_per_minute
 import publish_events
 
 
-def test_events_per_minute_into_parquet(spark: Any, nsqd: Proc, topic: str,
-                                        tmp_path: Path) -> None:
+def test_events_per_minute_into_parquet(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> None:
     start = dt.datetime(2026, 1, 1, 10, 0, tzinfo=dt.UTC)
     publish(nsqd, topic, publish_events.events(start, minutes=5, per_minute=300))
-    args = argparse.Namespace(nsqd=nsqd.tcp, topic=topic, channel="epm",
-                              out=str(tmp_path / "out"), checkpoint=str(tmp_path / "ckpt"),
-                              available_now=True)
+    args = argparse.Namespace(
+        nsqd=nsqd.tcp,
+        topic=topic,
+        channel="epm",
+        out=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "ckpt"),
+        available_now=True,
+    )
     query = events_per_minute.start(spark, args, nsqdHttp=nsqd.http, availableNowIdleMs="3000")
     assert query.awaitTermination(120)
     rows = spark.read.parquet(args.out).orderBy("minute", "kind").collect()
     got = {(r.minute.replace(tzinfo=dt.UTC), r.kind): r.events for r in rows}
     # the watermark (latest event - 1 minute) has closed the first three minutes
-    want = {(start + dt.timedelta(minutes=m), kind): 100
-            for m in range(3) for kind in ("buy", "click", "view")}
+    want = {
+        (start + dt.timedelta(minutes=m), kind): 100
+        for m in range(3)
+        for kind in ("buy", "click", "view")
+    }
     assert got == want

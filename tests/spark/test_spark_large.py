@@ -33,8 +33,9 @@ def body(i: int, size: int) -> bytes:
     return head + (hashlib.sha256(head).digest() * (size // 32 + 1))[: size - 8]
 
 
-def run_to_end(spark: Any, nsqd: Proc, topic: str, tmp_path: Path, n: int,
-               **options: str) -> tuple[dict[str, int], list[int]]:
+def run_to_end(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path, n: int, **options: str
+) -> tuple[dict[str, int], list[int]]:
     """Stream with availableNow into foreachBatch; returns {head: length} and batch sizes."""
     seen: dict[str, int] = {}
     sizes: list[int] = []
@@ -59,9 +60,9 @@ def run_to_end(spark: Any, nsqd: Proc, topic: str, tmp_path: Path, n: int,
     return seen, sizes
 
 
-def test_thousand_1mib_messages_with_defaults(spark: Any, big_nsqd: Proc, topic: str,
-                                              tmp_path: Path, trace_path: Path,
-                                              report: Any) -> None:
+def test_thousand_1mib_messages_with_defaults(
+    spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path, trace_path: Path, report: Any
+) -> None:
     n = 1000
     sent = [body(i, MIB) for i in range(n)]
     create_channel(big_nsqd, topic)
@@ -71,8 +72,9 @@ def test_thousand_1mib_messages_with_defaults(spark: Any, big_nsqd: Proc, topic:
     assert max(sizes) <= 32, "a batch above maxBytesPerTrigger (32 MiB)"
     planned = [e for e in read_trace(trace_path, topic) if e["event"] == "partitions"]
     assert sum(e["held"] for e in planned) == n
-    report(f"1,000 x 1 MiB with default options: {len(sizes)} batches of at most "
-           f"{max(sizes)} messages")
+    report(
+        f"1,000 x 1 MiB with default options: {len(sizes)} batches of at most {max(sizes)} messages"
+    )
 
 
 def test_5mb_message(spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path) -> None:

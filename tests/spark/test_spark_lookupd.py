@@ -30,8 +30,9 @@ from pyspark_nsq.options import SourceOptions
 def _binary(name: str) -> Path:
     """A reference tool from .reference/bin, installed if missing (the test fails if it
     cannot be)."""
-    spec = importlib.util.spec_from_file_location("reference", REPO_ROOT / "scripts" /
-                                                  "reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "reference", REPO_ROOT / "scripts" / "reference.py"
+    )
     assert spec is not None and spec.loader is not None
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
@@ -53,9 +54,14 @@ def lookupd() -> Iterator[Proc]:
 @pytest.fixture(scope="module")
 def nsqd_l(lookupd: Proc) -> Iterator[Proc]:
     """Our nsqd, registered with the nsqlookupd."""
-    proc = start_process("nsqd-lookupd", [sys.executable, "-m", "nsqd"], [
-        f"--lookupd-tcp-address={lookupd.tcp}", "--broadcast-address=127.0.0.1",
-    ])
+    proc = start_process(
+        "nsqd-lookupd",
+        [sys.executable, "-m", "nsqd"],
+        [
+            f"--lookupd-tcp-address={lookupd.tcp}",
+            "--broadcast-address=127.0.0.1",
+        ],
+    )
     try:
         yield proc
     finally:
@@ -79,10 +85,12 @@ def test_lookup_parses_real_nsqlookupd(lookupd: Proc, nsqd_l: Proc, topic: str) 
     assert channel_counts(Address.parse(nsqd_l.http), topic, "other", 5.0) is None
 
 
-def test_consumer_discovers_a_producer_that_appears_later(lookupd: Proc, nsqd_l: Proc,
-                                                          topic: str) -> None:
-    opts = SourceOptions.parse({"lookupd": lookupd.http, "topic": topic, "channel": "c",
-                                "lookupdPollIntervalMs": "200"})
+def test_consumer_discovers_a_producer_that_appears_later(
+    lookupd: Proc, nsqd_l: Proc, topic: str
+) -> None:
+    opts = SourceOptions.parse(
+        {"lookupd": lookupd.http, "topic": topic, "channel": "c", "lookupdPollIntervalMs": "200"}
+    )
     consumer = Consumer(opts)
     consumer.start()  # no producer yet: not an error
     try:
@@ -95,16 +103,24 @@ def test_consumer_discovers_a_producer_that_appears_later(lookupd: Proc, nsqd_l:
         consumer.close()
 
 
-def test_spark_source_and_sink_through_lookupd(spark: Any, lookupd: Proc, nsqd_l: Proc,
-                                               topic: str, tmp_path: Path) -> None:
+def test_spark_source_and_sink_through_lookupd(
+    spark: Any, lookupd: Proc, nsqd_l: Proc, topic: str, tmp_path: Path
+) -> None:
     sent = [b"lk-%d" % i for i in range(500)]
     publish(nsqd_l, topic, sent)
     wait_until(lambda: registered(lookupd, topic), 15, 0.2, "registration")
     query = (
-        spark.readStream.format("nsq").option("lookupd", lookupd.http).option("topic", topic)
-        .option("channel", "spark").option("availableNowIdleMs", "5000").load()
-        .writeStream.format("parquet").option("path", str(tmp_path / "out"))
-        .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start()
+        spark.readStream.format("nsq")
+        .option("lookupd", lookupd.http)
+        .option("topic", topic)
+        .option("channel", "spark")
+        .option("availableNowIdleMs", "5000")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
     )
     assert query.awaitTermination(90)
     df = spark.read.parquet(str(tmp_path / "out"))
@@ -113,30 +129,44 @@ def test_spark_source_and_sink_through_lookupd(spark: Any, lookupd: Proc, nsqd_l
     target = f"{topic}_w"
     publish(nsqd_l, target, [b"first"])  # so nsqlookupd knows a producer of the topic
     wait_until(lambda: registered(lookupd, target), 15, 0.2, "registration")
-    (df.select("body").write.format("nsq").option("lookupd", lookupd.http)
-       .option("topic", target).mode("append").save())
+    (
+        df.select("body")
+        .write.format("nsq")
+        .option("lookupd", lookupd.http)
+        .option("topic", target)
+        .mode("append")
+        .save()
+    )
     got = drain(nsqd_l.tcp, target, "check", len(sent) + 1)
     assert sorted(got) == sorted([*sent, b"first"])
 
 
-def test_nsqd_and_lookupd_together_subscribe_once(lookupd: Proc, nsqd_l: Proc,
-                                                  topic: str) -> None:
+def test_nsqd_and_lookupd_together_subscribe_once(lookupd: Proc, nsqd_l: Proc, topic: str) -> None:
     """The nsqd listed as localhost:port is the one nsqlookupd reports as 127.0.0.1:port (its
     /info says so): one subscription (here 2 connections), not two."""
     publish(nsqd_l, topic, [b"x"])
     wait_until(lambda: registered(lookupd, topic), 15, 0.2, "registration")
     listed = f"localhost:{nsqd_l.tcp_port}"
-    opts = SourceOptions.parse({
-        "nsqd": listed, "nsqdHttp": f"localhost:{nsqd_l.http_port}", "lookupd": lookupd.http,
-        "topic": topic, "channel": "c", "maxInFlight": "5000", "lookupdPollIntervalMs": "100",
-    })
+    opts = SourceOptions.parse(
+        {
+            "nsqd": listed,
+            "nsqdHttp": f"localhost:{nsqd_l.http_port}",
+            "lookupd": lookupd.http,
+            "topic": topic,
+            "channel": "c",
+            "maxInFlight": "5000",
+            "lookupdPollIntervalMs": "100",
+        }
+    )
     consumer = Consumer(opts)
     consumer.start()
     try:
         wait_until(lambda: consumer.buffered() == 1, 15, 0.05, "the message")
         time.sleep(2.5)  # several nsqlookupd polls and a reconnect round
         assert sorted((str(link.nsqd), link.index) for link in consumer.links()) == [
-            (listed, 0), (listed, 1)]
+            (listed, 0),
+            (listed, 1),
+        ]
         assert len(channel_stats(nsqd_l, topic, "c")["clients"]) == 2
     finally:
         consumer.close()

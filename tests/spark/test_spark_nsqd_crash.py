@@ -39,48 +39,67 @@ def topic_depth(daemon: Proc, topic: str) -> int:
     return counts.topic_depth
 
 
+def wait_all(spark: Any, out: Path, daemon: Proc) -> None:
+    def done() -> bool:
+        df = committed_rows(spark, out)
+        return df is not None and df.select("body").distinct().count() >= N
+
+    try:
+        wait_until(done, 120, 1.0, f"all {N} messages after the nsqd restart")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; nsqd's log:\n{daemon.log_tail(80)}") from exc
+
+
+def stream_through_kill(spark: Any, daemon: Proc, topic: str, tmp_path: Path) -> tuple[Proc, int]:
+    """Stream into Parquet, kill -9 the nsqd after the first batch, restart it, wait for all;
+    returns the restarted nsqd and the rows written before the kill."""
+    out = tmp_path / "out"
+    query = (
+        source(spark, daemon, topic, maxMessagesPerTrigger="1000", msgTimeoutMs="5000")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    restarted = None
+    try:
+        wait_until(lambda: count_rows(spark, out) >= 1000, 90, 0.2, "a first batch")
+        before = count_rows(spark, out)
+        restarted = kill9_and_restart(daemon)
+        wait_all(spark, out, restarted)
+    except BaseException:
+        if restarted is not None:  # the caller only knows the killed one
+            restarted.stop()
+        raise
+    finally:
+        stop(query)
+    return restarted, before
+
+
 @pytest.mark.parametrize("kind", ["ours", "go"])
-def test_kill9_nsqd_mid_stream_loses_nothing(spark: Any, kind: str, topic: str, tmp_path: Path,
-                                             trace_path: Path, report: Any) -> None:
+def test_kill9_nsqd_mid_stream_loses_nothing(
+    spark: Any, kind: str, topic: str, tmp_path: Path, trace_path: Path, report: Any
+) -> None:
     daemon: Proc = our_nsqd(DURABLE) if kind == "ours" else go_nsqd(DURABLE)
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     expected = bodies(N, prefix=kind)
     try:
         create_channel(daemon, topic)
         publish(daemon, topic, expected)
         wait_until(lambda: topic_depth(daemon, topic) == 0, 60, 0.1, "the channel's copy")
-        query = (
-            source(spark, daemon, topic, maxMessagesPerTrigger="1000", msgTimeoutMs="5000")
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(ckpt))
-            .trigger(processingTime="200 milliseconds")
-            .start()
-        )
-        try:
-            wait_until(lambda: count_rows(spark, out) >= 1000, 90, 0.2, "a first batch")
-            before = count_rows(spark, out)
-            daemon = kill9_and_restart(daemon)
-            try:
-                wait_until(
-                    lambda: (d := committed_rows(spark, out)) is not None
-                    and d.select("body").distinct().count() >= N,
-                    120, 1.0, f"all {N} messages after the nsqd restart",
-                )
-            except TimeoutError as exc:
-                raise AssertionError(f"{exc}; nsqd's log:\n{daemon.log_tail(80)}") from exc
-        finally:
-            stop(query)
-        rows = spark.read.parquet(str(out)).select("body", "id", "nsqd").collect()
+        daemon, before = stream_through_kill(spark, daemon, topic, tmp_path)
+        rows = spark.read.parquet(str(tmp_path / "out")).select("body", "id", "nsqd").collect()
     finally:
         daemon.stop()
     got = [bytes(r.body) for r in rows]
     missing = set(expected) - set(got)
     duplicates = len(got) - len(set(got))
     kept = max((e.get("kept_from_lost", 0) for e in read_trace(trace_path, topic)), default=0)
-    report(f"kill -9 of {kind} nsqd mid-stream: {before} rows before the kill, reader kept "
-           f"{kept} messages of the dead connections, {len(got)} rows, {len(missing)} missing, "
-           f"{duplicates} duplicates")
+    report(
+        f"kill -9 of {kind} nsqd mid-stream: {before} rows before the kill, reader kept "
+        f"{kept} messages of the dead connections, {len(got)} rows, {len(missing)} missing, "
+        f"{duplicates} duplicates"
+    )
     assert not missing, f"{len(missing)} messages lost"
     assert kept > 0, "the kill came when the reader held nothing: the test tested nothing"
     assert {r.nsqd for r in rows} == {daemon.tcp}

@@ -13,8 +13,14 @@ from spark_support import Proc, drain, publish
 def test_batch_write_round_trip(spark: Any, nsqd: Proc, topic: str) -> None:
     n = 5000
     df = spark.createDataFrame([(f"row-{i}",) for i in range(n)], "body string").repartition(3)
-    (df.write.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic)
-       .option("batchSize", "700").mode("append").save())
+    (
+        df.write.format("nsq")
+        .option("nsqd", nsqd.tcp)
+        .option("topic", topic)
+        .option("batchSize", "700")
+        .mode("append")
+        .save()
+    )
     got = drain(nsqd.tcp, topic, "check", n)
     assert sorted(got) == sorted(f"row-{i}".encode() for i in range(n))
 
@@ -38,12 +44,20 @@ def test_streaming_write_round_trip(spark: Any, nsqd: Proc, topic: str, tmp_path
     publish(nsqd, topic, sent)
     target = f"{topic}_out"
     query = (
-        spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("nsqdHttp", nsqd.http)
-        .option("topic", topic).option("channel", "spark")
-        .option("maxMessagesPerTrigger", "1000").option("availableNowIdleMs", "5000").load()
-        .writeStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", target)
+        spark.readStream.format("nsq")
+        .option("nsqd", nsqd.tcp)
+        .option("nsqdHttp", nsqd.http)
+        .option("topic", topic)
+        .option("channel", "spark")
+        .option("maxMessagesPerTrigger", "1000")
+        .option("availableNowIdleMs", "5000")
+        .load()
+        .writeStream.format("nsq")
+        .option("nsqd", nsqd.tcp)
+        .option("topic", target)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True).start()
+        .trigger(availableNow=True)
+        .start()
     )
     assert query.awaitTermination(120)
     assert sum(p["numInputRows"] for p in query.recentProgress) == n
@@ -62,8 +76,9 @@ def test_streaming_write_round_trip(spark: Any, nsqd: Proc, topic: str, tmp_path
         ("body string", {"topic": "t", "nsqd": "nowhere"}, "expected host:port"),
     ],
 )
-def test_sink_rejects_bad_schema(spark: Any, nsqd: Proc, ddl: str, options: dict[str, str],
-                                 message: str) -> None:
+def test_sink_rejects_bad_schema(
+    spark: Any, nsqd: Proc, ddl: str, options: dict[str, str], message: str
+) -> None:
     df = spark.createDataFrame([], ddl)
     writer = df.write.format("nsq").option("nsqd", nsqd.tcp).mode("append")
     for key, value in options.items():
@@ -75,9 +90,9 @@ def test_sink_rejects_bad_schema(spark: Any, nsqd: Proc, ddl: str, options: dict
 def test_sink_reports_null_body_and_refused_publish(spark: Any, nsqd: Proc, topic: str) -> None:
     df = spark.createDataFrame([("a",), (None,)], "body string").coalesce(1)
     with pytest.raises(Exception, match="a row has a null body"):
-        df.write.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic) \
-            .mode("append").save()
+        df.write.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).mode("append").save()
     big = spark.createDataFrame([("x" * 2_000_000,)], "body string")
     with pytest.raises(Exception, match="failed after publishing 0 messages"):
-        big.write.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic) \
-            .mode("append").save()
+        big.write.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).mode(
+            "append"
+        ).save()

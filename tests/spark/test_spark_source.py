@@ -47,8 +47,9 @@ def stop(query: Any) -> None:
     query.awaitTermination(30)
 
 
-def test_stream_10k_into_parquet_exactly_once(spark: Any, nsqd: Proc, topic: str,
-                                              tmp_path: Path, report: Any) -> None:
+def test_stream_10k_into_parquet_exactly_once(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path, report: Any
+) -> None:
     """Messages published while the query runs land in Parquet once each, with every column."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     publish(nsqd, topic, bodies(1))  # the topic exists before the channel: nothing is lost
@@ -79,8 +80,9 @@ def test_stream_10k_into_parquet_exactly_once(spark: Any, nsqd: Proc, topic: str
     report(f"clean run: {N} rows NSQ -> parquet in {elapsed:.1f}s, 0 duplicates, 0 missing")
 
 
-def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tmp_path: Path,
-                                          trace_path: Path) -> None:
+def test_available_now_read_limit_and_fin(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path, trace_path: Path
+) -> None:
     """availableNow drains what was there at the start, in batches of at most
     maxMessagesPerTrigger, ends by itself and leaves every message FINed; messages published
     after the start are handed back to nsqd (requeued once), not read."""
@@ -95,8 +97,12 @@ def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tm
         .trigger(availableNow=True)
         .start()
     )
-    wait_until(lambda: query.lastProgress and query.lastProgress["numInputRows"], 60, 0.1,
-               "the first batch")
+    wait_until(
+        lambda: query.lastProgress and query.lastProgress["numInputRows"],
+        60,
+        0.1,
+        "the first batch",
+    )
     publish(nsqd, topic, [b"after-start"] * 300)  # after the run's target: left for later
     assert query.awaitTermination(120), "availableNow query did not end"
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
@@ -109,15 +115,20 @@ def test_available_now_read_limit_and_fin(spark: Any, nsqd: Proc, topic: str, tm
     stats = channel_stats(nsqd, topic, "spark")
     if stats is not None:  # nsqd's HTTP API answers
         assert [e["target"] for e in events if e["event"] == "target"] == [n]
-        wait_until(lambda: channel_stats(nsqd, topic, "spark")["in_flight_count"] == 0, 10, 0.1,
-                   "the late messages requeued")
+        wait_until(
+            lambda: channel_stats(nsqd, topic, "spark")["in_flight_count"] == 0,
+            10,
+            0.1,
+            "the late messages requeued",
+        )
         stats = channel_stats(nsqd, topic, "spark")
         assert (stats["depth"], stats["timeout_count"]) == (300, 0)
         assert stats["requeue_count"] <= 300, "late messages requeued more than once each"
 
 
-def test_stop_and_restart_from_checkpoint(spark: Any, nsqd: Proc, topic: str,
-                                          tmp_path: Path, report: Any) -> None:
+def test_stop_and_restart_from_checkpoint(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path, report: Any
+) -> None:
     """Stopping mid-stream and restarting from the checkpoint loses nothing; the batch that
     was committed but not yet FINed comes back from nsqd (at-least-once)."""
     publish(nsqd, topic, bodies(N))
@@ -143,9 +154,13 @@ def test_stop_and_restart_from_checkpoint(spark: Any, nsqd: Proc, topic: str,
     query = start()
     try:
         wait_until(
-            lambda: (d := committed_rows(spark, out)) is not None
-            and d.select("id").distinct().count() >= N,
-            120, 1.0, f"all {N} ids after restart",
+            lambda: (
+                (d := committed_rows(spark, out)) is not None
+                and d.select("id").distinct().count() >= N
+            ),
+            120,
+            1.0,
+            f"all {N} ids after restart",
         )
     finally:
         stop(query)
@@ -153,13 +168,14 @@ def test_stop_and_restart_from_checkpoint(spark: Any, nsqd: Proc, topic: str,
     got = [bytes(r.body) for r in rows]
     assert set(got) == set(bodies(N)), "a message is missing after restart"
     duplicates = len(got) - len(set(got))
-    report(f"stop/restart: {before} rows before the stop, {len(got)} rows in total, "
-          f"{duplicates} duplicates (redelivered after the stop)")
+    report(
+        f"stop/restart: {before} rows before the stop, {len(got)} rows in total, "
+        f"{duplicates} duplicates (redelivered after the stop)"
+    )
     assert duplicates <= 2000
 
 
-def test_bad_source_options_and_schema(spark: Any, nsqd: Proc, topic: str,
-                                       tmp_path: Path) -> None:
+def test_bad_source_options_and_schema(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> None:
     def run(df: Any) -> None:
         query = df.writeStream.format("noop").trigger(availableNow=True).start()
         try:
@@ -168,22 +184,47 @@ def test_bad_source_options_and_schema(spark: Any, nsqd: Proc, topic: str,
             query.stop()
 
     with pytest.raises(Exception, match="option 'channel' is required"):
-        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic)
-            .load())
+        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).load())
     with pytest.raises(Exception, match="unknown column 'value'"):
-        run(spark.readStream.format("nsq").schema("value binary").option("nsqd", nsqd.tcp)
-            .option("topic", topic).option("channel", "c").load())
+        run(
+            spark.readStream.format("nsq")
+            .schema("value binary")
+            .option("nsqd", nsqd.tcp)
+            .option("topic", topic)
+            .option("channel", "c")
+            .load()
+        )
     with pytest.raises(Exception, match="is not a valid NSQ name"):
-        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", "a b")
-            .option("channel", "c").load())
-    with pytest.raises(Exception, match=r"(?i)unknown option 'maxMessagesPerTriger'; the valid "
-                       r"ones are nsqd, nsqdHttp, lookupd, topic, channel, maxMessagesPerTrigger"):
-        run(spark.readStream.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic)
-            .option("channel", "c").option("maxMessagesPerTriger", "10").load())
+        run(
+            spark.readStream.format("nsq")
+            .option("nsqd", nsqd.tcp)
+            .option("topic", "a b")
+            .option("channel", "c")
+            .load()
+        )
+    with pytest.raises(
+        Exception,
+        match=r"(?i)unknown option 'maxMessagesPerTriger'; the valid "
+        r"ones are nsqd, nsqdHttp, lookupd, topic, channel, maxMessagesPerTrigger",
+    ):
+        run(
+            spark.readStream.format("nsq")
+            .option("nsqd", nsqd.tcp)
+            .option("topic", topic)
+            .option("channel", "c")
+            .option("maxMessagesPerTriger", "10")
+            .load()
+        )
     with pytest.raises(Exception, match=r"(?i)nsq sink: unknown option 'batchsise'"):
-        (spark.createDataFrame([("x",)], "body string").write.format("nsq")
-         .option("nsqd", nsqd.tcp).option("topic", topic).option("batchSise", "10")
-         .mode("append").save())
+        (
+            spark.createDataFrame([("x",)], "body string")
+            .write.format("nsq")
+            .option("nsqd", nsqd.tcp)
+            .option("topic", topic)
+            .option("batchSise", "10")
+            .mode("append")
+            .save()
+        )
     with pytest.raises(Exception, match=r"use spark\.readStream"):
         spark.read.format("nsq").option("nsqd", nsqd.tcp).option("topic", topic).load().count()
 
@@ -192,11 +233,18 @@ def test_schema_subset(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> No
     """readStream.schema(...) may pick and reorder the source's columns."""
     publish(nsqd, topic, bodies(10))
     query = (
-        spark.readStream.format("nsq").schema("body binary, attempts int")
-        .option("nsqd", nsqd.tcp).option("nsqdHttp", nsqd.http).option("topic", topic)
-        .option("channel", "spark").option("availableNowIdleMs", "3000").load()
-        .writeStream.format("memory").queryName("subset_" + topic[-6:].replace("_", ""))
-        .trigger(availableNow=True).start()
+        spark.readStream.format("nsq")
+        .schema("body binary, attempts int")
+        .option("nsqd", nsqd.tcp)
+        .option("nsqdHttp", nsqd.http)
+        .option("topic", topic)
+        .option("channel", "spark")
+        .option("availableNowIdleMs", "3000")
+        .load()
+        .writeStream.format("memory")
+        .queryName("subset_" + topic[-6:].replace("_", ""))
+        .trigger(availableNow=True)
+        .start()
     )
     assert query.awaitTermination(60)
     rows = spark.sql(f"select * from {query.name}").collect()
@@ -204,8 +252,9 @@ def test_schema_subset(spark: Any, nsqd: Proc, topic: str, tmp_path: Path) -> No
     assert rows[0].__fields__ == ["body", "attempts"]
 
 
-def test_slow_batch_keeps_messages_in_flight_with_touch(spark: Any, nsqd: Proc, topic: str,
-                                                        tmp_path: Path) -> None:
+def test_slow_batch_keeps_messages_in_flight_with_touch(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path
+) -> None:
     """A batch that takes 3x msgTimeoutMs: TOUCH keeps its messages (and the ones waiting in
     the reader's buffer) in flight, so nsqd times none out and nothing is delivered twice."""
     n = 1000
@@ -219,8 +268,15 @@ def test_slow_batch_keeps_messages_in_flight_with_touch(spark: Any, nsqd: Proc, 
             time.sleep(6.0)
 
     query = (
-        source(spark, nsqd, topic, msgTimeoutMs="2000", maxMessagesPerTrigger="200",
-               maxInFlight="500", availableNowIdleMs="5000")
+        source(
+            spark,
+            nsqd,
+            topic,
+            msgTimeoutMs="2000",
+            maxMessagesPerTrigger="200",
+            maxInFlight="500",
+            availableNowIdleMs="5000",
+        )
         .writeStream.foreachBatch(slow_sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(availableNow=True)
@@ -233,17 +289,21 @@ def test_slow_batch_keeps_messages_in_flight_with_touch(spark: Any, nsqd: Proc, 
         assert (stats["timeout_count"], stats["in_flight_count"], stats["depth"]) == (0, 0, 0)
 
 
-def test_unknown_topic_is_reported_in_progress(spark: Any, nsqd: Proc, topic: str,
-                                               tmp_path: Path) -> None:
+def test_unknown_topic_is_reported_in_progress(
+    spark: Any, nsqd: Proc, topic: str, tmp_path: Path
+) -> None:
     """A topic that does not exist is not created by the reader; the query's progress counts
     where it is missing (latestOffset.unknownTopic) until it appears."""
     import json
 
     name = "unknown_" + topic[-6:].replace("_", "")
     query = (
-        source(spark, nsqd, topic).writeStream.format("memory").queryName(name)
+        source(spark, nsqd, topic)
+        .writeStream.format("memory")
+        .queryName(name)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="200 milliseconds").start()
+        .trigger(processingTime="200 milliseconds")
+        .start()
     )
 
     def unknown() -> int | None:
