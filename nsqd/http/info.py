@@ -27,6 +27,8 @@ from .v1 import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..engine.broker import Broker
     from ..node import Node
 
@@ -69,19 +71,8 @@ class InfoHandlers:
 
     async def stats(self, req: Request) -> Any:
         await read_params(req)
-        query = req.query()
-
-        def first(name: str) -> str:
-            values = query.get(name)
-            return values[0] if values else ""
-
-        include_clients = _BOOL_PARAMS.get(first("include_clients"), True)
-        include_mem = _BOOL_PARAMS.get(first("include_mem"), True)
-        topics, producers = snapshot.snapshot(
-            self.broker, first("topic"), first("channel"), include_clients
-        )
-        memory = memory_stats() if include_mem else None
-        if first("format") == "json":
+        query, topics, producers, memory = self._snapshot(req.query())
+        if query("format") == "json":
             return snapshot.stats_json(self.broker, topics, producers, memory)
         return render.stats_text(self.broker, topics, producers, memory)
 
@@ -93,6 +84,16 @@ class InfoHandlers:
             query = req.query()
         except HTTPError as err:
             return err.status, *render_v1(err.status, err.message)
+        _, topics, producers, memory = self._snapshot(query)
+        lists = self.node.shared.get("resp_list_lengths")  # set when --resp-address is
+        body = prometheus.metrics_text(
+            self.broker, topics, producers, memory, lists() if lists is not None else None
+        )
+        return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
+
+    def _snapshot(self, query: dict[str, list[str]]) -> tuple[Callable[[str], str], Any, Any, Any]:
+        """/stats' and /metrics' filters applied: the first value of each query parameter, the
+        topics and producers snapshot, and the memory figures (None with include_mem=false)."""
 
         def first(name: str) -> str:
             values = query.get(name)
@@ -103,12 +104,7 @@ class InfoHandlers:
         topics, producers = snapshot.snapshot(
             self.broker, first("topic"), first("channel"), include_clients
         )
-        memory = memory_stats() if include_mem else None
-        lists = self.node.shared.get("resp_list_lengths")  # set when --resp-address is
-        body = prometheus.metrics_text(
-            self.broker, topics, producers, memory, lists() if lists is not None else None
-        )
-        return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
+        return first, topics, producers, memory_stats() if include_mem else None
 
     # -- /debug ------------------------------------------------------------------------------
 
