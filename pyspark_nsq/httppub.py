@@ -19,7 +19,7 @@ from .addresses import Address
 
 
 class PublishRefused(RuntimeError):
-    """nsqd answered a publish with an error status (e.g. 413 MSG_TOO_BIG, 503 EXITING)."""
+    """nsqd answered a publish with an error status (e.g. 413 BAD_MESSAGE, 503 EXITING)."""
 
 
 def mpub_body(bodies: Sequence[bytes]) -> bytes:
@@ -29,6 +29,16 @@ def mpub_body(bodies: Sequence[bytes]) -> bytes:
         parts.append(struct.pack(">i", len(body)))
         parts.append(body)
     return b"".join(parts)
+
+
+def _error_text(data: bytes) -> str:
+    """nsqd's error body: {"message": "BAD_MESSAGE"} (v1 API) or the bare text."""
+    text = data.decode("utf-8", "replace").strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text
+    return str(doc.get("message", text)) if isinstance(doc, dict) else text
 
 
 class HttpPublisher:
@@ -67,8 +77,7 @@ class HttpPublisher:
         )
         status, data = self._request("POST", f"/mpub?{query}", mpub_body(bodies))
         if status != 200:
-            text = data.decode("utf-8", "replace").strip()
-            raise PublishRefused(f"HTTP {status} {text}")
+            raise PublishRefused(f"HTTP {status} {_error_text(data)}")
 
     def close(self) -> None:
         self._conn.close()
