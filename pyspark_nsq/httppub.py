@@ -4,8 +4,11 @@ One keep-alive HTTP/1.1 connection per task: `dedupe_window()` asks the nsqd whe
 and de-duplicates (GET /config/dedupe_window: the window in ns, 0 when off; the Go nsqd answers
 400 INVALID_OPTION, as for any option it does not have), then each `mpub` is one
 `POST /mpub?binary=true&dedupe_key=K&dedupe_offset=N` whose messages get the keys
-`K/N`, `K/N+1`, ... (nsqd/http/publish.py). The body is nsqd's binary MPUB format: a 4-byte
-big-endian count, then each message as a 4-byte size and its bytes."""
+`K/N`, `K/N+1`, ... (nsqd/http/publish.py). The body is newline-separated messages when no
+message holds a newline (our nsqd parses that with one split, 2-3x faster than the binary
+form), else nsqd's binary MPUB format (`binary=true`): a 4-byte big-endian count, then each
+message as a 4-byte size and its bytes. Both give message i the i-th key (the sink never sends
+an empty message, which the text form would drop)."""
 
 from __future__ import annotations
 
@@ -72,10 +75,14 @@ class HttpPublisher:
         """Publish `bodies`; message i gets the de-duplication key `key/(offset + i)`."""
         if not bodies:
             return
-        query = urllib.parse.urlencode(
-            {"topic": topic, "binary": "true", "dedupe_key": key, "dedupe_offset": str(offset)}
-        )
-        status, data = self._request("POST", f"/mpub?{query}", mpub_body(bodies))
+        params = {"topic": topic, "dedupe_key": key, "dedupe_offset": str(offset)}
+        if any(b"\n" in body for body in bodies):
+            params["binary"] = "true"
+            payload = mpub_body(bodies)
+        else:
+            payload = b"\n".join(bodies)
+        query = urllib.parse.urlencode(params)
+        status, data = self._request("POST", f"/mpub?{query}", payload)
         if status != 200:
             raise PublishRefused(f"HTTP {status} {_error_text(data)}")
 

@@ -46,9 +46,11 @@ def test_http_publisher_keys_and_refusal(dnsqd: Proc, nsqd: Proc) -> None:
     with HttpPublisher(Address.parse(dnsqd.http)) as pub:
         assert pub.dedupe_window() == 60 * 10**9
         pub.mpub("u", [b"a", b"b", b"c"], "p:0", 0)
-        pub.mpub("u", [b"b2", b"c2", b"d"], "p:0", 1)  # keys p:0/1, /2 seen: only d stored
-        with pytest.raises(PublishRefused, match="HTTP 413 BAD_MESSAGE"):
-            pub.mpub("u", [b"x" * 101], "p:0", 9)
-    assert sorted(drain(dnsqd.tcp, "u", "c", 4)) == [b"a", b"b", b"c", b"d"]
+        pub.mpub("u", [b"b2", b"c\n2", b"d"], "p:0", 1)  # keys p:0/1, /2 seen: only d stored
+        pub.mpub("u", [b"e\nf", b"g"], "p:0", 4)  # binary (a newline in a message)
+        pub.mpub("u", [b"e2", b"g2", b"h"], "p:0", 4)  # text: /4, /5 seen
+        with pytest.raises(PublishRefused, match="HTTP 413 MSG_TOO_BIG"):
+            pub.mpub("u", [b"x" * 101], "p:0", 9)  # text form: MSG_TOO_BIG
+    assert sorted(drain(dnsqd.tcp, "u", "c", 7)) == [b"a", b"b", b"c", b"d", b"e\nf", b"g", b"h"]
     with HttpPublisher(Address.parse(nsqd.http)) as pub:
         assert pub.dedupe_window() == 0  # ours without --dedupe-window
