@@ -8,12 +8,14 @@ memory) and one local[2] Spark session, caches a DataFrame of --messages rows of
 in 2 partitions, then writes it with df.write.format("nsq") --rounds times per path,
 alternating, each round to a new topic, and prints rows/s per round, the medians and their
 ratio. Each round's topic must then hold exactly --messages messages (checked from /stats).
-Publishing alone, without Spark, is timed too (one task's worth: the same chunks of 1,000).
+Publishing alone, without Spark, is timed too (one task's worth: the same chunks of 1,000),
+with HTTP /mpub without keys as a third row; `--raw-only` times only that (no Spark).
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import statistics
@@ -33,6 +35,7 @@ from pyspark_nsq.conn import Publisher  # noqa: E402
 from pyspark_nsq.httppub import HttpPublisher  # noqa: E402
 
 MODES = {"http+keys": "auto", "tcp": "off"}
+SHORT = {"http+keys": "key", "tcp": "tcp", "http": "plain"}  # topic name parts
 
 
 def depth(nsqd: Any, topic: str) -> int:
@@ -64,6 +67,14 @@ def raw_round(nsqd: Any, topic: str, mode: str, bodies: list[bytes]) -> float:
     if mode == "tcp":
         with Publisher(Address.parse(nsqd.tcp)) as pub:
             pub.publish_many(topic, bodies)
+    elif mode == "http":
+        conn = http.client.HTTPConnection("127.0.0.1", nsqd.http_port)
+        for first in range(0, len(bodies), 1000):
+            conn.request("POST", f"/mpub?topic={topic}", b"\n".join(bodies[first : first + 1000]))
+            response = conn.getresponse()
+            assert response.status == 200, response.read()
+            response.read()
+        conn.close()
     else:
         with HttpPublisher(Address.parse(nsqd.http)) as pub:
             for first in range(0, len(bodies), 1000):
@@ -73,6 +84,20 @@ def raw_round(nsqd: Any, topic: str, mode: str, bodies: list[bytes]) -> float:
     return len(bodies) / elapsed
 
 
+def raw_only(nsqd: Any, bodies: list[bytes], rounds: int, stamp: int) -> int:
+    results: dict[str, list[float]] = {"http+keys": [], "http": [], "tcp": []}
+    try:
+        for r in range(rounds):
+            for mode, rates in results.items():
+                rates.append(raw_round(nsqd, f"r_{SHORT[mode]}_{r}_{stamp}", mode, bodies))
+    finally:
+        nsqd.stop()
+    for mode, rates in results.items():
+        rounds_text = " / ".join(f"{x:,.0f}" for x in rates)
+        print(f"raw {mode:10s} median {statistics.median(rates):>9,.0f} msg/s ({rounds_text})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -80,6 +105,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--raw-only", action="store_true")
     args = parser.parse_args()
     os.environ.update(spark_env())
     queue = args.messages * args.rounds * 2 * 2
@@ -88,12 +114,15 @@ def main() -> int:
         [sys.executable, "-m", "nsqd"],
         ["--dedupe-window=10m", f"--mem-queue-size={queue}"],
     )
+    bodies = [b"%d" % i + b"x" * args.size for i in range(args.messages // 2)]
+    stamp = int(time.time())
+    if args.raw_only:
+        return raw_only(nsqd, bodies, args.rounds, stamp)
     os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.showConsoleProgress=false pyspark-shell"
     spark = build_session("pyspark_nsq-sink-bench")
     spark.sparkContext.setLogLevel("ERROR")
     results: dict[str, list[float]] = {f"spark {m}": [] for m in MODES}
-    results.update({f"raw {m}": [] for m in MODES})
-    stamp = int(time.time())
+    results.update({f"raw {m}": [] for m in (*MODES, "http")})
     try:
         from pyspark.sql import functions as F
 
@@ -102,14 +131,16 @@ def main() -> int:
         )
         df.cache().count()
         spark_round(df, nsqd, f"warm_{stamp}", "auto", args.messages)  # workers, imports
-        bodies = [b"%d" % i + b"x" * args.size for i in range(args.messages // 2)]
         for r in range(args.rounds):
             for mode, dedupe in MODES.items():
-                rate = spark_round(df, nsqd, f"s_{mode[:3]}_{r}_{stamp}", dedupe, args.messages)
+                rate = spark_round(df, nsqd, f"s_{SHORT[mode]}_{r}_{stamp}", dedupe, args.messages)
                 results[f"spark {mode}"].append(rate)
-                raw = raw_round(nsqd, f"r_{mode[:3]}_{r}_{stamp}", mode, bodies)
+                raw = raw_round(nsqd, f"r_{SHORT[mode]}_{r}_{stamp}", mode, bodies)
                 results[f"raw {mode}"].append(raw)
                 print(f"round {r} {mode:10s} spark {rate:>9,.0f} rows/s   raw {raw:>9,.0f} msg/s")
+            plain = raw_round(nsqd, f"r_plain_{r}_{stamp}", "http", bodies)
+            results["raw http"].append(plain)
+            print(f"round {r} http, no keys                    raw {plain:>9,.0f} msg/s")
     finally:
         spark.stop()
         nsqd.stop()
