@@ -46,12 +46,12 @@ SOURCE_OPTIONS = (
 )
 SINK_OPTIONS = (
     "nsqd",
-    "nsqdHttp",
     "lookupd",
     "topic",
     "batchSize",
     "maxBodyBytes",
     "connectTimeoutMs",
+    "nsqdHttp",
     "dedupe",
     "dedupeKey",
 )

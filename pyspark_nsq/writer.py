@@ -138,7 +138,7 @@ def publish(
         hint = first.column("topic")[0].as_py()
     target = _pick_nsqd(opts, partition_id, hint)
     batcher: _Batcher | None = None
-    mode = "tcp"
+    mode = f"dedupe={opts.dedupe}"  # until the sender is chosen
     try:
         prefix = task_prefix(streaming, opts.dedupe_key, write_key)
         sender = open_sender(opts, target, prefix)
