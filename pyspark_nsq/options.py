@@ -44,7 +44,18 @@ SOURCE_OPTIONS = (
     "lookupdPollIntervalMs",
     "connectTimeoutMs",
 )
-SINK_OPTIONS = ("nsqd", "lookupd", "topic", "batchSize", "maxBodyBytes", "connectTimeoutMs")
+SINK_OPTIONS = (
+    "nsqd",
+    "lookupd",
+    "topic",
+    "batchSize",
+    "maxBodyBytes",
+    "connectTimeoutMs",
+    "nsqdHttp",
+    "dedupe",
+    "dedupeKey",
+)
+DEDUPE_MODES = ("auto", "on", "off")
 # Options Spark itself may put in a data source's map (load(path), the streaming sink's
 # checkpoint), not the user's.
 _SPARK_OPTIONS = ("path", "checkpointLocation", "queryName")
@@ -179,21 +190,44 @@ class SourceOptions:
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
     nsqd: tuple[Address, ...] = ()
+    nsqd_http: tuple[Address, ...] = ()  # same order as nsqd; default: TCP port + 1
     lookupd: tuple[Address, ...] = ()
     topic: str | None = None  # overrides a `topic` column, as Kafka's sink does
     batch_size: int = 1000
     max_body_bytes: int = MAX_BODY_BYTES
     connect_timeout_ms: int = 5_000
+    # auto: HTTP /mpub with de-duplication keys when the nsqd is ours with --dedupe-window,
+    # else TCP MPUB; on: keys or fail; off: always TCP MPUB (at-least-once)
+    dedupe: str = "auto"
+    dedupe_key: str | None = None  # the keys' prefix (default: the query id, or one per write)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         check_names(options, SINK_OPTIONS, "sink")
         nsqd, lookupd = _addresses(options)
+        http = _http_addresses(options, nsqd)
+        dedupe = (_get(options, "dedupe") or "auto").lower()
+        if dedupe not in DEDUPE_MODES:
+            raise OptionError(f"option dedupe: {dedupe!r} is not one of {', '.join(DEDUPE_MODES)}")
         return cls(
             nsqd=nsqd,
+            nsqd_http=http,
             lookupd=lookupd,
             topic=_name(options, "topic", required=False),
             batch_size=_int(options, "batchSize", 1000, 1),
             max_body_bytes=_int(options, "maxBodyBytes", MAX_BODY_BYTES, 16),
             connect_timeout_ms=_int(options, "connectTimeoutMs", 5_000, 1),
+            dedupe=dedupe,
+            dedupe_key=_get(options, "dedupeKey"),
         )
+
+
+def _http_addresses(options: Mapping[str, str], nsqd: tuple[Address, ...]) -> tuple[Address, ...]:
+    """Option nsqdHttp (one per nsqd address, same order), else each TCP port + 1."""
+    try:
+        http = tuple(parse_list(_get(options, "nsqdHttp"), what="nsqd HTTP address"))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if http and len(http) != len(nsqd):
+        raise OptionError("option nsqdHttp must list one HTTP address per nsqd address")
+    return http or tuple(Address(a.host, a.port + 1) for a in nsqd)
