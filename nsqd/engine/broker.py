@@ -8,7 +8,7 @@ is told to the `Hooks` listeners (nsqd.dat, nsqlookupd registration)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -172,7 +172,7 @@ class Broker:
     # -- publishing --------------------------------------------------------------------------
 
     def publish(
-        self, topic: str, bodies: list[bytes], ttl_ms: int = 0, keys: list[str] | None = None
+        self, topic: str, bodies: list[bytes], ttl_ms: int = 0, keys: Sequence[str] | None = None
     ) -> None:
         """PUB / MPUB: raises PublishFailed when the store refused the messages, and the
         policies' QueueFull / MessageTooBig when a topic's attributes refuse them. With

@@ -11,15 +11,45 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
+from typing import Protocol, overload
+
+
+class KeyRange(Sequence[str]):
+    """The keys `<prefix>/<first>` .. `<prefix>/<first + count - 1>` (an /mpub's keys), kept as
+    a range so that a batch whose keys are all fresh is logged as one record, not one per key."""
+
+    __slots__ = ("count", "first", "prefix")
+
+    def __init__(self, prefix: str, first: int, count: int) -> None:
+        self.prefix, self.first, self.count = prefix, first, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return list(self)[i]
+        if not -self.count <= i < self.count:
+            raise IndexError(i)
+        return f"{self.prefix}/{self.first + (i % self.count)}"
+
+    def __iter__(self) -> Iterator[str]:
+        prefix = self.prefix + "/"
+        return (prefix + str(n) for n in range(self.first, self.first + self.count))
 
 
 class KeyLog(Protocol):
     """Where remembered keys are kept (a file in --data-path)."""
 
-    def remembered(self, entries: list[tuple[str, str, int]]) -> None:
-        """(topic, key, unix ns seen) records, written before the publish is acknowledged."""
+    def remembered(self, topic: str, keys: Sequence[str], seen_at: int) -> None:
+        """Keys of `topic` seen at `seen_at` (unix ns; a KeyRange may be kept as one record),
+        written before the publish is acknowledged."""
         ...
 
     def load(self) -> Iterable[tuple[str, str, int]]: ...
@@ -55,7 +85,7 @@ class Deduper:
                 break
             seen.popitem(last=False)
 
-    def fresh(self, topic: str, keys: list[str]) -> list[int]:
+    def fresh(self, topic: str, keys: Sequence[str]) -> list[int]:
         """Indexes of the keys not seen on `topic` within the window (an empty key is
         never a duplicate), in order; repeats inside one batch count once."""
         now = time.time_ns()
@@ -70,15 +100,18 @@ class Deduper:
         self.duplicates += len(keys) - len(out)
         return out
 
-    def remember(self, topic: str, keys: list[str]) -> None:
+    def remember(self, topic: str, keys: Sequence[str]) -> None:
+        """Keys `fresh` let through and the store took (so none is in the window: each goes
+        to the end of the oldest-first order by insertion alone)."""
+        if not isinstance(keys, KeyRange):
+            keys = [k for k in keys if k]
+        if not keys:
+            return
         now = time.time_ns()
-        entries = [(topic, k, now) for k in keys if k]
-        for t, k, at in entries:
-            self._seen[(t, k)] = at
-            self._seen.move_to_end((t, k))
-        if self._log is not None and entries:
-            self._log.remembered(entries)
-            self._logged += len(entries)
+        self._seen.update(zip(zip(repeat(topic), keys), repeat(now)))
+        if self._log is not None:
+            self._log.remembered(topic, keys, now)
+            self._logged += 1 if isinstance(keys, KeyRange) else len(keys)
             if self._logged > 4 * len(self._seen) + 100_000:
                 self._compact()
 

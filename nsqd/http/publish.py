@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from protocol.v2.names import is_valid_name
 
 from ..engine.broker import PublishFailed
+from ..engine.dedupe import KeyRange
 from ..engine.policies.policy import MessageTooBig, QueueFull
 from ..log import log
 from .server import BodyError
@@ -152,7 +153,7 @@ def _publish_failed(exc: Exception) -> HTTPError:
     return HTTPError(503, "EXITING")
 
 
-def _batch_keys(query: dict[str, list[str]], n: int) -> list[str] | None:
+def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:
     """/mpub's de-duplication keys (ours): message i gets `<dedupe_key>/<dedupe_offset + i>`
     (a producer that sends a partition's rows in several requests gives each its first row's
     number, so a row's key does not depend on how the rows were split)."""
@@ -165,7 +166,7 @@ def _batch_keys(query: dict[str, list[str]], n: int) -> list[str] | None:
         if parsed is None or parsed < 0:
             raise HTTPError(400, "INVALID_DEDUPE_OFFSET")
         offset = parsed
-    return [f"{prefix[0]}/{offset + i}" for i in range(n)]
+    return KeyRange(prefix[0], offset, n)
 
 
 def _ttl(query: dict[str, list[str]]) -> int:

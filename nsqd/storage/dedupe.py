@@ -1,9 +1,11 @@
-"""The de-duplication keys on disk (--dedupe-window): `trio-nsqd.dedupe` in --data-path, one
-record per remembered key: [uint32 length][uint32 crc32][payload], the payload being
-[int64 unix ns][uint16 topic length][topic][key]. Appended (one write per publish) before the
-publish is acknowledged, fsynced with the disk queues' policy (--sync-every writes or
---sync-timeout); rewritten whole (temporary file, fsync, rename) when mostly stale. A damaged
-record ends the replay with a log line (a torn tail after a crash): the daemon always starts."""
+"""The de-duplication keys on disk (--dedupe-window): `trio-nsqd.dedupe` in --data-path,
+records of [uint32 length][uint32 crc32][payload]. A key's payload is [int64 unix ns][uint16 topic
+length][topic][key]; an /mpub's keys `<prefix>/<first + i>`, kept at once, are one range record:
+the topic length with its top bit set (topic names are at most 64 bytes), then [topic][uint64
+first][uint32 count][prefix]. Appended (one write per publish) before the publish is
+acknowledged, fsynced with the disk queues' policy (--sync-every writes or --sync-timeout);
+rewritten whole (temporary file, fsync, rename) when mostly stale. A damaged record ends the
+replay with a log line (a torn tail after a crash): the daemon always starts."""
 
 from __future__ import annotations
 
@@ -11,19 +13,43 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
+from ..engine.dedupe import KeyRange
 from ..log import log
 
 FILENAME = "trio-nsqd.dedupe"
 _HEAD = struct.Struct(">II")
 _BODY = struct.Struct(">qH")
+_RANGE = struct.Struct(">QI")
+_RANGE_FLAG = 0x8000
+
+
+def _framed(payload: bytes) -> bytes:
+    return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 def _record(topic: str, key: str, seen_at: int) -> bytes:
     t = topic.encode()
-    payload = _BODY.pack(seen_at, len(t)) + t + key.encode("utf-8", "surrogateescape")
-    return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+    return _framed(_BODY.pack(seen_at, len(t)) + t + key.encode("utf-8", "surrogateescape"))
+
+
+def _range_record(topic: str, keys: KeyRange, seen_at: int) -> bytes:
+    t = topic.encode()
+    head = _BODY.pack(seen_at, len(t) | _RANGE_FLAG) + t + _RANGE.pack(keys.first, keys.count)
+    return _framed(head + keys.prefix.encode("utf-8", "surrogateescape"))
+
+
+def _keys(payload: bytes) -> tuple[str, Iterable[str], int]:
+    """A record's topic, keys and time."""
+    seen_at, tlen = _BODY.unpack_from(payload)
+    start = _BODY.size + (tlen & ~_RANGE_FLAG)
+    topic = payload[_BODY.size : start].decode()
+    if not tlen & _RANGE_FLAG:
+        return topic, (payload[start:].decode("utf-8", "surrogateescape"),), seen_at
+    first, count = _RANGE.unpack_from(payload, start)
+    prefix = payload[start + _RANGE.size :].decode("utf-8", "surrogateescape")
+    return topic, KeyRange(prefix, first, count), seen_at
 
 
 class KeyFile:
@@ -48,18 +74,24 @@ class KeyFile:
             if len(payload) < size or zlib.crc32(payload) != crc or size < _BODY.size:
                 log.error("DEDUPE: damaged record at %d of %s, the rest skipped", pos, self.path)
                 return
-            seen_at, tlen = _BODY.unpack_from(payload)
-            topic = payload[_BODY.size : _BODY.size + tlen].decode()
-            key = payload[_BODY.size + tlen :].decode("utf-8", "surrogateescape")
-            yield topic, key, seen_at
+            try:
+                topic, keys, seen_at = _keys(payload)
+            except (struct.error, UnicodeDecodeError):
+                log.error("DEDUPE: malformed record at %d of %s, the rest skipped", pos, self.path)
+                return
+            for key in keys:
+                yield topic, key, seen_at
             pos += _HEAD.size + size
         if pos != len(data):
             log.error("DEDUPE: torn record at the end of %s skipped", self.path)
 
-    def remembered(self, entries: list[tuple[str, str, int]]) -> None:
+    def remembered(self, topic: str, keys: Sequence[str], seen_at: int) -> None:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.write(self._fd, b"".join(_record(*e) for e in entries))
+        if isinstance(keys, KeyRange):
+            os.write(self._fd, _range_record(topic, keys, seen_at))
+        else:
+            os.write(self._fd, b"".join(_record(topic, k, seen_at) for k in keys))
         self._unsynced += 1
 
     def rewrite(self, entries: Iterable[tuple[str, str, int]]) -> None:

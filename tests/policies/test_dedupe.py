@@ -59,6 +59,21 @@ def test_keys_survive_a_restart_and_a_kill_9(data_dir: Path) -> None:
     daemon.stop()
 
 
+def test_key_ranges_overlap_across_a_restart(data_dir: Path) -> None:
+    # an /mpub's keys are kept as one range record; a retry split differently overlaps it
+    flags = ("--dedupe-window=60s", "--mem-queue-size=0")
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/mpub?topic=r&dedupe_key=q:7:1&dedupe_offset=10", b"a\nb\nc")
+    call(daemon, "POST", "/mpub?topic=r&dedupe_key=q:7:1&dedupe_offset=12", b"c\nd")  # c: seen
+    daemon.kill()
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/mpub?topic=r&dedupe_key=q:7:1&dedupe_offset=9", b"z\na\nb\nc\nd\ne")
+    assert stats(daemon)["r"]["depth"] == 6, stats(daemon)["r"]  # a b c d, then z and e
+    call(daemon, "POST", "/pub?topic=r&dedupe_key=q:7:1/14", b"e")  # /pub names the same key
+    assert stats(daemon)["r"]["depth"] == 6
+    daemon.stop()
+
+
 def test_the_window_ends_and_a_refused_publish_is_not_remembered(data_dir: Path) -> None:
     with helpers.running("ours", data_dir, "--dedupe-window=1s") as daemon:
         call(daemon, "POST", "/pub?topic=w&dedupe_key=k", b"1")
