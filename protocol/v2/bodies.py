@@ -1,4 +1,5 @@
-"""The bodies of one uniform MPUB, kept as the batch's own bytes and cut out on demand.
+"""The bodies of one uniform MPUB (V2, or HTTP /mpub), kept as the batch's own bytes and cut
+out on demand.
 
 An MPUB whose bodies all have one size (the common batch) is kept whole: `count` times a 4-byte
 size and `size` body bytes. Reading an item or a slice makes the bytes objects then, so a
@@ -13,12 +14,17 @@ from typing import Any, overload
 
 
 class PackedBodies(Sequence[bytes]):
-    __slots__ = ("_count", "_data", "_size", "_stride", "nbytes")
+    """`count` bodies of `size` bytes in `data`, the first at `first`, one every `stride`
+    bytes: an MPUB batch (4-byte size before each body), or an HTTP /mpub body of lines
+    (`first` 0, newline after each)."""
 
-    def __init__(self, data: bytes, size: int, count: int) -> None:
-        self._data = data  # count * (4-byte size, then `size` body bytes)
+    __slots__ = ("_count", "_data", "_first", "_size", "_stride", "nbytes")
+
+    def __init__(self, data: bytes, size: int, count: int, first: int = 4, stride: int = 0) -> None:
+        self._data = data
         self._size = size
-        self._stride = size + 4
+        self._first = first
+        self._stride = stride or size + 4
         self._count = count
         self.nbytes = size * count  # the bodies' total length
 
@@ -31,17 +37,18 @@ class PackedBodies(Sequence[bytes]):
     def __getitem__(self, index: slice) -> list[bytes]: ...
 
     def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
-        data, size, stride = self._data, self._size, self._stride
+        data, size, stride, first = self._data, self._size, self._stride, self._first
         if isinstance(index, slice):
             a, b, step = index.indices(self._count)
             if step != 1:
                 return [self[i] for i in range(a, b, step)]
-            return [data[p : p + size] for p in range(4 + a * stride, 4 + b * stride, stride)]
+            start = first + a * stride
+            return [data[p : p + size] for p in range(start, first + b * stride, stride)]
         if index < 0:
             index += self._count
         if not 0 <= index < self._count:
             raise IndexError("PackedBodies index out of range")
-        p = 4 + index * stride
+        p = first + index * stride
         return data[p : p + size]
 
     def __iter__(self) -> Iterator[bytes]:
