@@ -20,6 +20,8 @@ from typing import Any
 
 import trio
 
+from .transport import SMALL_READ
+
 _READ_SIZE = 256 * 1024
 _wait_readable = trio.lowlevel.wait_readable
 _wait_writable = trio.lowlevel.wait_writable
@@ -37,6 +39,7 @@ class TLSStream(trio.abc.Stream):
         if prefix:
             self._in.write(prefix)
         self._eof = False
+        self._more = False  # the last read filled its size: read more at once
 
     def __getattr__(self, name: str) -> Any:
         # cipher(), version(), getpeercert(), selected_alpn_protocol()... as trio.SSLStream
@@ -47,16 +50,18 @@ class TLSStream(trio.abc.Stream):
     async def _fill(self) -> None:
         """Read what the socket has (waiting for it) into the incoming BIO."""
         fd = self._fd
+        size = _READ_SIZE if self._more else SMALL_READ  # see transport.SMALL_READ
         await _wait_readable(fd)
         while True:
             try:
-                data = os.read(fd, _READ_SIZE)
+                data = os.read(fd, size)
             except BlockingIOError:
                 await _wait_readable(fd)
                 continue
             except OSError:
                 data = b""  # reset by peer: an end of stream
             break
+        self._more = len(data) == size
         if data:
             self._in.write(data)
         else:
