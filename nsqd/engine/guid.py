@@ -93,7 +93,9 @@ class IdRun(Sequence[bytes]):
         first, prefix = self._first, self._prefix
         if isinstance(index, slice):
             a, b, step = index.indices(self._count)
-            return [prefix + d for d in _SEQ_HEX[first + a : first + b : step]]
+            if step != 1:
+                return [self[i] for i in range(a, b, step)]
+            return [prefix + d for d in _SEQ_HEX[first + a : first + b]]
         if index < 0:
             index += self._count
         if not 0 <= index < self._count:

@@ -22,6 +22,8 @@ def test_runs_and_lists_continue_one_increasing_sequence() -> None:
         assert len(got) == n and len(items) == n
         a, b = rng.randrange(n + 1), rng.randrange(n + 1)
         assert got[a:b] == items[a:b] and got[-1] == items[-1] and got[0] == items[0]
+        step = rng.choice([2, 3, -1, -2])
+        assert got[b:a:step] == items[b:a:step] and got[::step] == items[::step]
         seen += items
     assert kinds == {IdRun, list}  # one-unit runs, and batches that spill into the next unit
     values = [int(i, 16) for i in seen]

@@ -51,7 +51,7 @@ def test_packed_items_and_slices_match_a_list() -> None:
     assert len(packed) == 40
     for _ in range(300):
         a, b = rng.randrange(-45, 45), rng.randrange(-45, 45)
-        step = rng.choice([None, 1, 2, 3])
+        step = rng.choice([None, 1, 2, 3, -1, -3])
         assert packed[a:b:step] == bodies[a:b:step]
         i = rng.randrange(-40, 40)
         assert packed[i] == bodies[i] and type(packed[i]) is bytes
