@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -132,7 +132,7 @@ class Channel:
         if policy is not None:
             policy.trim(self)
 
-    def put_run(self, ids: list[bytes], bodies: list[bytes], ts: int) -> None:
+    def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
         """New messages of one publish (PUB, MPUB): records are made only for what is handed
         out now; the rest waits as a run of the publish's lists (queue.Run)."""
         if self.policy is not None:
@@ -226,7 +226,7 @@ class Channel:
         else:
             self._in_ready.discard(consumer.id)
 
-    def _hand_out_run(self, ids: list[bytes], bodies: list[bytes], ts: int) -> int:
+    def _hand_out_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> int:
         """`_hand_out` for messages of one publish that have no record yet (no policy): each
         consumer's share is made in flight in one pass (inflight.deliver_run). Returns how
         many were handed out (the rest are the caller's)."""

@@ -6,6 +6,8 @@ Each topic owns one factory, as in nsqd."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 _EPOCH = 1288834974288
 _SEQUENCE_MASK = 0xFFF
@@ -48,3 +50,67 @@ class GUIDFactory:
 
     def next_id(self) -> bytes:
         return self.next_ids(1)[0]
+
+    def next_run(self, count: int) -> Sequence[bytes]:
+        """`next_ids(count)`, the same ids, made when they are read (IdRun) when they all fall
+        in one time unit (nearly always); a plain list otherwise."""
+        t = time.time_ns() >> 20
+        last = self._last_t
+        seq = self._sequence
+        if t > last:
+            seq = 0
+        elif t < last:
+            t = last  # clock went backwards: keep counting in the last unit
+        if count > _SEQUENCE_MASK + 1 - seq:
+            return self.next_ids(count)  # spans units: the general loop
+        self._last_t = t
+        self._sequence = seq + count
+        prefix = (b"%016x" % (((t - _EPOCH) << 22) | self._node))[:13]
+        return IdRun(prefix, seq, count)
+
+
+class IdRun(Sequence[bytes]):
+    """`count` consecutive ids of one time unit (one prefix, sequences from `first`), each
+    made when read: a queued message has no id object until it is handed out (making 200 ids
+    per MPUB was a tenth of the daemon's time publishing)."""
+
+    __slots__ = ("_count", "_first", "_prefix")
+
+    def __init__(self, prefix: bytes, first: int, count: int) -> None:
+        self._prefix = prefix  # the id's first 13 hex digits
+        self._first = first
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        first, prefix = self._first, self._prefix
+        if isinstance(index, slice):
+            a, b, step = index.indices(self._count)
+            if step != 1:
+                return [self[i] for i in range(a, b, step)]
+            return [prefix + d for d in _SEQ_HEX[first + a : first + b]]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("IdRun index out of range")
+        return prefix + _SEQ_HEX[first + index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self[:])
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, (list, tuple, IdRun)):
+            return self[:] == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self[:])

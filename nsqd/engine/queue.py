@@ -7,6 +7,7 @@ memory, as nsqd does."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from itertools import repeat
 
 from .message import Message
@@ -42,12 +43,15 @@ class DropOverflow:
 
 class Run:
     """Consecutive messages of one publish still waiting in a queue, kept as the publish's
-    own lists (ids, bodies, one timestamp) and a position: no per-message record until a
+    own sequences (ids, bodies, one timestamp; their items are made when sliced: guid.IdRun,
+    PackedBodies) and a position: no per-message record until a
     message is taken. Channels of one topic share the lists, each with its own Run."""
 
     __slots__ = ("bodies", "end", "ids", "pos", "ts")
 
-    def __init__(self, ids: list[bytes], bodies: list[bytes], ts: int, pos: int, end: int) -> None:
+    def __init__(
+        self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int, pos: int, end: int
+    ) -> None:
         self.ids = ids
         self.bodies = bodies
         self.ts = ts
@@ -66,7 +70,7 @@ class Run:
         return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
 
 
-def messages(ids: list[bytes], bodies: list[bytes], ts: int) -> list[Message]:
+def messages(ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> list[Message]:
     return list(map(Message, ids, bodies, repeat(ts, len(ids))))
 
 
@@ -118,7 +122,9 @@ class Backlog:
         for msg in msgs[max(room, 0) :]:
             put(msg)
 
-    def extend_run(self, ids: list[bytes], bodies: list[bytes], ts: int, start: int = 0) -> None:
+    def extend_run(
+        self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int, start: int = 0
+    ) -> None:
         """Messages ids[start:] of one publish, without a record each while in memory."""
         n = len(ids) - start
         if n <= 0:

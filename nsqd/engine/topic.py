@@ -10,11 +10,13 @@ publish stores anything (`admit`), after its queue grows (`trim`), in the pump a
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import repeat
 from typing import Any, Protocol
 
 import trio
+
+from protocol.v2.bodies import PackedBodies
 
 from .channel import Channel
 from .guid import GUIDFactory
@@ -127,7 +129,7 @@ class Topic:
 
     # -- publishing ------------------------------------------------------------------------
 
-    def publish(self, bodies: list[bytes], ttl_ms: int = 0) -> None:
+    def publish(self, bodies: Sequence[bytes], ttl_ms: int = 0) -> None:
         """PUB / MPUB: new messages, one id each, one timestamp for the batch (`ttl_ms`: each
         message expires that long after it; /pub?ttl=)."""
         policy = self.policy
@@ -138,11 +140,15 @@ class Topic:
             if policy.delay:
                 return self._publish_each(bodies, policy.delay, 0)
         ts = time.time_ns()
-        ids = self.guid.next_ids(len(bodies))
-        self.message_count += len(bodies)
-        self.message_bytes += sum(map(len, bodies))
-        # No record per message here: each channel gets the publish's own lists (a record is
-        # made when a message is taken from a queue, or handed straight to a consumer).
+        n = len(bodies)
+        # No record, and no id object, per message here: each channel gets the publish's own
+        # sequences (an IdRun, the parser's PackedBodies or a list), made into records when
+        # messages are taken from a queue or handed straight to a consumer.
+        ids = self.guid.next_run(n)
+        self.message_count += n
+        self.message_bytes += (
+            bodies.nbytes if type(bodies) is PackedBodies else sum(map(len, bodies))
+        )
         if self._flowing and not self.backlog:
             for channel in self._fanout:
                 channel.put_run(ids, bodies, ts)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..engine.channel import Channel
     from ..engine.message import Message
+    from ..net.tls_stream import TLSStream
     from ..node import Node
 
 RECEIVE_SIZE = 256 * 1024
@@ -90,7 +91,7 @@ class Client:
 
             self.auth = ClientAuth(node, repr(self), self._identity)
         # negotiated stream layers (for /stats and AUTH's tls / common_name)
-        self.tls_stream: trio.SSLStream[trio.abc.Stream] | None = None
+        self.tls_stream: TLSStream | trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False
         self.deflate = False
         self._apply_settings(self.conn.settings)

@@ -10,6 +10,7 @@ import trio
 
 from protocol.v2 import OK_FRAME, ErrorCode, Negotiation, NSQError
 
+from ..net.tls_stream import TLSStream
 from ..net.transport import StreamTransport
 from .streams import DeflateStream, PrefixedStream, SnappyStream
 
@@ -28,9 +29,13 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
         if negotiation.tls:
             ctx = client.node.tls_context
             assert ctx is not None
-            tls = trio.SSLStream(
-                PrefixedStream(stream, prefix), ctx, server_side=True, https_compatible=True
-            )
+            tls: TLSStream | trio.SSLStream[trio.abc.Stream]
+            if isinstance(stream, trio.SocketStream):
+                tls = TLSStream(stream, ctx, prefix)  # on the fd: whole batches per receive
+            else:
+                tls = trio.SSLStream(
+                    PrefixedStream(stream, prefix), ctx, server_side=True, https_compatible=True
+                )
             prefix = b""
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
                 await tls.do_handshake()

@@ -5,6 +5,7 @@ does what needs the engine (topics, in-flight lookups, auth)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .identify import ClientSettings
@@ -42,7 +43,7 @@ class MPubStart:
 @dataclass(slots=True)
 class MPub:
     topic: str
-    bodies: list[bytes]
+    bodies: Sequence[bytes]  # a list, or the batch's bytes for a uniform one (PackedBodies)
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Final
 
 from . import commands as c
+from .bodies import PackedBodies
 from .errors import ErrorCode, NSQError, ProtocolClosed
 from .gostr import go_quote
 from .identify import ClientSettings, apply_identify
@@ -81,6 +82,8 @@ class _BodySpec:
         return NSQError(self.code, f"{self.name} {what}")
 
     def check_size(self, size: int) -> None:
+        if 0 < size <= self.max_size:
+            return  # the common case: no message to format
         big = size > self.max_size
         too_big = f"{self.noun or 'body '}too big {size} > {self.max_size}"
         if big and self.too_big_first:
@@ -119,6 +122,8 @@ class V2Connection:
         self._body: _BodySpec | None = None
         self._body_size = 0
         self._mpub_topic = ""
+        self._pub_topic = ""
+        self._pub_spec: _BodySpec | None = None
         self._mpub_count = 0
         self._mpub_bodies: list[bytes] = []
         self._max_mpub_count = (self.limits.max_body_size - 4) // 5
@@ -145,6 +150,7 @@ class V2Connection:
         self._pos = 0
         self._mpub_bodies = []
         self._body = None
+        self._pub_spec = None
         self._handlers = {}
         self._eof = True
         self._stage = _closed
@@ -325,8 +331,8 @@ class V2Connection:
     ) -> Event | None:
         """The common batch, whole in the buffer with every body the size of the first and
         that size valid: checked with four strided slices instead of a header per message,
-        then one copy and one slice per body. None (the loop above decides, message by
-        message, with nsqd's errors) for anything else."""
+        then one copy, its bodies cut out when they are read (PackedBodies). None (the loop
+        above decides, message by message, with nsqd's errors) for anything else."""
         header = bytes(view[pos : pos + 4])
         (size,) = _INT32.unpack(header)
         stride = size + 4
@@ -340,7 +346,7 @@ class V2Connection:
                 return None
         self._pos = stop
         self._stage = self._read_line
-        return c.MPub(self._mpub_topic, [data[i : i + size] for i in range(4, total, stride)])
+        return c.MPub(self._mpub_topic, PackedBodies(data, size, count))
 
     # -- command lines ---------------------------------------------------------------------
 
@@ -403,18 +409,23 @@ class V2Connection:
         return topic.decode()
 
     def _pub(self, params: list[bytes]) -> Event | None:
-        topic = self._topic_param("PUB", params, 2)
-        self._expect_body(
-            _BodySpec(
+        self._pub_topic = self._topic_param("PUB", params, 2)
+        spec = self._pub_spec
+        if spec is None:  # made once per connection: PUB is a hot path
+            spec = self._pub_spec = _BodySpec(
                 "PUB",
                 ErrorCode.E_BAD_MESSAGE,
                 "message ",
                 self.limits.max_msg_size,
                 False,
-                lambda body: c.Pub(topic, body),
+                self._finish_pub,
             )
-        )
+        self._body = spec
+        self._stage = self._read_body_size
         return None
+
+    def _finish_pub(self, body: bytes) -> c.Command:
+        return c.Pub(self._pub_topic, body)
 
     def _dpub(self, params: list[bytes]) -> Event | None:
         topic = self._topic_param("DPUB", params, 3)
