@@ -112,7 +112,7 @@ def test_available_now_read_limit_and_fin(
     assert df.count() == n and df.select("id").distinct().count() == n
     events = read_trace(trace_path, topic)
     # our nsqd: the executors take the messages, the driver finishes their leases
-    assert [e["executor_nsqds"] for e in events if e["event"] == "latestOffset"][0] == [nsqd.tcp]
+    assert next(e["executor_nsqds"] for e in events if e["event"] == "latestOffset") == [nsqd.tcp]
     fins = sum(e.get("fin", 0) + e.get("leased_fin", 0) for e in events)
     assert fins == n, "every message FINed after its commit"
     stats = channel_stats(nsqd, topic, "spark")
