@@ -97,6 +97,8 @@ class MessageHandlers:
             raise HTTPError(400, "INVALID_AGAIN")
         max_bytes = self._ms(req, "max_bytes", 0, 1 << 62, "INVALID_MAX_BYTES")
         msgs = leases.receive(channel, lease, n, vt_ms / 1000, max_bytes, again in ("true", "1"))
+        if _binary(req):  # no (message, due) pairs: a Spark task takes tens of thousands
+            return BinaryBody(_frames(msgs))
         due = leases.due_ms(msgs[0].deadline) if msgs else 0
         return self._answer(req, channel, [(m, due) for m in msgs])
 
@@ -111,12 +113,8 @@ class MessageHandlers:
     def _answer(
         self, req: Request, channel: Channel, msgs: list[tuple[Message, int | None]]
     ) -> JSONBody | BinaryBody:
-        if b"application/octet-stream" in (req.header(b"accept") or b""):
-            return BinaryBody(
-                b"".join(
-                    encode_message_frame(m.timestamp, m.attempts, m.id, m.body) for m, _ in msgs
-                )
-            )
+        if _binary(req):
+            return BinaryBody(_frames([m for m, _ in msgs]))
         return _json(msgs, channel)
 
     def _lease(self, req: Request, channel: Channel) -> leases.Lease:
@@ -229,6 +227,15 @@ class MessageHandlers:
         if ms is None or not low <= ms <= high:
             raise HTTPError(400, error)
         return ms
+
+
+def _binary(req: Request) -> bool:
+    return b"application/octet-stream" in (req.header(b"accept") or b"")
+
+
+def _frames(msgs: list[Message]) -> bytes:
+    """nsqd's message frames back to back."""
+    return b"".join([encode_message_frame(m.timestamp, m.attempts, m.id, m.body) for m in msgs])
 
 
 def _json(msgs: list[tuple[Message, int | None]], channel: Channel) -> JSONBody:
