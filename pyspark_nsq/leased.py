@@ -26,7 +26,6 @@ from .pull import LeasePartition
 
 log = logging.getLogger("pyspark_nsq")
 MAX_N = 1_000_000  # nsqd's cap on one receive
-MIN_PER_PARTITION = 1000  # a smaller backlog is read by fewer tasks
 
 
 def new_token() -> str:
@@ -128,14 +127,15 @@ class LeasedReader:
         if max_rows is not None:
             avail = shares(max_rows, avail)
         # Enough partitions per nsqd to fill maxBytesPerTrigger with maxBytesPerPartition
-        # each (numPartitions at least), fewer for a small backlog (a task costs tens of ms).
+        # each (numPartitions at least): message sizes are unknown until they are read.
         opts = self.opts
         fill = -(-opts.max_bytes_per_trigger // opts.max_bytes_per_partition)
         most = max(opts.num_partitions, -(-fill // max(1, sum(1 for a in avail if a))))
         counts: list[list[int]] = []
         for a in avail:
-            parts = min(most, -(-a // MIN_PER_PARTITION))
-            counts.append([min(MAX_N, -(-a // parts))] * parts if parts else [])
+            parts = min(most, a)
+            base, extra = divmod(a, parts) if parts else (0, 0)
+            counts.append([min(MAX_N, base + (i < extra)) for i in range(parts)])
         total_parts = sum(len(c) for c in counts)
         if not total_parts:
             return []

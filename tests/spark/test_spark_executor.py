@@ -106,3 +106,25 @@ def test_ours_read_by_executors_go_by_the_driver_in_one_query(
     for stats in (ours_stats, go_stats):
         assert (stats["depth"], stats["in_flight_count"], stats["timeout_count"]) == (0, 0, 0)
     assert ours_stats["client_count"] == 0  # no TCP connection to ours
+
+
+def test_the_plan_follows_depth_and_caps(nsqd: Proc, topic: str) -> None:
+    """The driver's plan for one of our nsqds, from its /stats: partitions enough to fill
+    maxBytesPerTrigger (32 / 8 MiB: 4), at most the depth in messages, maxMessagesPerTrigger
+    shared, the per-partition byte cap lowered when more partitions share the trigger."""
+    from pyspark_nsq.http import Producer
+    from pyspark_nsq.leased import LeasedReader, shares
+    from pyspark_nsq.options import SourceOptions
+
+    create_channel(nsqd, topic)
+    publish(nsqd, topic, bodies(5000))
+    producer = Producer(Address.parse(nsqd.tcp), Address.parse(nsqd.http))
+    opts = SourceOptions.parse({"nsqd": nsqd.tcp, "topic": topic, "channel": "spark"})
+    plan = LeasedReader(opts).plan([producer], None)
+    assert plan == [[nsqd.tcp, nsqd.http, [1250] * 4, 8 << 20]]
+    assert LeasedReader(opts).plan([producer], 1000)[0][2] == [250] * 4
+    small = SourceOptions.parse(
+        {"nsqd": nsqd.tcp, "topic": topic, "channel": "spark", "maxBytesPerTrigger": "1000"}
+    )
+    assert LeasedReader(small).plan([producer], 3) == [[nsqd.tcp, nsqd.http, [2, 1], 500]]
+    assert shares(10, [30, 10, 0]) == [8, 2, 0] and shares(10, [3, 4]) == [3, 4]
