@@ -52,6 +52,27 @@ def test_a_task_run_twice_pulls_the_same_messages(nsqd: Proc, topic: str) -> Non
     assert (stats["depth"], stats["in_flight_count"]) == (50 - 20 - 20 - 3, 23)
 
 
+def mixed_query(spark: Any, ours: Proc, go: Proc, topic: str, tmp_path: Path) -> Any:
+    """availableNow from both nsqds into Parquet, 1,000 rows per batch at most."""
+    reader = (
+        spark.readStream.format("nsq")
+        .option("nsqd", f"{ours.tcp},{go.tcp}")
+        .option("nsqdHttp", f"{ours.http},{go.http}")
+        .option("topic", topic)
+        .option("channel", "spark")
+        .option("maxMessagesPerTrigger", "1000")
+        .option("availableNowIdleMs", "5000")
+        .load()
+    )
+    return (
+        reader.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def test_ours_read_by_executors_go_by_the_driver_in_one_query(
     spark: Any, nsqd: Proc, topic: str, tmp_path: Path, trace_path: Path, report: Any
 ) -> None:
@@ -65,23 +86,7 @@ def test_ours_read_by_executors_go_by_the_driver_in_one_query(
         for daemon, sent in ((nsqd, ours_bodies), (go, go_bodies)):
             create_channel(daemon, topic)
             publish(daemon, topic, sent)
-        reader = (
-            spark.readStream.format("nsq")
-            .option("nsqd", f"{nsqd.tcp},{go.tcp}")
-            .option("nsqdHttp", f"{nsqd.http},{go.http}")
-            .option("topic", topic)
-            .option("channel", "spark")
-            .option("maxMessagesPerTrigger", "1000")
-            .option("availableNowIdleMs", "5000")
-            .load()
-        )
-        query = (
-            reader.writeStream.format("parquet")
-            .option("path", str(tmp_path / "out"))
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
+        query = mixed_query(spark, nsqd, go, topic, tmp_path)
         assert query.awaitTermination(180), "availableNow query did not end"
         rows = spark.read.parquet(str(tmp_path / "out")).select("body", "nsqd", "id").collect()
         go_stats = channel_stats(go, topic, "spark")
