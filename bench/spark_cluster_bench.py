@@ -1,6 +1,6 @@
 """NSQ -> Parquet rows/s on a Spark standalone cluster (scripts/spark_cluster.sh), not run in CI.
 
-    python bench/spark_cluster_bench.py [--messages 120000] [--runs 3] [--quick]
+    python bench/spark_cluster_bench.py [--scale 1.0] [--runs 3] [--quick] [--rows 0,4]
 
 Each row runs the cluster script --runs times (master + 2 workers of 1 core, nsqlookupd, the
 nsqds, the streaming job into Parquet with a checkpoint, 200 B messages published before the
@@ -19,19 +19,30 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-ROWS: list[tuple[str, list[str]]] = [
-    ("our nsqd x1, default options", ["--nsqds", "1"]),
-    ("our nsqd x2, default options", ["--nsqds", "2"]),
-    ("Go nsqd x1, default options", ["--nsqds", "1", "--daemon", "go"]),
+# (label, cluster script arguments, messages): the executor-side rows read 200 B messages at
+# 168,000 per batch with the defaults (4 partitions of 8 MiB), so they need more messages for
+# several batches after the first (which also starts the executors' Python workers).
+ROWS: list[tuple[str, list[str], int]] = [
+    ("executor-side, our nsqd x2, 2 executors", ["--nsqds", "2"], 840_000),
+    ("executor-side, our nsqd x2, 1 executor", ["--nsqds", "2", "--workers", "1"], 840_000),
+    ("executor-side, our nsqd x1, 2 executors", ["--nsqds", "1"], 840_000),
+    ("executor-side, our nsqd x1, 1 executor", ["--nsqds", "1", "--workers", "1"], 840_000),
     (
-        "our nsqd x1, maxInFlight 2500 (one connection: the old default)",
-        ["--nsqds", "1", "--option", "maxInFlight=2500"],
+        "driver-side (executorReads=off), our nsqd x2, 2 executors",
+        ["--nsqds", "2", "--option", "executorReads=off"],
+        200_000,
     ),
     (
-        "our nsqd x1, maxInFlight 40000 (16 connections)",
-        ["--nsqds", "1", "--option", "maxInFlight=40000"],
+        "driver-side (executorReads=off), our nsqd x1, 2 executors",
+        ["--nsqds", "1", "--option", "executorReads=off"],
+        200_000,
     ),
-    ("our nsqd x1, default options, 1 executor", ["--nsqds", "1", "--workers", "1"]),
+    (
+        "driver-side (executorReads=off), our nsqd x1, 1 executor",
+        ["--nsqds", "1", "--workers", "1", "--option", "executorReads=off"],
+        200_000,
+    ),
+    ("driver-side (chosen), Go nsqd x1, 2 executors", ["--nsqds", "1", "--daemon", "go"], 200_000),
 ]
 
 
@@ -52,20 +63,25 @@ def run(messages: int, extra: list[str]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--messages", type=int, default=120_000)
+    parser.add_argument("--scale", type=float, default=1.0, help="times each row's messages")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="only the first two rows")
+    parser.add_argument("--rows", default="", help="row numbers to run, e.g. 0,4")
     args = parser.parse_args()
     print(
-        "| NSQ -> Parquet, 2 workers x 1 core | rows/s (median) | runs: rows/s, missing, "
-        "duplicates |"
+        "| NSQ -> Parquet, workers x 1 core | rows/s (median) | runs: rows/s, missing, "
+        "duplicates, batches, largest batch |"
     )
     print("| --- | --- | --- |")
-    for label, extra in ROWS[:2] if args.quick else ROWS:
-        results = [run(args.messages, extra) for _ in range(args.runs)]
+    rows = ROWS[:2] if args.quick else ROWS
+    if args.rows:
+        rows = [ROWS[int(i)] for i in args.rows.split(",")]
+    for label, extra, messages in rows:
+        results = [run(round(messages * args.scale), extra) for _ in range(args.runs)]
         rates = [r["steady_rows_per_s"] for r in results if r.get("steady_rows_per_s")]
         runs = "; ".join(
-            f"{r['steady_rows_per_s']:,}, {r['missing']}, {r['duplicates']}"
+            f"{r['steady_rows_per_s']:,}, {r['missing']}, {r['duplicates']}, {r['batches']}, "
+            f"{r['max_batch']:,}"
             if "rows" in r
             else "failed"
             for r in results

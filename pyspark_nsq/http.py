@@ -137,3 +137,38 @@ def broadcast_address(address: Address, timeout: float) -> Address | None:
     if not host or not isinstance(port, int):
         return None
     return Address(host, port)
+
+
+def post(address: Address, path: str, params: dict[str, str], timeout: float) -> Any:
+    """POST http://address/path?params with an empty body; the answer as JSON (or text)."""
+    url = f"http://{address}{path}?{urllib.parse.urlencode(params)}"
+    request = urllib.request.Request(url, data=b"", method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        raw = response.read()
+    try:
+        return _unwrap(json.loads(raw))
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+def leases_supported(address: Address, timeout: float) -> bool | None:
+    """Whether the nsqd at this HTTP address is ours (it has `/channel/config`, `/channel/receive`
+    and named leases: the executor-side reader), from `GET /channel/config` without arguments:
+    ours answers 400 MISSING_ARG_TOPIC, the Go nsqd 404 (no such route). None: no answer."""
+    request = urllib.request.Request(f"http://{address}/channel/config")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return True
+    except urllib.error.HTTPError as exc:
+        return exc.code != 404
+    except (OSError, ValueError) as exc:
+        log.debug("nsqd %s: /channel/config: %s", address, exc)
+        return None
+
+
+def finish_lease(address: Address, topic: str, channel: str, lease: str, timeout: float) -> int:
+    """FIN everything the named lease holds (`POST /message/fin?lease=`, no ids); how many."""
+    doc = post(
+        address, "/message/fin", {"topic": topic, "channel": channel, "lease": lease}, timeout
+    )
+    return int(doc.get("ok", 0)) if isinstance(doc, dict) else 0

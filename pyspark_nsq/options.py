@@ -19,6 +19,10 @@ DEFAULT_MAX_BYTES_PER_TRIGGER = 32 * 1024 * 1024
 DEFAULT_MAX_BYTES_PER_PARTITION = 8 * 1024 * 1024
 DEFAULT_MSG_TIMEOUT_MS = 60_000  # nsqd's default --msg-timeout
 MAX_BODY_BYTES = 5 * 1024 * 1024  # nsqd's default --max-body-size
+# Executor-side reading (our nsqds): a batch's messages stay leased from the task's receive to
+# the driver's FIN after the commit; below nsqd's default --max-msg-timeout (15 min).
+DEFAULT_LEASE_TIMEOUT_MS = 300_000
+DEFAULT_EXECUTOR_RETRY_MS = 60_000  # a task asks an unanswering nsqd again for this long
 
 
 class OptionError(ValueError):
@@ -43,6 +47,9 @@ SOURCE_OPTIONS = (
     "availableNowIdleMs",
     "lookupdPollIntervalMs",
     "connectTimeoutMs",
+    "executorReads",
+    "leaseTimeoutMs",
+    "executorRetryMs",
 )
 SINK_OPTIONS = (
     "nsqd",
@@ -146,6 +153,9 @@ class SourceOptions:
     available_now_idle_ms: int = 10_000
     lookupd_poll_interval_ms: int = 30_000
     connect_timeout_ms: int = 5_000
+    executor_reads: bool = True  # "auto": executors pull from our nsqds; "off": never
+    lease_timeout_ms: int = DEFAULT_LEASE_TIMEOUT_MS
+    executor_retry_ms: int = DEFAULT_EXECUTOR_RETRY_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -184,7 +194,17 @@ class SourceOptions:
             available_now_idle_ms=_int(options, "availableNowIdleMs", 10_000, 0),
             lookupd_poll_interval_ms=_int(options, "lookupdPollIntervalMs", 30_000, 100),
             connect_timeout_ms=_int(options, "connectTimeoutMs", 5_000, 1),
+            executor_reads=_executor_reads(options),
+            lease_timeout_ms=_int(options, "leaseTimeoutMs", DEFAULT_LEASE_TIMEOUT_MS, 1000),
+            executor_retry_ms=_int(options, "executorRetryMs", DEFAULT_EXECUTOR_RETRY_MS, 0),
         )
+
+
+def _executor_reads(options: Mapping[str, str]) -> bool:
+    value = (_get(options, "executorReads") or "auto").lower()
+    if value not in ("auto", "off"):
+        raise OptionError(f"option executorReads: {value!r} is not 'auto' or 'off'")
+    return value == "auto"
 
 
 @dataclass(frozen=True, slots=True)

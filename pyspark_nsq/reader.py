@@ -1,8 +1,11 @@
-"""The streaming reader: offsets are {"seq": n}, a count of messages handed to Spark.
+"""The streaming reader. Offsets are {"seq": n, "token", "batch", "leases"}: `seq` counts the
+messages the driver-side reader handed to Spark, the rest is the executor-side plan (leased.py).
 
 Where things run (see README "Spark"): every method but `read` runs in one long-lived Python
-process on the driver, which holds the nsqd connections and the messages; `read` runs on
-executors and only unpacks the rows that `partitions` put into each `NsqPartition`.
+process on the driver. Against the Go nsqd (and with executorReads off) that process holds the
+nsqd connections and the messages, and `read` only unpacks the rows `partitions` put into each
+`NsqPartition`. Against our nsqds the driver only plans and finishes: `read` pulls a
+`LeasePartition` from its nsqd over HTTP (pull.py). Both kinds can be in one batch.
 
 FIN after commit: `latestOffset(start, limit)` is called on every trigger with `start` = the
 end of the last batch Spark committed, so everything up to `start` is FINed there; `commit(end)`
@@ -33,15 +36,13 @@ from pyspark.sql.types import StructType
 from .addresses import Address
 from .consumer import Consumer
 from .http import channel_counts
+from .leased import LeasedReader, new_token, offset
 from .options import SourceOptions
 from .planning import NsqPartition, driver_partitions, record_batch
+from .pull import LeasePartition, describe, pull
 from .schema import check_source_schema
 
 log = logging.getLogger("pyspark_nsq")
-
-
-def _offset(seq: int) -> dict[str, int]:
-    return {"seq": seq}
 
 
 def _trace(topic: str, event: str, **fields: Any) -> None:
@@ -90,6 +91,8 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._target: int | None = None
         self._warned = -1e9
+        self._token = new_token()  # for a checkpoint from before the executor-side reader
+        self.leased = LeasedReader(options)
 
     # The planner pickles this object for the executors: never with connections or threads.
     def __getstate__(self) -> dict[str, Any]:
@@ -113,9 +116,9 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _trace(self.opts.topic, "sigterm")
         self.stop()
 
-    def initialOffset(self) -> dict[str, int]:
-        _trace(self.opts.topic, "initialOffset")
-        return _offset(0)
+    def initialOffset(self) -> dict[str, Any]:
+        _trace(self.opts.topic, "initialOffset", token=self._token)
+        return offset(0, self._token, 0, [])
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_messages_per_trigger:
@@ -123,8 +126,8 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(
-        self, start: dict[str, int] | None = None, limit: ReadLimit | None = None
-    ) -> dict[str, int]:
+        self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, Any]:
         start_seq = int((start or {}).get("seq", self._base))
         self._base = max(self._base, start_seq)
         consumer = self._started()
@@ -140,12 +143,18 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = start_seq
         if not isinstance(limit, ReadMinRows) or consumer.buffered() >= limit.min_rows:
             end = consumer.take(start_seq, max_rows)
+        leased_fin = self.leased.finish(start)  # the executor-side share of the committed batch
+        rows_left = None if max_rows is None else max_rows - (end - start_seq)
+        result, planned = self._next_offset(start or {}, end, rows_left, consumer)
         unknown = self._warn_unknown_topic(consumer)
         _trace(
             self.opts.topic,
             "latestOffset",
             start=start_seq,
             end=end,
+            executor_nsqds=[str(p.tcp) for p in consumer.subs.executor_side()],
+            planned=planned,
+            leased_fin=leased_fin,
             limit=repr(limit),
             fin=fins,
             accepted=consumer.accepted,
@@ -154,7 +163,27 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             kept_from_lost=consumer.kept_from_lost,
             unknown_topic=len(unknown),
         )
-        return _offset(end)
+        return result
+
+    def _next_offset(
+        self, start: dict[str, Any], end: int, rows_left: int | None, consumer: Consumer
+    ) -> tuple[dict[str, Any], int]:
+        """The end offset: the driver-side `end` and the executor-side plan; `start` itself
+        when neither has anything (Spark then runs no batch)."""
+        token = str(start.get("token") or self._token)
+        batch = int(start.get("batch", 0))
+        producers = consumer.subs.executor_side()
+        plan: list[Any] = []
+        if producers and (rows_left is None or rows_left > 0):
+            plan = self.leased.plan(producers, rows_left)
+            if not plan and self._available_now and self.leased.quota_left():
+                idle = self.opts.available_now_idle_ms / 1000
+                if self.leased.wait_available(producers, idle):
+                    plan = self.leased.plan(producers, rows_left)
+        planned = sum(n for entry in plan for n in entry[2])
+        if not plan and end == int(start.get("seq", 0)) and "token" in start:
+            return start, 0
+        return offset(end, token, batch + 1 if plan else batch, plan), planned
 
     def _warn_unknown_topic(self, consumer: Consumer) -> list[str]:
         """Say so on triggers while the topic is missing somewhere it was looked for: at most
@@ -210,6 +239,8 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _trace(self.opts.topic, "target", target=self._target)
         if self._target != 0:
             consumer.set_rdy_open(True)
+        leased = self.leased.set_quota(consumer.subs.executor_side())
+        _trace(self.opts.topic, "executor_target", target=leased)
 
     def _available(self, http: Address) -> int:
         """One nsqd's share of the target. While the topic still copies a backlog into a new
@@ -236,13 +267,27 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {
             "seq": self._consumer.latest(),
             "unknownTopic": len(self._consumer.subs.unknown_topic()),
+            "executorSideNsqds": len(self._consumer.subs.executor_side()),
         }
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[NsqPartition]:
+    def partitions(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> list[NsqPartition | LeasePartition]:
+        leased = self.leased.partitions(end)
         s, e = int(start["seq"]), int(end["seq"])
         self._base = max(self._base, e)
         held = [] if self._consumer is None else self._consumer.rows(s, e)
-        _trace(self.opts.topic, "partitions", start=s, end=e, held=len(held))
+        _trace(
+            self.opts.topic,
+            "partitions",
+            start=s,
+            end=e,
+            held=len(held),
+            leases=[describe(p) for p in leased],
+        )
+        return [*self._driver_partitions(held, s, e), *leased]
+
+    def _driver_partitions(self, held: list[Any], s: int, e: int) -> list[NsqPartition]:
         if not held:  # e.g. a fresh process replaying the last uncommitted batch: its
             return []  # messages were never FINed and come back from nsqd
         if len(held) < e - s:
@@ -253,8 +298,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 len(held),
                 e - s,
             )
-        # The seam for an executor-side reader: here the driver holds the bodies and ships
-        # them in the tasks (see planning.py).
+        # The driver holds the bodies and ships them in the tasks (see planning.py).
         return list(
             driver_partitions(
                 held,
@@ -268,14 +312,17 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        if isinstance(partition, LeasePartition):
+            partition = pull(partition)
         assert isinstance(partition, NsqPartition)
         if not partition.ids:
             return
         yield record_batch(partition, to_arrow_schema(self.schema, timezone="UTC"))
 
-    def commit(self, end: dict[str, int]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         fins = 0 if self._consumer is None else self._consumer.fin_through(int(end["seq"]))
-        _trace(self.opts.topic, "commit", end=int(end["seq"]), fin=fins)
+        leased_fin = self.leased.finish(end)
+        _trace(self.opts.topic, "commit", end=int(end["seq"]), fin=fins, leased_fin=leased_fin)
 
     def stop(self) -> None:
         consumer, self._consumer = self._consumer, None

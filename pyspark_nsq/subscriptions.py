@@ -7,7 +7,11 @@ is not subscribed (SUB would create the topic): it is checked again every few se
 counted in `unknown_topic()`, as is an nsqlookupd that knows no producer of the topic.
 
 Each nsqd gets ceil(maxInFlight / min(rdy, --max-rdy-count)) connections, sharing maxInFlight
-(go-nsq's max_in_flight): nsqd's per-connection RDY cap is no ceiling on the batch size."""
+(go-nsq's max_in_flight): nsqd's per-connection RDY cap is no ceiling on the batch size.
+
+An nsqd that is ours (it answers `GET /channel/config`; the Go nsqd has no such route) gets no
+connection at all unless option executorReads is off: the channel is created over HTTP (once
+the topic exists) and the nsqd goes to `executor_side()`, read by the executors (leased.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING
 from protocol.v2 import NSQError
 
 from .addresses import Address
-from .http import Producer, broadcast_address, lookup, topic_exists
+from .http import Producer, broadcast_address, leases_supported, lookup, post, topic_exists
 from .link import Link
 
 if TYPE_CHECKING:
@@ -49,6 +53,8 @@ class Subscriptions:
         self._unknown: set[Address] = set()  # listed nsqds without the topic
         self.lookupd_unknown = False
         self.unknown_errors = 0  # times checked and found missing (for the trace)
+        self._ours: dict[Address, bool] = {}  # answered the probe: ours (True) or Go's
+        self._executor_side: dict[Address, Producer] = {}  # read by executors, no connection
 
     @property
     def _timeout(self) -> float:
@@ -93,7 +99,11 @@ class Subscriptions:
     def _subscribe(self, producer: Producer) -> None:
         """Open the nsqd's missing connections (all of them the first time)."""
         nsqd = producer.tcp
+        if nsqd in self._executor_side:
+            return
         if nsqd in self._listed and not self._topic_present(producer):
+            return
+        if self.opts.executor_reads and self._to_executors(producer):
             return
         with self._lock:
             plan = self._plans.get(nsqd)
@@ -113,6 +123,33 @@ class Subscriptions:
             link = Link(self.consumer, producer, index)
             link.connect()
             self._start(link, plan[index])
+
+    def _to_executors(self, producer: Producer) -> bool:
+        """True if the nsqd is ours (probed once; no answer: as before, driver-side): its
+        channel is created (as SUB would) and it is read by the executors from now on."""
+        ours = self._ours.get(producer.tcp)
+        if ours is None:
+            ours = leases_supported(producer.http, self._timeout)
+            if ours is None:
+                return False
+            self._ours[producer.tcp] = ours
+        if not ours:
+            return False
+        params = {"topic": self.opts.topic, "channel": self.opts.channel}
+        try:
+            post(producer.http, "/channel/create", params, self._timeout)
+        except (OSError, ValueError) as exc:
+            log.warning("nsqd %s: could not create the channel: %s", producer.http, exc)
+            return True  # asked again on the next round
+        with self._lock:
+            self._executor_side[producer.tcp] = producer
+        log.info("nsqd %s is ours: executors read from it over HTTP", producer.tcp)
+        return True
+
+    def executor_side(self) -> list[Producer]:
+        """The nsqds the executors read from (ours, channel in place), in a stable order."""
+        with self._lock:
+            return sorted(self._executor_side.values(), key=lambda p: p.tcp)
 
     def _start(self, link: Link, rdy: int) -> None:
         with self._lock:
@@ -159,7 +196,7 @@ class Subscriptions:
         producer of the topic (and no listed nsqd has it)."""
         with self._lock:
             missing = sorted(str(a) for a in self._unknown)
-            subscribed = any(self._links.values())
+            subscribed = any(self._links.values()) or bool(self._executor_side)
         if self.opts.lookupd and self.lookupd_unknown and not subscribed:
             missing.append("nsqlookupd " + ",".join(str(a) for a in self.opts.lookupd))
         return missing

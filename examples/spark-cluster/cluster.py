@@ -6,7 +6,7 @@ line: rows, missing, duplicates, rows/s.
 
     scripts/spark_cluster.sh [--messages 120000] [--size 200] [--rate 0] [--nsqds 2]
                              [--workers 2] [--daemon ours|go] [--option key=value ...]
-                             [--kill-nsqd-after ROWS]
+                             [--kill-nsqd-after ROWS] [--nsqd-arg=--durable-inflight ...]
 
 --rate 0 publishes everything before the job starts (rows/s is then the drain rate into
 Parquet); --rate R publishes R messages/s while it runs. --kill-nsqd-after ROWS kills the first
@@ -166,6 +166,7 @@ class Cluster:
                 f"--data-path={data}",
                 f"--lookupd-tcp-address=127.0.0.1:{lk_tcp}",
                 "--broadcast-address=127.0.0.1",
+                *a.nsqd_arg,
             ]
             nsqd = self._add(Daemon(f"nsqd{i}", args, tcp, self.work / f"nsqd{i}.log"))
             nsqd.extra = {"tcp": tcp, "http": http}
@@ -305,6 +306,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--daemon", choices=("ours", "go"), default="ours")
     parser.add_argument("--option", action="append", default=[], help="source option k=v")
+    parser.add_argument("--nsqd-arg", action="append", default=[], help="an nsqd flag")
     parser.add_argument("--kill-nsqd-after", type=int, default=0)
     parser.add_argument("--kill-signal", choices=("KILL", "TERM"), default="KILL")
     parser.add_argument("--timeout", type=float, default=600.0)

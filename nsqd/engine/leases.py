@@ -81,6 +81,40 @@ def held_by(channel: Channel, lease: Lease) -> list[bytes]:
     return [m.id for m in channel.in_flight.by_id.values() if m.owner is lease]
 
 
+def receive(
+    channel: Channel, lease: Lease, n: int, timeout: float, max_bytes: int = 0, again: bool = False
+) -> list[Message]:
+    """Up to n messages for `lease`, in flight for `timeout` s.
+
+    `again` (a retried receive: a Spark task run twice, a batch replayed after a restart) gives
+    back first what the lease already holds, oldest first, each touched for `timeout` (attempts
+    unchanged: the same delivery), then queued messages up to n. With `max_bytes`, taking stops
+    once the bodies reach it; queued messages are taken in chunks that start at one message and
+    at most double (sized by the largest body seen), so only the last chunk can pass the cap,
+    by fewer messages than were taken before it. Neither changes `Channel.lend`."""
+    msgs: list[Message] = []
+    if again:
+        held = [m for m in channel.in_flight.by_id.values() if m.owner is lease]
+        held.sort(key=lambda m: (m.delivered_at, m.timestamp))
+        msgs = held[:n]
+        for m in msgs:
+            channel.touch(lease, m.id, timeout)
+    if not max_bytes:
+        return msgs + channel.lend(lease, n - len(msgs), timeout)
+    size = sum(len(m.body) for m in msgs)
+    largest = max((len(m.body) for m in msgs), default=0)
+    while len(msgs) < n and size < max_bytes:
+        room = (max_bytes - size) // largest if largest else 1
+        chunk = channel.lend(lease, max(1, min(n - len(msgs), room, len(msgs) or 1)), timeout)
+        if not chunk:
+            break
+        msgs += chunk
+        for m in chunk:
+            size += len(m.body)
+            largest = max(largest, len(m.body))
+    return msgs
+
+
 def _prune(channel: Channel, leases: dict[str, Lease]) -> None:
     """Forget named leases that hold nothing any more (finished, or timed out)."""
     live = {id(m.owner) for m in channel.in_flight.by_id.values()}

@@ -2,6 +2,7 @@
 
     GET  /channel/peek?topic=T&channel=C&n=N&state=queued|in_flight|deferred
     POST /channel/receive?topic=T&channel=C&n=N&vt=MS    in flight under an HTTP lease
+         [&lease=NAME] [&max_bytes=B] [&again=true]
     POST /channel/pop?topic=T&channel=C&n=N              received and finished at once
     POST /message/fin?topic=T&channel=C&id=ID
     POST /message/req?topic=T&channel=C&id=ID&delay=MS
@@ -16,8 +17,12 @@ MESSAGE_NOT_IN_FLIGHT with nsqd's reason as `detail`) or many in the body, one p
 channel's, not a connection's: any HTTP caller may finish what any HTTP caller received, never
 what a TCP consumer holds. `lease=NAME` on receive puts what it takes under a named lease, and
 fin/req without ids then act on everything that lease holds (one caller receives, another
-finishes the batch: a Spark driver after its commit). Engine side: engine/leases.py,
-Channel.lend."""
+finishes the batch: a Spark driver after its commit). `max_bytes=B` on receive stops taking
+once the bodies reach B (the last chunk may pass it: engine/leases.receive). `again=true` on
+receive with a named lease gives back first what that lease already holds (touched for `vt`,
+attempts unchanged), then queued messages up to n: a retried reader (a Spark task run again, a
+batch replayed from a checkpoint) gets the same messages instead of a second set while the
+first stays leased. Engine side: engine/leases.py, Channel.lend."""
 
 from __future__ import annotations
 
@@ -86,7 +91,14 @@ class MessageHandlers:
         channel = self._existing_channel(req)
         n, vt_ms = self._n(req), self._vt(req, channel)
         lease = self._lease(req, channel)
-        msgs = channel.lend(lease, n, vt_ms / 1000)
+        query = req.query()
+        again = (query.get("again") or ["false"])[0]
+        if again not in ("true", "false", "1", "0"):
+            raise HTTPError(400, "INVALID_AGAIN")
+        max_bytes = self._ms(req, "max_bytes", 0, 1 << 62, "INVALID_MAX_BYTES")
+        msgs = leases.receive(channel, lease, n, vt_ms / 1000, max_bytes, again in ("true", "1"))
+        if _binary(req):  # no (message, due) pairs: a Spark task takes tens of thousands
+            return BinaryBody(_frames(msgs))
         due = leases.due_ms(msgs[0].deadline) if msgs else 0
         return self._answer(req, channel, [(m, due) for m in msgs])
 
@@ -101,12 +113,8 @@ class MessageHandlers:
     def _answer(
         self, req: Request, channel: Channel, msgs: list[tuple[Message, int | None]]
     ) -> JSONBody | BinaryBody:
-        if b"application/octet-stream" in (req.header(b"accept") or b""):
-            return BinaryBody(
-                b"".join(
-                    encode_message_frame(m.timestamp, m.attempts, m.id, m.body) for m, _ in msgs
-                )
-            )
+        if _binary(req):
+            return BinaryBody(_frames([m for m, _ in msgs]))
         return _json(msgs, channel)
 
     def _lease(self, req: Request, channel: Channel) -> leases.Lease:
@@ -219,6 +227,15 @@ class MessageHandlers:
         if ms is None or not low <= ms <= high:
             raise HTTPError(400, error)
         return ms
+
+
+def _binary(req: Request) -> bool:
+    return b"application/octet-stream" in (req.header(b"accept") or b"")
+
+
+def _frames(msgs: list[Message]) -> bytes:
+    """nsqd's message frames back to back."""
+    return b"".join([encode_message_frame(m.timestamp, m.attempts, m.id, m.body) for m in msgs])
 
 
 def _json(msgs: list[tuple[Message, int | None]], channel: Channel) -> JSONBody:

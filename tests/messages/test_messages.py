@@ -370,3 +370,48 @@ def test_named_leases_are_finished_whole_by_another_caller(daemon: helpers.Daemo
     assert call(daemon, "POST", f"/message/fin?{Q}&id={other[0]['id']}") == (200, "OK")
     assert call(daemon, "POST", f"/message/req?{Q}&lease=batch-8")[1] == {"ok": 1, "failed": []}
     assert channel_stats(daemon, "q", "c")["depth"] == 10 - 6 - 2 - 1 + 1
+
+
+def test_a_retried_receive_gets_what_its_lease_holds_first(daemon: helpers.Daemon) -> None:
+    """`again=true`: a Spark task run twice under one lease name gets the same messages back
+    (attempts unchanged, the lease renewed), then queued ones up to n; another lease's
+    messages are not touched, and without `again` a receive takes a second set."""
+    setup_queue(daemon, "q", [b"m%d" % i for i in range(12)])
+    first = msgs(daemon, f"/channel/receive?{Q}&n=3&vt=1000&lease=tok-4-0")
+    other = msgs(daemon, f"/channel/receive?{Q}&n=2&lease=tok-4-1")
+    time.sleep(0.6)
+    again = msgs(daemon, f"/channel/receive?{Q}&n=5&vt=1000&lease=tok-4-0&again=true")
+    assert [m["id"] for m in again[:3]] == [m["id"] for m in first]
+    assert [m["attempts"] for m in again] == [1] * 5
+    assert not {m["id"] for m in again} & {m["id"] for m in other}
+    time.sleep(0.6)  # past the first receive's vt, not the renewed one
+    assert channel_stats(daemon, "q", "c")["timeout_count"] == 0
+    # the same again with n below what the lease holds: only the oldest n, nothing taken
+    assert [m["id"] for m in msgs(daemon, f"/channel/receive?{Q}&n=2&lease=tok-4-0&again=1")] == [
+        m["id"] for m in first[:2]
+    ]
+    second = msgs(daemon, f"/channel/receive?{Q}&n=2&lease=tok-4-0")
+    assert not {m["id"] for m in second} & {m["id"] for m in again}
+    assert call(daemon, "POST", f"/message/fin?{Q}&lease=tok-4-0")[1] == {"ok": 7, "failed": []}
+    status, doc = call(daemon, "POST", f"/channel/receive?{Q}&lease=x&again=maybe")
+    assert (status, doc["message"]) == (400, "INVALID_AGAIN")
+
+
+def test_receive_stops_at_max_bytes(daemon: helpers.Daemon) -> None:
+    """`max_bytes`: taking stops once the bodies reach the cap (here one message past it,
+    the bodies being of one size); the binary answer, as a Spark executor reads it."""
+    setup_queue(daemon, "q", [b"%03d" % i + b"x" * 97 for i in range(20)])
+    got = msgs(daemon, f"/channel/receive?{Q}&n=20&max_bytes=350&lease=b")
+    assert len(got) == 4
+    status, raw = call(
+        daemon,
+        "POST",
+        f"/channel/receive?{Q}&n=20&max_bytes=1000&lease=b&again=true",
+        headers={"Accept": "application/octet-stream"},
+    )
+    decoder = FrameDecoder()
+    frames = decoder.feed(raw)
+    bodies = [decode_message(f.data).body for f in frames if f.frame_type == FrameType.MESSAGE]
+    assert status == 200 and len(bodies) == 10
+    assert bodies[:4] == [m["body"] for m in got]
+    assert call(daemon, "POST", f"/channel/receive?{Q}&max_bytes=-1")[0] == 400

@@ -206,7 +206,10 @@ def drain(
     from pyspark_nsq.consumer import Consumer
     from pyspark_nsq.options import SourceOptions
 
-    opts = SourceOptions.parse({"nsqd": nsqd_tcp, "topic": topic, "channel": channel})
+    # the driver-side consumer, here a plain NSQ client (never the executor-side reader)
+    opts = SourceOptions.parse(
+        {"nsqd": nsqd_tcp, "topic": topic, "channel": channel, "executorReads": "off"}
+    )
     consumer = Consumer(opts)
     consumer.start()
     bodies: list[bytes] = []

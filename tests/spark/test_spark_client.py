@@ -14,6 +14,8 @@ from pyspark_nsq.options import SourceOptions
 
 
 def consumer_for(nsqd: str, topic: str, **options: str) -> Consumer:
+    # the driver-side consumer (executorReads off: our nsqd would go to the executors)
+    options = {"executorReads": "off", **options}
     return Consumer(SourceOptions.parse({"nsqd": nsqd, "topic": topic, "channel": "c", **options}))
 
 

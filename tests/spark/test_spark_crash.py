@@ -90,6 +90,7 @@ def test_kill_mid_batch_and_restart(
     )
     assert not missing, f"{len(missing)} messages lost"
     assert len({r.id for r in rows}) == N
-    # Bounded by what was in flight and not FINed at the kill: the crashed batch (written, not
-    # committed) and the committed batch before it (FINed only when the next is planned).
-    assert duplicates <= 2 * 1000
+    # Our nsqd is read by the executors: the replayed batch 3 takes back what its leases hold
+    # (the same 1,000 messages) and foreachBatch appends them a second time; batch 2's leases
+    # were finished when batch 3 was planned. The duplicates are that one batch, no more.
+    assert duplicates <= 1000

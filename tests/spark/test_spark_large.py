@@ -1,7 +1,8 @@
 """Batches are capped by bytes as well as by count: 1,000 messages of 1 MiB (nsqd's default
---max-msg-size) go through with default options and default Spark settings (a task above
-spark.rpc.message.maxSize, 128 MiB, would fail the job), and a 5 MB message does too when the
-nsqd takes it."""
+--max-msg-size) go through the driver-side reader with default options and default Spark
+settings (its tasks carry the bodies: a task above spark.rpc.message.maxSize, 128 MiB, would
+fail the job), and a 5 MB message goes through the executor-side reader (our nsqd's default)
+when the nsqd takes it (each task's receive is capped by bytes)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def test_thousand_1mib_messages_with_defaults(
     sent = [body(i, MIB) for i in range(n)]
     create_channel(big_nsqd, topic)
     publish(big_nsqd, topic, sent)
-    seen, sizes = run_to_end(spark, big_nsqd, topic, tmp_path, n)
+    seen, sizes = run_to_end(spark, big_nsqd, topic, tmp_path, n, executorReads="off")
     assert seen == {b[:8].decode(): MIB for b in sent}
     assert max(sizes) <= 32, "a batch above maxBytesPerTrigger (32 MiB)"
     planned = [e for e in read_trace(trace_path, topic) if e["event"] == "partitions"]
@@ -77,9 +78,14 @@ def test_thousand_1mib_messages_with_defaults(
     )
 
 
-def test_5mb_message(spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path) -> None:
+def test_5mb_message(
+    spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path, trace_path: Path
+) -> None:
     sent = [body(0, 5_000_000), body(1, 100), body(2, 4_000_000)]
     create_channel(big_nsqd, topic)
     publish(big_nsqd, topic, sent)
     seen, _ = run_to_end(spark, big_nsqd, topic, tmp_path, len(sent))
     assert seen == {b[:8].decode(): len(b) for b in sent}
+    events = read_trace(trace_path, topic)
+    leases = [lease for e in events if e["event"] == "partitions" for lease in e["leases"]]
+    assert leases and all(lease["max_bytes"] == 8 * MIB for lease in leases)

@@ -89,7 +89,13 @@ def test_consumer_discovers_a_producer_that_appears_later(
     lookupd: Proc, nsqd_l: Proc, topic: str
 ) -> None:
     opts = SourceOptions.parse(
-        {"lookupd": lookupd.http, "topic": topic, "channel": "c", "lookupdPollIntervalMs": "200"}
+        {
+            "lookupd": lookupd.http,
+            "topic": topic,
+            "channel": "c",
+            "lookupdPollIntervalMs": "200",
+            "executorReads": "off",  # the driver-side consumer's discovery
+        }
     )
     consumer = Consumer(opts)
     consumer.start()  # no producer yet: not an error
@@ -156,6 +162,7 @@ def test_nsqd_and_lookupd_together_subscribe_once(lookupd: Proc, nsqd_l: Proc, t
             "channel": "c",
             "maxInFlight": "5000",
             "lookupdPollIntervalMs": "100",
+            "executorReads": "off",  # the driver-side consumer's subscriptions
         }
     )
     consumer = Consumer(opts)

@@ -111,10 +111,14 @@ def test_available_now_read_limit_and_fin(
     df = spark.read.parquet(str(out))
     assert df.count() == n and df.select("id").distinct().count() == n
     events = read_trace(trace_path, topic)
-    assert sum(e.get("fin", 0) for e in events) == n, "every message FINed after its commit"
+    # our nsqd: the executors take the messages, the driver finishes their leases
+    assert next(e["executor_nsqds"] for e in events if e["event"] == "latestOffset") == [nsqd.tcp]
+    fins = sum(e.get("fin", 0) + e.get("leased_fin", 0) for e in events)
+    assert fins == n, "every message FINed after its commit"
     stats = channel_stats(nsqd, topic, "spark")
     if stats is not None:  # nsqd's HTTP API answers
-        assert [e["target"] for e in events if e["event"] == "target"] == [n]
+        targets = [e["target"] for e in events if e["event"] in ("target", "executor_target")]
+        assert targets == [0, n]  # driver-side, executor-side
         wait_until(
             lambda: channel_stats(nsqd, topic, "spark")["in_flight_count"] == 0,
             10,
@@ -275,6 +279,7 @@ def test_slow_batch_keeps_messages_in_flight_with_touch(
             msgTimeoutMs="2000",
             maxMessagesPerTrigger="200",
             maxInFlight="500",
+            executorReads="off",  # the driver-side reader and its TOUCHes
             availableNowIdleMs="5000",
         )
         .writeStream.foreachBatch(slow_sink)
