@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from .transport import SMALL_READ
+from .transport import SMALL_READ, write_now, write_rest
 
 _READ_SIZE = 256 * 1024
 _wait_readable = trio.lowlevel.wait_readable
@@ -69,24 +69,9 @@ class TLSStream(trio.abc.Stream):
             self._in.write_eof()
 
     async def _send_raw(self, data: bytes) -> None:
-        fd = self._fd
-        try:
-            sent = os.write(fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise trio.BrokenResourceError(str(exc)) from exc
-        if sent == len(data):
-            return
-        view = memoryview(data)
-        while sent < len(data):
-            await _wait_writable(fd)
-            try:
-                sent += os.write(fd, view[sent:])
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise trio.BrokenResourceError(str(exc)) from exc
+        sent = write_now(self._fd, data)
+        if sent < len(data):
+            await write_rest(self._fd, data, sent)
 
     # -- TLS ----------------------------------------------------------------------------------
 

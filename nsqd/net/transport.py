@@ -24,6 +24,30 @@ _wait_readable = trio.lowlevel.wait_readable
 _wait_writable = trio.lowlevel.wait_writable
 
 
+def write_now(fd: int, data: bytes) -> int:
+    """One non-blocking write of `data` to the socket `fd`: how much of it went (all of it,
+    nearly always, so the caller's fast path awaits nothing)."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise trio.BrokenResourceError(str(exc)) from exc
+
+
+async def write_rest(fd: int, data: bytes, sent: int) -> None:
+    """The rest of `data` from `sent` on, waiting for the socket to take it."""
+    view = memoryview(data)
+    while sent < len(data):
+        await _wait_writable(fd)
+        try:
+            sent += os.write(fd, view[sent:])
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+
+
 class Transport(Protocol):
     async def receive(self, max_bytes: int) -> bytes:
         """Next bytes; b"" at end of stream or on a reset connection."""
@@ -64,25 +88,10 @@ class SocketTransport:
             return data
 
     async def send(self, data: bytes, limit: float) -> None:
-        fd = self._fd
-        try:
-            sent = os.write(fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise trio.BrokenResourceError(str(exc)) from exc
-        if sent == len(data):
-            return
-        view = memoryview(data)
-        with trio.fail_after(limit if limit < math.inf else 1e9):
-            while sent < len(data):
-                await _wait_writable(fd)
-                try:
-                    sent += os.write(fd, view[sent:])
-                except BlockingIOError:
-                    continue
-                except OSError as exc:
-                    raise trio.BrokenResourceError(str(exc)) from exc
+        sent = write_now(self._fd, data)
+        if sent < len(data):
+            with trio.fail_after(limit if limit < math.inf else 1e9):
+                await write_rest(self._fd, data, sent)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
