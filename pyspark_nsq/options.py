@@ -161,14 +161,7 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         check_names(options, SOURCE_OPTIONS, "source")
         nsqd, lookupd = _addresses(options)
-        try:
-            http = tuple(parse_list(_get(options, "nsqdHttp"), what="nsqd HTTP address"))
-        except ValueError as exc:
-            raise OptionError(str(exc)) from None
-        if http and len(http) != len(nsqd):
-            raise OptionError("option nsqdHttp must list one HTTP address per nsqd address")
-        if not http:
-            http = tuple(Address(a.host, a.port + 1) for a in nsqd)
+        http = _http_addresses(options, nsqd)
         topic = _name(options, "topic", required=True)
         channel = _name(options, "channel", required=True)
         assert topic is not None and channel is not None

@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from .transport import SMALL_READ, write_now, write_rest
+from .transport import SMALL_READ, read_ready, write_now, write_rest
 
 _READ_SIZE = 256 * 1024
 _wait_readable = trio.lowlevel.wait_readable
@@ -52,15 +52,7 @@ class TLSStream(trio.abc.Stream):
         fd = self._fd
         size = _READ_SIZE if self._more else SMALL_READ  # see transport.SMALL_READ
         await _wait_readable(fd)
-        while True:
-            try:
-                data = os.read(fd, size)
-            except BlockingIOError:
-                await _wait_readable(fd)
-                continue
-            except OSError:
-                data = b""  # reset by peer: an end of stream
-            break
+        data = await read_ready(fd, size)
         self._more = len(data) == size
         if data:
             self._in.write(data)

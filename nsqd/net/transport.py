@@ -24,6 +24,18 @@ _wait_readable = trio.lowlevel.wait_readable
 _wait_writable = trio.lowlevel.wait_writable
 
 
+async def read_ready(fd: int, size: int) -> bytes:
+    """Up to `size` bytes from the socket `fd`, which the caller has seen readable (waiting
+    again if that was spurious); b"" at end of stream or on a reset (the same for us)."""
+    while True:
+        try:
+            return os.read(fd, size)
+        except BlockingIOError:
+            await _wait_readable(fd)
+        except OSError:
+            return b""
+
+
 def write_now(fd: int, data: bytes) -> int:
     """One non-blocking write of `data` to the socket `fd`: how much of it went (all of it,
     nearly always, so the caller's fast path awaits nothing)."""
@@ -76,16 +88,9 @@ class SocketTransport:
         else:
             await _wait_readable(fd)
             size = min(max_bytes, SMALL_READ)
-        while True:
-            try:
-                data = os.read(fd, size)
-            except BlockingIOError:
-                await _wait_readable(fd)
-                continue
-            except OSError:
-                return b""  # reset by peer: same as end of stream for us
-            self._more = len(data) == size
-            return data
+        data = await read_ready(fd, size)
+        self._more = len(data) == size
+        return data
 
     async def send(self, data: bytes, limit: float) -> None:
         sent = write_now(self._fd, data)
