@@ -66,6 +66,7 @@ class Deduper:
         self._log: KeyLog | None = None
         self._logged = 0  # records in the log since its last rewrite
         self.duplicates = 0  # publishes acknowledged and not stored
+        self.duplicates_by_topic: dict[str, int] = {}  # the same per topic (GET /metrics)
 
     def attach(self, log: KeyLog) -> None:
         """Keep keys in `log` from now on, after taking back what it kept in the window."""
@@ -97,7 +98,11 @@ class Deduper:
                 continue
             batch.add(key)
             out.append(i)
-        self.duplicates += len(keys) - len(out)
+        skipped = len(keys) - len(out)
+        if skipped:
+            self.duplicates += skipped
+            by_topic = self.duplicates_by_topic
+            by_topic[topic] = by_topic.get(topic, 0) + skipped
         return out
 
     def remember(self, topic: str, keys: Sequence[str]) -> None:

@@ -42,6 +42,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "nsq_topic_message_bytes_total": ("counter", "Bytes of message bodies published."),
     "nsq_topic_expired_total": ("counter", "Messages dropped from the topic by their TTL."),
     "nsq_topic_dropped_total": ("counter", "Messages dropped from the topic by max_depth."),
+    "nsq_topic_duplicates_total": (
+        "counter",
+        "Publishes acknowledged and not stored: their dedupe_key was seen in --dedupe-window.",
+    ),
     "nsq_topic_e2e_processing_latency_seconds": (
         "summary",
         "Publish to FIN over the latency window, all channels (_count: samples in the window).",
@@ -226,6 +230,9 @@ def _topics(expo: Exposition, broker: Broker, topics: list[dict[str, Any]] | Non
         expo.add("nsq_topic_channels", len(topic.channels) if topic is not None else 0, text)
         for key, family in TOPIC_EXTRA.items():
             expo.add(family, getattr(topic, key, 0), text)
+        if broker.deduper is not None:  # only with --dedupe-window
+            duplicates = broker.deduper.duplicates_by_topic.get(name, 0)
+            expo.add("nsq_topic_duplicates_total", duplicates, text)
         _summary(
             expo, "nsq_topic_e2e_processing_latency_seconds", t["e2e_processing_latency"], labels
         )

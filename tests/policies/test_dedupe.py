@@ -4,6 +4,7 @@ unknown parameters, and no file of ours in the data path)."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -14,6 +15,13 @@ from .test_policies import call, stats
 
 def count(daemon: helpers.Daemon, topic: str) -> int:
     return stats(daemon)[topic]["message_count"]
+
+
+def duplicates(daemon: helpers.Daemon) -> dict[str, int]:
+    """nsq_topic_duplicates_total of GET /metrics, by topic."""
+    _, text = call(daemon, "GET", "/metrics")
+    found = re.findall(r'^nsq_topic_duplicates_total\{topic="([^"]*)"\} (\d+)$', text, re.M)
+    return {topic: int(n) for topic, n in found}
 
 
 def test_repeated_keys_are_acknowledged_and_not_stored(data_dir: Path) -> None:
@@ -39,6 +47,8 @@ def test_repeated_keys_are_acknowledged_and_not_stored(data_dir: Path) -> None:
         assert call(daemon, "POST", "/pub?topic=d&defer=10&dedupe_key=late", b"l") == (200, "OK")
         assert call(daemon, "POST", "/pub?topic=d&defer=10&dedupe_key=late", b"l") == (200, "OK")
         assert count(daemon, "d") == 13
+        # what was skipped, per topic, in /metrics: 2 /pub, 3 /mpub, 1 by offset, 1 deferred
+        assert duplicates(daemon) == {"d": 7, "other": 0}
 
 
 def test_keys_survive_a_restart_and_a_kill_9(data_dir: Path) -> None:
@@ -93,6 +103,7 @@ def test_off_by_default(data_dir: Path) -> None:
         for _ in range(2):
             assert call(daemon, "POST", "/pub?topic=o&dedupe_key=k", b"1") == (200, "OK")
         assert count(daemon, "o") == 2
+        assert "nsq_topic_duplicates_total" not in call(daemon, "GET", "/metrics")[1]
     assert not (data_dir / "trio-nsqd.dedupe").exists()
 
 
