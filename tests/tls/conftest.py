@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ for path in (REPO_ROOT, HERE):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from tls_support import Certs, make_certs  # noqa: E402
+from auth_support import Policy, start_pair, stop_pair  # noqa: E402
+from tls_support import AuthServer, Certs, Daemon, make_certs  # noqa: E402
 
 GO_BUILD_TIMEOUT = 300.0  # a first build may fetch go-nsq through the module proxy
 NPM_TIMEOUT = 300.0
@@ -83,3 +85,31 @@ def nsqjs_env() -> dict[str, str]:
             pytest.fail(f"npm ci failed:\n{proc.stdout}\n{proc.stderr}")
     node_path = own if (own / "nsqjs").exists() else shared
     return {**os.environ, "NODE_PATH": str(node_path)}
+
+
+# -- AUTH (test_tls_auth.py, test_auth_server.py): one auth server and daemon pair per module
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy()
+
+
+@pytest.fixture(scope="module")
+def authd(policy: Policy) -> Iterator[AuthServer]:
+    server = AuthServer(policy).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(authd: AuthServer, certs: Certs) -> Iterator[dict[str, Daemon]]:
+    daemons = start_pair(
+        [
+            *certs.server_args,
+            f"--auth-http-address={authd.address}",
+            "--http-client-request-timeout=2s",
+        ]
+    )
+    yield daemons
+    stop_pair(daemons)
