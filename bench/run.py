@@ -4,7 +4,7 @@
                         [--only ROWS] [--backlog N] [--list]
 
 Every row runs on freshly started daemons (free 127.0.0.1 ports, empty temp --data-path, the same
-flags for both, --mem-queue-size 10M so queued messages stay in memory). A repeat runs every row
+flags for both, --mem-queue-size 30M so queued messages stay in memory). A repeat runs every row
 for both daemons back to back, reference first on even repeats and ours first on odd ones, so
 drift hits both alike. Each row checks its own counts against the daemon's /stats (what the
 clients counted = what the daemon accepted, the backlog outlasted the reader, every published
@@ -292,7 +292,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         help=f"messages queued before bench_reader (default {BACKLOG_PER_S:,} per s of runfor)",
     )
-    p.add_argument("--mem-queue-size", type=int, default=10_000_000)
+    p.add_argument("--mem-queue-size", type=int, default=30_000_000)
     p.add_argument("--latency-rate", type=int, default=10_000, help="msgs/s")
     p.add_argument("--latency-seconds", type=float, help="default 5, quick 2")
     p.add_argument("--start-samples", type=int, help="starts per start row (default 5, quick 3)")

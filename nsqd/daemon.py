@@ -33,6 +33,7 @@ from .net.listeners import open_listeners
 from .node import Node
 from .storage.store import Storage
 from .tcp.connection import Client
+from .tcp.reactor import Reactor
 from .tcp.server import serve_tcp
 from .tls import server_context
 
@@ -56,6 +57,7 @@ class NSQD:
         self.options = options
         self.node = Node(options, server_context(options))
         self._nursery: trio.Nursery | None = None
+        self._tcp_reactor: Reactor | None = None  # publishers served without a task each
         self._stopping = trio.Event()
         self.storage = Storage(options)
         self.broker = Broker(
@@ -84,7 +86,7 @@ class NSQD:
         return self.node.http_address
 
     def new_client(self, stream: trio.abc.Stream, remote: tuple[str, int]) -> Client:
-        client = Client(self.node, self.broker, stream, remote)
+        client = Client(self.node, self.broker, stream, remote, self._tcp_reactor)
         self.broker.add_client(client)
         return client
 
@@ -133,6 +135,8 @@ class NSQD:
                 await root.start(http.serve)
             async with trio.open_nursery() as clients:
                 accepting = trio.CancelScope()
+                reactor = self._tcp_reactor = Reactor(clients.start_soon)
+                clients.start_soon(reactor.run)
                 clients.start_soon(serve_tcp, self.new_client, tcp_listeners, clients, accepting)
                 task_status.started(self)
                 await self._stopping.wait()
@@ -144,6 +148,7 @@ class NSQD:
                     http.close()
                 for client in list(broker.clients.values()):
                     client.close()
+                reactor.close()
                 clients.cancel_scope.deadline = trio.current_time() + 5
             root.cancel_scope.cancel()
         if resp is not None:

@@ -24,6 +24,7 @@ from protocol.v2 import (
     ErrorCode,
     Identify,
     MPubStart,
+    Negotiation,
     NSQError,
     ProtocolClosed,
     Pub,
@@ -36,7 +37,7 @@ from protocol.v2.message import MESSAGE_FRAME_HEADER
 from protocol.v2.state import ClientState
 
 from ..log import log
-from ..net.transport import Transport, transport_for
+from ..net.transport import SocketTransport, Transport, transport_for
 from . import commands
 from .stats import client_stats
 from .upgrade import upgrade
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from ..engine.message import Message
     from ..net.tls_stream import TLSStream
     from ..node import Node
+    from .reactor import Reactor
 
 RECEIVE_SIZE = 256 * 1024
 # A client whose unsent output passes this stops taking messages until its socket drains,
@@ -59,9 +61,21 @@ _pack_header = MESSAGE_FRAME_HEADER.pack
 _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
 
 
+def upgrades(negotiation: Negotiation | None) -> bool:
+    """Whether an IDENTIFY's answer starts TLS or compression on the connection."""
+    return negotiation is not None and (
+        negotiation.tls or negotiation.snappy or negotiation.deflate
+    )
+
+
 class Client:
     def __init__(
-        self, node: Node, broker: Broker, stream: trio.abc.Stream, remote: tuple[str, int]
+        self,
+        node: Node,
+        broker: Broker,
+        stream: trio.abc.Stream,
+        remote: tuple[str, int],
+        reactor: Reactor | None = None,
     ) -> None:
         self.node = node
         self.broker = broker
@@ -109,6 +123,10 @@ class Client:
         self.closed = False
         self.accepting = False  # subscribed, not closing, not closed
         self._cancel_scope = trio.CancelScope()
+        # the publishers' reactor that serves this connection until it needs a task of its
+        # own (nsqd/tcp/reactor.py); None for TLS/AUTH set-ups and once it has one
+        self.reactor: Reactor | None = reactor if self.auth is None else None
+        self.due = math.inf  # the reactor's timer entry for this client
 
     def __repr__(self) -> str:
         return f"Client({self.remote_address})"
@@ -222,27 +240,47 @@ class Client:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def adopted(self) -> bool:
+        """Whether the publishers' reactor serves this new connection (else `run` it)."""
+        if self.reactor is not None and isinstance(self.transport, SocketTransport):
+            self.reactor.adopt(self)
+            return True
+        self.reactor = None
+        return False
+
     async def run(self) -> None:
+        await self.serve()
+
+    async def serve(self, pending: Any = None) -> None:
+        """This connection's own reader and writer tasks until it ends; `pending` is a command
+        the reactor parsed and handed over with the connection."""
         try:
             with self._cancel_scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._writer)
-                    await self._reader()
+                    if pending is None or await self._process(pending):
+                        await self._reader()
                     nursery.cancel_scope.cancel()
         finally:
-            self.closed = True
-            self.accepting = False
-            self.conn.release()  # a body cut short must not wait for the collector
-            self._out.clear()
-            if self.channel is not None:
-                self.channel.remove_consumer(self)
-            self.broker.remove_client(self)
+            self.ended()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await self.transport.aclose()
+
+    def ended(self) -> None:
+        """Forget this connection everywhere (its socket is closed by the caller)."""
+        self.closed = True
+        self.accepting = False
+        self.conn.release()  # a body cut short must not wait for the collector
+        self._out.clear()
+        if self.channel is not None:
+            self.channel.remove_consumer(self)
+        self.broker.remove_client(self)
 
     def close(self) -> None:
         self.closed = True
         self.accepting = False
+        if self.reactor is not None:
+            self.reactor.drop(self)
         self._cancel_scope.cancel()
 
     # -- reading ---------------------------------------------------------------------------
@@ -260,13 +298,17 @@ class Client:
             if not await self._process() or not data:
                 return
 
-    async def _process(self) -> bool:
-        """Run every complete command; False when the connection must close."""
+    async def _process(self, pending: Any = None) -> bool:
+        """Run every complete command (`pending` first); False when the connection must
+        close."""
         conn = self.conn
         execute = commands.execute
         try:
             while True:
-                cmd = conn.next_command()
+                if pending is None:
+                    cmd = conn.next_command()
+                else:
+                    cmd, pending = pending, None
                 if cmd is NEED_DATA:
                     break
                 if cmd is CLOSED:
@@ -307,8 +349,8 @@ class Client:
             await self._flush_quietly()
         return not self.closed
 
-    async def _identify(self, cmd: Identify) -> None:
-        negotiation = commands.identify(self, cmd)
+    def identified_by(self, cmd: Identify, negotiation: Negotiation | None) -> None:
+        """IDENTIFY's synchronous part: the first one's settings, and the answer queued."""
         if not self.identified:
             # nsqd applies only the first IDENTIFY's timers and rates to the message pump.
             self.identified = True
@@ -319,10 +361,12 @@ class Client:
             self.respond(OK_FRAME)
         else:
             self.respond(encode_response(negotiation.response))
+
+    async def _identify(self, cmd: Identify) -> None:
+        negotiation = commands.identify(self, cmd)
+        self.identified_by(cmd, negotiation)
         await self.flush()
-        if negotiation is not None and (
-            negotiation.tls or negotiation.snappy or negotiation.deflate
-        ):
+        if upgrades(negotiation):
             while self._sending:  # noqa: ASYNC110 -- a heartbeat going out ends in plaintext
                 await trio.sleep(0.001)
             self._sending = True

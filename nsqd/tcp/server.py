@@ -1,8 +1,10 @@
-"""The V2 TCP listener: accepts connections and runs each in the clients nursery, through a
-connection factory (the daemon's), so this module knows no daemon."""
+"""The V2 TCP listener: accepts connections and hands each to the publishers' reactor or runs it
+in the clients nursery, through a connection factory (the daemon's), so this module knows no
+daemon."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from typing import Protocol
 
@@ -10,9 +12,15 @@ import trio
 
 from ..log import log
 
+# accept() failures that mean "out of a resource for now": wait a little and accept again
+# (trio.serve_listeners' list)
+_CAPACITY = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+
 
 class Connection(Protocol):
     remote_address: str
+
+    def adopted(self) -> bool: ...
 
     async def run(self) -> None: ...
 
@@ -27,9 +35,27 @@ async def serve_tcp(
     nursery: trio.Nursery,
     accepting: trio.CancelScope,
 ) -> None:
-    """Accept connections until `accepting` is cancelled; each client runs in `nursery`."""
+    """Accept connections until `accepting` is cancelled; a connection the reactor does not
+    adopt runs in `nursery`. (Not trio.serve_listeners: it closes a stream when its handler
+    task returns, and an adopted connection has no task.)"""
+    with accepting:
+        async with trio.open_nursery() as loops:
+            for listener in listeners:
+                loops.start_soon(_accept, new_connection, listener, nursery)
 
-    async def handle(stream: trio.SocketStream) -> None:
+
+async def _accept(
+    new_connection: ConnectionFactory, listener: trio.SocketListener, nursery: trio.Nursery
+) -> None:
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _CAPACITY:
+                raise
+            log.error("TCP: accept failed - %s", exc)
+            await trio.sleep(0.1)
+            continue
         try:
             peer = stream.socket.getpeername()
             remote = (peer[0], peer[1])
@@ -37,10 +63,12 @@ async def serve_tcp(
             remote = ("", 0)
         client = new_connection(stream, remote)
         log.info("TCP: new client(%s)", client.remote_address)
-        try:
-            await client.run()
-        except Exception:  # one client must never take the daemon down
-            log.exception("[%s] unexpected error", client)
+        if not client.adopted():
+            nursery.start_soon(_run, client)
 
-    with accepting:
-        await trio.serve_listeners(handle, listeners, handler_nursery=nursery)
+
+async def _run(client: Connection) -> None:
+    try:
+        await client.run()
+    except Exception:  # one client must never take the daemon down
+        log.exception("[%s] unexpected error", client)

@@ -1,0 +1,84 @@
+"""Publishers' connections on the wire: answers that outgrow the socket buffers all arrive, in
+order, and a connection that starts subscribing after publishing (in one write) keeps its order.
+
+Ours serves plain publishers from one reactor task and hands a connection to a task of its own
+when it subscribes or its answers back up (nsqd/tcp/reactor.py); these are the moments where
+that hand-over could lose or reorder bytes. Run against the Go nsqd too, which proves the
+expectations."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import urllib.request
+
+import trio
+
+from protocol.v2 import FrameType
+
+from .conftest import Daemon
+from .wire import Conn, command
+
+OK_FRAME = struct.pack(">ii", 6, 0) + b"OK"
+
+
+async def _stats_depth(daemon: Daemon, topic: str) -> int:
+    def get() -> int:
+        url = f"http://127.0.0.1:{daemon.http_port}/stats?format=json&topic={topic}"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            stats = json.load(resp)
+        (t,) = [t for t in stats["topics"] if t["topic_name"] == topic]
+        return int(t["depth"])
+
+    return await trio.to_thread.run_sync(get)
+
+
+async def test_publisher_reading_late_gets_every_answer(daemon: Daemon, topic: str) -> None:
+    """50,000 PUBs sent before any answer is read, into a 4 KiB receive buffer: the daemon's
+    writes of the 500 KB of OKs are cut short many times; every OK arrives and nothing else."""
+    n = 50_000
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.connect(daemon.addr)
+    stream = trio.SocketStream(sock)
+    requests = b"  V2" + command(f"PUB {topic}", b"0123456789") * n
+    received = bytearray()
+
+    async def send() -> None:
+        await stream.send_all(requests)
+
+    async def read_late() -> None:
+        await trio.sleep(1.0)  # let the answers back up first
+        while len(received) < n * len(OK_FRAME):
+            data = await stream.receive_some(65536)
+            assert data, f"closed after {len(received)} bytes"
+            received.extend(data)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send)
+            nursery.start_soon(read_late)
+    assert bytes(received) == OK_FRAME * n
+    assert await _stats_depth(daemon, topic) == n
+    await stream.aclose()
+
+
+async def test_publish_then_subscribe_in_one_write(daemon: Daemon, topic: str) -> None:
+    """PUB, SUB, RDY and another PUB in one write: the PUB's OK, then SUB's, then the second
+    PUB's OK and the first message (their order is the daemon's race, as in nsqd)."""
+    async with await Conn.open(daemon.addr) as conn:
+        await conn.send(
+            command(f"PUB {topic}", b"first")
+            + command(f"SUB {topic} ch")
+            + command("RDY 1")
+            + command(f"PUB {topic}", b"second")
+        )
+        assert (await conn.read_frame()).data == b"OK"
+        assert (await conn.read_frame()).data == b"OK"
+        rest = [await conn.read_frame(), await conn.read_frame()]
+        kinds = sorted(f.frame_type for f in rest)
+        assert kinds == [FrameType.RESPONSE, FrameType.MESSAGE], rest
+        (msg,) = [f for f in rest if f.frame_type == FrameType.MESSAGE]
+        assert msg.data.endswith(b"first")
+        await conn.expect_open()
