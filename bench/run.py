@@ -38,21 +38,17 @@ Exit status: 0 all measured, 2 some target/row failed, 1 nothing measured.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
 import platform
 import re
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,27 +56,16 @@ from daemons import (
     OURS_COMMAND,
     REPO_ROOT,
     TARGETS,
-    Daemon,
     DaemonError,
     reference_version,
     start_daemon,
 )
-from scaleout import scale_out
+from report import TargetResult, exit_code, footnotes, report, save, table
+from rows import WORKLOADS, Workload, select_workloads
 from workloads import (
-    HTTP_MPUB_BATCH,
-    MANY_CONNS,
     CertPaths,
-    Metric,
     Metrics,
     Settings,
-    bench_writer,
-    latency,
-    mpub_then_consume,
-    reader_on_backlog,
-    round_trips,
-    rss_after_1m,
-    start_to_ping,
-    upgraded_mpub,
 )
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -93,172 +78,6 @@ UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 # The reader backlog per second of --runfor: above what either daemon reads in a second here
 # (~0.4-0.8 M msgs/s); a row whose backlog ran dry fails and says to raise --backlog.
 BACKLOG_PER_S: Final = 1_000_000
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One or more rows measured together: on a fresh daemon (`on_daemon`), or by a function
-    that starts its own daemons (`own`)."""
-
-    name: str
-    group: str
-    rows: tuple[Metric, ...]
-    on_daemon: Callable[[Daemon, Settings], Metrics] | None = None
-    own: Callable[[str, Settings], Metrics] | None = None
-    tls: bool = False  # the daemon gets --tls-cert/--tls-key
-
-
-def _rt(key: str, label: str, kind: str, conns: int, per_request: int) -> Workload:
-    group = "rt" if kind == "v2" else "http"
-    return Workload(
-        key,
-        group,
-        (Metric(key, label, "msgs/s", True),),
-        on_daemon=round_trips(key, "v2" if kind == "v2" else "http", conns, per_request),
-    )
-
-
-def _writer(key: str, label: str, batch: int, channel: bool) -> Workload:
-    return Workload(
-        key,
-        "writer",
-        (Metric(key, label, "msgs/s", True),),
-        on_daemon=bench_writer(key, batch, channel),
-    )
-
-
-N: Final = MANY_CONNS
-WORKLOADS: Final = (
-    _writer("writer_b200", "bench_writer MPUB 200, no channel", 200, False),
-    _writer("writer_b200_ch", "bench_writer MPUB 200, 1 channel", 200, True),
-    _writer("writer_b1", "bench_writer batch 1, no channel", 1, False),
-    _writer("writer_b1_ch", "bench_writer batch 1, 1 channel", 1, True),
-    Workload(
-        "reader",
-        "reader",
-        (Metric("reader", "bench_reader on {backlog} backlog", "msgs/s", True),),
-        on_daemon=reader_on_backlog,
-    ),
-    Workload(
-        "mpub",
-        "mpub",
-        (
-            Metric("mpub200k_pub", "MPUB 200k: publish (batch 200)", "msgs/s", True),
-            Metric("mpub200k_sub", "MPUB 200k: consume (RDY 2500, FIN)", "msgs/s", True),
-        ),
-        on_daemon=mpub_then_consume,
-    ),
-    Workload(
-        "tls",
-        "tls",
-        (Metric("tls_mpub", "MPUB 200k over TLS", "msgs/s", True),),
-        on_daemon=upgraded_mpub("tls_mpub", tls=True, snappy=False),
-        tls=True,
-    ),
-    Workload(
-        "snappy",
-        "snappy",
-        (Metric("snappy_mpub", "MPUB 200k over snappy", "msgs/s", True),),
-        on_daemon=upgraded_mpub("snappy_mpub", tls=False, snappy=True),
-    ),
-    _rt("pub_rt_1", "PUB round trips, 1 connection", "v2", 1, 1),
-    _rt("pub_rt_32", f"PUB round trips, {N} connections", "v2", N, 1),
-    _rt("http_pub_1", "HTTP /pub keep-alive, 1 connection", "http", 1, 1),
-    _rt("http_pub_32", f"HTTP /pub keep-alive, {N} connections", "http", N, 1),
-    _rt("http_mpub_1", f"HTTP /mpub {HTTP_MPUB_BATCH}, 1 connection", "http", 1, HTTP_MPUB_BATCH),
-    _rt(
-        "http_mpub_32", f"HTTP /mpub {HTTP_MPUB_BATCH}, {N} connections", "http", N, HTTP_MPUB_BATCH
-    ),
-    Workload(
-        "latency",
-        "latency",
-        (
-            Metric("latency_p50_us", "PUB→deliver p50 @ {rate} msgs/s", "us", False),
-            Metric("latency_p99_us", "PUB→deliver p99 @ {rate} msgs/s", "us", False),
-        ),
-        on_daemon=latency,
-    ),
-    Workload(
-        "start",
-        "start",
-        (Metric("start_ping_ms", "start → first /ping answered", "ms", False),),
-        own=start_to_ping,
-    ),
-    Workload(
-        "rss",
-        "rss",
-        (
-            Metric("rss_idle_mib", "RSS idle", "MiB", False),
-            Metric("rss_1m_mib", "RSS with 1M queued", "MiB", False),
-        ),
-        on_daemon=rss_after_1m,
-    ),
-    Workload(
-        "scaleout",
-        "scaleout",
-        (
-            Metric("scale_pub", "scale-out {cores} cores: publish, MPUB 200", "msgs/s", True),
-            Metric("scale_sub", "scale-out {cores} cores: consume, same time", "msgs/s", True),
-        ),
-        own=scale_out,
-    ),
-)
-METRICS: Final = tuple(m for w in WORKLOADS for m in w.rows)
-
-
-def select_workloads(only: str) -> list[Workload]:
-    """Workloads named by row keys, workload names or groups (in table order); ValueError if a
-    name is unknown."""
-    wanted = {w.strip() for w in only.split(",") if w.strip()}
-    chosen = [
-        w
-        for w in WORKLOADS
-        if w.name in wanted or w.group in wanted or any(m.key in wanted for m in w.rows)
-    ]
-    known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS} | {m.key for m in METRICS}
-    unknown = wanted - known
-    if unknown:
-        raise ValueError(f"unknown rows {sorted(unknown)}; see --list")
-    return chosen
-
-
-@dataclass
-class TargetResult:
-    """Everything measured for one daemon over all repeats."""
-
-    name: str
-    version: str = ""
-    error: str | None = None
-    runs: list[dict[str, Any]] = field(default_factory=list)
-
-    def values(self, key: str) -> list[float]:
-        return [
-            float(v)
-            for run in self.runs
-            for w in run.values()
-            if isinstance(v := w.get("metrics", {}).get(key), int | float)
-            and not isinstance(v, bool)
-        ]
-
-    def all_workloads(self) -> list[dict[str, Any]]:
-        return [w for run in self.runs for w in run.values()]
-
-    def medians(self) -> dict[str, float | None]:
-        return {m.key: median_or_none(self.values(m.key)) for m in METRICS}
-
-    def failed(self, key: str) -> bool:
-        """Whether a run of the workload holding this row failed."""
-        name = next(w.name for w in WORKLOADS if any(m.key == key for m in w.rows))
-        return any(run.get(name, {}).get("error") for run in self.runs)
-
-    def errors(self) -> list[str]:
-        return [
-            f"{name}: {w['error']}" for run in self.runs for name, w in run.items() if w["error"]
-        ]
-
-
-def median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def parse_duration(text: str) -> float:
@@ -323,14 +142,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def label(metric: Metric, settings: Settings) -> str:
-    return metric.label.format(
-        backlog=f"{settings.backlog / 1e6:g}M",
-        rate=f"{settings.latency_rate / 1000:g}k",
-        cores=os.cpu_count(),
-    )
 
 
 def prepare_targets(target: str) -> tuple[dict[str, TargetResult], Path | None]:
@@ -459,125 +270,6 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, TargetResult], Settings
     return results, settings
 
 
-def fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if unit in ("msgs/s", "us") else f"{value:,.1f}"
-
-
-def ratio(ours: float | None, ref: float | None) -> float | None:
-    return ours / ref if ours is not None and ref else None
-
-
-def table(results: dict[str, TargetResult], settings: Settings, rows: list[Metric]) -> str:
-    """One line per row: the medians, the ratio ours/Go and which way is better. A row with a
-    failed run shows FAILED (its other runs are not enough to quote)."""
-    names = [n for n in TARGETS if n in results]
-    titles = {"reference": "Go nsqd", "ours": "ours"}
-    medians = {n: results[n].medians() for n in names}
-    width = max(len(label(m, settings)) for m in rows) + 2
-    header = f"{'row (200-byte messages)':<{width}}{'unit':<8}" + "".join(
-        f"{titles[n]:>12}" for n in names
-    )
-    if len(names) == 2:
-        header += f"{'ours/Go':>9}  better"
-    lines = [header, "-" * len(header)]
-    for m in rows:
-        row = f"{label(m, settings):<{width}}{m.unit:<8}"
-        cells = {}
-        for n in names:
-            cells[n] = "FAILED" if results[n].failed(m.key) else fmt(medians[n][m.key], m.unit)
-            row += f"{cells[n]:>12}"
-        if len(names) == 2:
-            r = ratio(medians["ours"][m.key], medians["reference"][m.key])
-            if "FAILED" in cells.values():
-                r = None
-            better = "higher" if m.higher_is_better else "lower"
-            row += f"{'-' if r is None else f'{r:.2f}x':>9}  {better}"
-        lines.append(row)
-    return "\n".join(lines)
-
-
-def one_line(text: str, limit: int = 400) -> str:
-    line = " | ".join(part.strip() for part in text.splitlines() if part.strip())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def footnotes(results: dict[str, TargetResult]) -> list[str]:
-    notes = []
-    for r in results.values():
-        if r.error:
-            notes.append(f"{r.name.upper()} NOT (FULLY) MEASURED: {one_line(r.error)}")
-        notes.extend(f"{r.name}: {one_line(e)}" for e in r.errors())
-    return notes
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except OSError:
-        return ""
-    return out.stdout.strip()
-
-
-def report(
-    results: dict[str, TargetResult], args: argparse.Namespace, settings: Settings
-) -> dict[str, Any]:
-    medians = {n: r.medians() for n, r in results.items()}
-    ratios = {}
-    if len(results) == 2:
-        ratios = {
-            m.key: ratio(medians["ours"][m.key], medians["reference"][m.key]) for m in METRICS
-        }
-    return {
-        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
-        "git_commit": git_commit(),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "settings": {
-            "runfor": args.runfor,
-            "repeat": args.repeat,
-            "workloads": [w.name for w in args.workloads],
-            "mem_queue_size": args.mem_queue_size,
-            "backlog": args.backlog,
-            "latency_rate": args.latency_rate,
-            "latency_seconds": args.latency_seconds,
-            "start_samples": args.start_samples,
-            "ours_cmd": args.ours_cmd,
-        },
-        "metrics": {
-            m.key: {
-                "label": label(m, settings),
-                "unit": m.unit,
-                "higher_is_better": m.higher_is_better,
-            }
-            for m in METRICS
-        },
-        "targets": {
-            n: {"version": r.version, "error": r.error, "median": medians[n], "runs": r.runs}
-            for n, r in results.items()
-        },
-        "ratio_ours_over_reference": ratios,
-    }
-
-
-def save(data: dict[str, Any], results_dir: Path) -> Path:
-    results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = results_dir / f"{stamp}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
@@ -611,15 +303,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  * {note}")
     print(f"results: {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
     return exit_code(results)
-
-
-def exit_code(results: dict[str, TargetResult]) -> int:
-    """0: everything measured; 2: some target or row failed; 1: nothing measured at all."""
-    if not any(r.medians()[m.key] is not None for r in results.values() for m in METRICS):
-        return 1
-    if any(r.error or r.errors() for r in results.values()):
-        return 2
-    return 0
 
 
 if __name__ == "__main__":
