@@ -1,6 +1,9 @@
+import gc
 import sys
 
-from .lazy import defer
+gc.disable()  # during the imports: cli.main() freezes their heap, then turns it back on
+
+from .lazy import defer  # noqa: E402
 
 defer()  # before trio is imported: OpenSSL loads only if TLS or AUTH is used
 
