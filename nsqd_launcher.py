@@ -8,7 +8,6 @@ name no one else uses, so that this module itself cannot be shadowed the same wa
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
@@ -24,7 +23,6 @@ def _own_path() -> None:
 
 def nsqd() -> int:
     _own_path()
-    gc.disable()  # during the imports: nsqd.cli.main() freezes their heap, then turns it on
     from nsqd.lazy import defer
 
     defer()  # before trio is imported: OpenSSL loads only if TLS or AUTH is used

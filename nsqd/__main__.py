@@ -1,9 +1,6 @@
-import gc
 import sys
 
-gc.disable()  # during the imports: cli.main() freezes their heap, then turns it back on
-
-from .lazy import defer  # noqa: E402
+from .lazy import defer
 
 defer()  # before trio is imported: OpenSSL loads only if TLS or AUTH is used
 
