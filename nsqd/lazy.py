@@ -1,13 +1,15 @@
-"""Deferred modules for the daemon's start: `ssl`, `hmac`, `hashlib` and `idna` are loaded on
-first use instead of when trio is imported.
+"""Deferred modules for the daemon's start: modules trio (or the standard library under it)
+imports at import time but uses only inside functions are loaded on first use instead.
 
 trio imports `ssl` (for SSLStream) and `hmac` (for DTLS cookies) at import time, and both load
 OpenSSL's libcrypto and libssl: ~5 MiB of resident memory and ~10 ms of start before a
 configuration without TLS or AUTH uses either. trio only touches these modules inside
 functions, so a module whose body runs on first attribute access is the same module to it. A
 configuration with TLS loads `ssl` when it builds its context; the AUTH client (httpx) loads
-it when it is first made. trio's `idna` (~1.5 ms: its tables) encodes host names that are not
-ASCII, inside trio.socket's getaddrinfo.
+it when it is first made. The others, ~4 ms and ~0.6 MiB together: trio's `idna` (its
+tables) encodes host names that are not ASCII; `traceback` formats errors;
+`tokenize` is inspect's and linecache's for reading source; `locale` is subprocess's for text
+mode (trio's import runs one binary-mode subprocess, ctypes' find_library).
 
 Only the entry points (`python -m nsqd`, the `nsqd` console script) call `defer()`, before
 they import trio: importing the package (tests, tools) changes nothing."""
@@ -20,7 +22,15 @@ import sys
 import types
 from typing import Any
 
-DEFERRED = ("ssl", "hmac", "hashlib", "idna")
+DEFERRED = (
+    "ssl",
+    "hmac",
+    "hashlib",
+    "idna",
+    "traceback",
+    "tokenize",
+    "locale",
+)
 
 
 class _Deferred(types.ModuleType):
