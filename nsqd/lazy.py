@@ -6,10 +6,12 @@ OpenSSL's libcrypto and libssl: ~5 MiB of resident memory and ~10 ms of start be
 configuration without TLS or AUTH uses either. trio only touches these modules inside
 functions, so a module whose body runs on first attribute access is the same module to it. A
 configuration with TLS loads `ssl` when it builds its context; the AUTH client (httpx) loads
-it when it is first made. The others, ~4 ms and ~0.6 MiB together: trio's `idna` (its
-tables) encodes host names that are not ASCII; `traceback` formats errors;
-`tokenize` is inspect's and linecache's for reading source; `locale` is subprocess's for text
-mode (trio's import runs one binary-mode subprocess, ctypes' find_library).
+it when it is first made. The others, ~6 ms and ~0.9 MiB together: trio's `idna` (its
+tables) encodes host names that are not ASCII; `traceback` formats errors; `tokenize` and
+`token` are inspect's and linecache's for reading source; `locale` is subprocess's for text
+mode (trio's import runs one binary-mode subprocess, ctypes' find_library); socket's `array`
+passes file descriptors. `json` and `base64` are our modules' for requests and files a start
+does not need (IDENTIFY, /stats?format=json, nsqd.dat changes, /messages ids).
 
 Only the entry points (`python -m nsqd`, the `nsqd` console script) call `defer()`, before
 they import trio: importing the package (tests, tools) changes nothing."""
@@ -30,6 +32,10 @@ DEFERRED = (
     "traceback",
     "tokenize",
     "locale",
+    "token",
+    "array",
+    "json",
+    "base64",
 )
 
 

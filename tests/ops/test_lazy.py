@@ -20,12 +20,16 @@ early = {name: sys.modules[name] for name in lazy.DEFERRED}
 still = [n for n, m in early.items() if isinstance(m, lazy._Deferred) and "__file__" not in vars(m)]
 assert still == list(lazy.DEFERRED), still
 
-import hashlib, hmac, idna, locale, ssl, tokenize, traceback
+import array, base64, hashlib, hmac, idna, json, locale, ssl, token, tokenize, traceback
 
 assert early["hashlib"].sha256(b"nsq").hexdigest() == hashlib.sha256(b"nsq").hexdigest()
 assert early["hmac"].compare_digest(b"a", b"a")
 assert early["idna"].encode("bücher.example") == b"xn--bcher-kva.example"
 assert early["ssl"].PROTOCOL_TLS_CLIENT == ssl.PROTOCOL_TLS_CLIENT
+assert early["json"].loads('{"a": [1]}') == {"a": [1]}
+assert early["base64"].b64encode(b"nsq") == base64.b64encode(b"nsq") == b"bnNx"
+assert early["array"].array("i", [1, 2]).tolist() == [1, 2]
+assert early["token"].NAME == token.NAME
 assert early["locale"].getpreferredencoding(False) == locale.getpreferredencoding(False)
 import io
 toks = list(early["tokenize"].generate_tokens(io.StringIO("x = 1\\n").readline))

@@ -23,6 +23,7 @@ FLAG_ONLY = {
     "traceback": "formatting an error",
     "tokenize": "reading Python source (inspect, linecache)",
     "locale": "a text-mode subprocess",
+    "json": "IDENTIFY, JSON answers, nsqd.dat changes",
     "cramjam": "a snappy client",
     "httpx": "--auth-http-address",
     "nsqd.auth.authd": "--auth-http-address",
