@@ -14,7 +14,7 @@ from typing import Any
 
 from .options import FLAGS
 
-# every spelling argparse knows for a flag (-name and --name) -> (dest, kind of reading)
+# how argparse reads a flag's value: one string, appended to a list, or optional (bools)
 _STORE, _APPEND, _OPTIONAL = "store", "append", "optional"
 
 
@@ -26,10 +26,12 @@ def _reading(kind: str) -> str:
     return _STORE
 
 
+# every spelling argparse knows for a flag (-name and --name) -> (dest, reading)
 _SPELLINGS: dict[str, tuple[str, str]] = {}
 for _flag in FLAGS:
     for _dashes in ("-", "--"):
         _SPELLINGS[_dashes + _flag.name] = (_flag.attr, _reading(_flag.kind))
+_DESTS = tuple(flag.attr for flag in FLAGS)
 
 
 def _is_value(token: str) -> bool:
@@ -56,7 +58,7 @@ def read_plain(argv: list[str]) -> dict[str, Any] | None:
         if known is not None:
             dest, reading = known
             if i < n and _is_value(argv[i]):
-                value: str | None = argv[i]
+                value = argv[i]
                 i += 1
             elif reading == _OPTIONAL and (i == n or _is_flag(argv[i])):
                 value = "true"
@@ -75,6 +77,3 @@ def read_plain(argv: list[str]) -> dict[str, Any] | None:
         else:
             args[dest] = value
     return args
-
-
-_DESTS = tuple(flag.attr for flag in FLAGS)
