@@ -24,11 +24,9 @@ from .cluster.lookupd import Lookupd
 from .config.options import Options
 from .engine import scanner
 from .engine.broker import Broker
-from .engine.dedupe import Deduper
 from .engine.settings import Settings
 from .http.routes import HTTPServer
 from .log import log
-from .metrics import statsd
 from .net.listeners import open_listeners
 from .node import Node
 from .storage.store import Storage
@@ -52,6 +50,15 @@ def engine_settings(opts: Options) -> Settings:
     )
 
 
+def _deduper(opts: Options) -> Any:
+    """The /pub and /mpub de-duplication of --dedupe-window (its module only when set)."""
+    if opts.dedupe_window <= 0:
+        return None
+    from .engine.dedupe import Deduper
+
+    return Deduper(opts.dedupe_window)
+
+
 class NSQD:
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -65,7 +72,7 @@ class NSQD:
             self.storage.new_overflow,
             self.spawn,
             self.storage.new_journal if options.durable_inflight else None,
-            Deduper(options.dedupe_window) if options.dedupe_window > 0 else None,
+            _deduper(options),
         )
         self.storage.attach(self.broker)
         self.lookupd = Lookupd(self.node, self.broker)
@@ -129,7 +136,10 @@ class NSQD:
             root.start_soon(self.storage.metadata_writer)
             if self.options.durable_inflight:
                 root.start_soon(self.storage.journal_flusher)
-            root.start_soon(statsd.run, node, broker)
+            if self.options.statsd_address:  # its module only then (start time, memory)
+                from .metrics import statsd
+
+                root.start_soon(statsd.run, node, broker)
             await root.start(self.lookupd.run)
             if http is not None:
                 await root.start(http.serve)

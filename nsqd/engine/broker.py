@@ -10,15 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..log import log
 from .channel import Channel
-from .dedupe import Deduper
 from .policies import attributes as attrs
 from .ports import JournalFactory, OverflowFactory, Peer, StoreError
 from .settings import Settings
 from .topic import Topic
+
+if TYPE_CHECKING:
+    from .dedupe import Deduper  # --dedupe-window: NSQD imports it when the flag is set
 
 Spawn = Callable[[Callable[[], Awaitable[Any]]], None]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.gostr import go_quote
 
-from ..metrics import prometheus, render, snapshot
+from ..metrics import render, snapshot
 from ..metrics.memory import memory_stats
 from ..version import VERSION
 from .v1 import (
@@ -84,6 +84,8 @@ class InfoHandlers:
             query = req.query()
         except HTTPError as err:
             return err.status, *render_v1(err.status, err.message)
+        from ..metrics import prometheus  # on the first GET /metrics, not at every start
+
         _, topics, producers, memory = self._snapshot(query)
         lists = self.node.shared.get("resp_list_lengths")  # set when --resp-address is
         body = prometheus.metrics_text(

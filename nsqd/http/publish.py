@@ -10,7 +10,6 @@ from protocol.v2.bodies import PackedBodies
 from protocol.v2.names import is_valid_name
 
 from ..engine.broker import PublishFailed
-from ..engine.dedupe import KeyRange
 from ..engine.policies.policy import MessageTooBig, QueueFull
 from ..log import log
 from .server import BodyError
@@ -19,6 +18,7 @@ from .v1 import HTTPError, Request, parse_int64, topic_from_query
 if TYPE_CHECKING:
     from ..config.options import Options
     from ..engine.broker import Broker
+    from ..engine.dedupe import KeyRange
 
 _PLAIN_QUERY_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-#="
 _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -192,6 +192,8 @@ def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:
         if parsed is None or parsed < 0:
             raise HTTPError(400, "INVALID_DEDUPE_OFFSET")
         offset = parsed
+    from ..engine.dedupe import KeyRange  # only requests with a dedupe_key pay for the module
+
     return KeyRange(prefix[0], offset, n)
 
 

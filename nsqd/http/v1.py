@@ -15,7 +15,6 @@ from protocol.v2.names import is_valid_name
 
 from ..config.options import FLAGS
 from ..gocompat.json import go_float, go_json
-from ..metrics.statsd import prefix_for
 from . import server as http_server
 from .server import BodyError
 
@@ -201,6 +200,8 @@ def config_value(node: Node, name: str) -> Any:
     if name == "tls_min_version":
         return _TLS_VERSIONS.get(str(value).lower(), 0)
     if name == "statsd_prefix" and value:
+        from ..metrics.statsd import prefix_for  # not at import: --statsd-address's module
+
         return prefix_for(node)  # %s expanded as nsqd does at startup
     if name == "broadcast_tcp_port":  # nsqd fills in the bound ports at startup
         return node.broadcast_tcp_port

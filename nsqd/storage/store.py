@@ -14,10 +14,7 @@ from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
 from . import attributes, metadata
-from .dedupe import KeyFile
 from .diskqueue import DiskQueueError
-from .journal import SUFFIX as JOURNAL_SUFFIX
-from .journal import ChannelJournal
 from .overflow import DiskOverflow
 
 if TYPE_CHECKING:
@@ -26,6 +23,8 @@ if TYPE_CHECKING:
     from ..engine.channel import Channel
     from ..engine.ports import Overflow
     from ..engine.topic import Topic
+    from .dedupe import KeyFile
+    from .journal import ChannelJournal
 
 SYNC_CHECK_INTERVAL = 0.1
 
@@ -101,6 +100,8 @@ class Storage:
             self._has_attributes = bool(doc["topics"])
             attributes.restore(self.broker, doc)
         if broker.deduper is not None:
+            from .dedupe import KeyFile  # --dedupe-window only (start time, memory)
+
             opts = self.options
             self._key_file = KeyFile(self.data_path, opts.sync_every, opts.sync_timeout)
             broker.deduper.attach(self._key_file)
@@ -137,9 +138,11 @@ class Storage:
 
     def new_journal(self, name: str) -> ChannelJournal:
         """--durable-inflight: the journal of channel `name` ("topic:channel")."""
+        from .journal import SUFFIX, ChannelJournal  # that flag only (start time, memory)
+
         opts = self.options
         journal = ChannelJournal(
-            os.path.join(self.data_path, name + JOURNAL_SUFFIX),
+            os.path.join(self.data_path, name + SUFFIX),
             opts.sync_every,
             opts.sync_timeout,
             self._journal_wants_flush,

@@ -1,0 +1,59 @@
+"""nsqd/lazy.py's stand-ins: after the daemon's imports each deferred module is still a stand-in
+(nothing read from it), and once used it is the real module, through references taken before
+as well as after (run in a fresh interpreter, as the entry points do)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .conftest import REPO_ROOT
+
+SCRIPT = """
+import sys
+from nsqd import lazy
+
+lazy.defer()
+import nsqd.cli, nsqd.daemon  # what `python -m nsqd` imports before it runs
+
+early = {name: sys.modules[name] for name in lazy.DEFERRED}
+still = [n for n, m in early.items() if isinstance(m, lazy._Deferred) and "__file__" not in vars(m)]
+assert still == list(lazy.DEFERRED), still
+
+import array, base64, hashlib, hmac, idna, json, locale, ssl, token, tokenize, traceback
+
+assert early["hashlib"].sha256(b"nsq").hexdigest() == hashlib.sha256(b"nsq").hexdigest()
+assert early["hmac"].compare_digest(b"a", b"a")
+assert early["idna"].encode("bücher.example") == b"xn--bcher-kva.example"
+assert early["ssl"].PROTOCOL_TLS_CLIENT == ssl.PROTOCOL_TLS_CLIENT
+assert early["json"].loads('{"a": [1]}') == {"a": [1]}
+assert early["base64"].b64encode(b"nsq") == base64.b64encode(b"nsq") == b"bnNx"
+assert early["array"].array("i", [1, 2]).tolist() == [1, 2]
+assert early["token"].NAME == token.NAME
+assert early["locale"].getpreferredencoding(False) == locale.getpreferredencoding(False)
+import io
+toks = list(early["tokenize"].generate_tokens(io.StringIO("x = 1\\n").readline))
+assert toks[0].string == "x", toks
+try:
+    1 / 0
+except ZeroDivisionError as exc:
+    text = "".join(early["traceback"].format_exception(exc))
+assert "ZeroDivisionError" in text, text
+for name in lazy.DEFERRED:
+    real = sys.modules[name]
+    assert not isinstance(real, lazy._Deferred), name
+    assert vars(early[name])["__file__"] == real.__file__, name
+print("ok")
+"""
+
+
+def test_deferred_modules_stay_unloaded_then_work() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
