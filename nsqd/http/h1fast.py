@@ -172,6 +172,39 @@ class FastConnection:
         self._our = h11.SEND_RESPONSE
         return head
 
+    def buffered_request(self) -> tuple[Head, int, int] | None:
+        """(head, head end, body length) of the next request if it is plainly valid and wholly
+        buffered, head and body, between requests on the fast path; else None. Consumes
+        nothing: `take_request` does, or `next_event` reads the same bytes as ever."""
+        if self._h11 is not None or self._their is not h11.IDLE:
+            return None
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0 or end > self._max_head:
+            return None
+        parsed = parse_head(bytes(buf[:end]))
+        if parsed is None or len(buf) < end + 4 + parsed[1]:
+            return None
+        return parsed[0], end, parsed[1]
+
+    def take_request(self, end: int, length: int) -> bytes:
+        """Consume what `buffered_request` found and return its body: the states are then
+        those after its EndOfMessage event (theirs DONE, ours SEND_RESPONSE)."""
+        start = end + 4
+        buf = self._buf
+        body = bytes(buf[start : start + length])
+        del buf[: start + length]
+        self._length = length
+        self._remaining = 0
+        self._their = h11.DONE
+        self._our = h11.SEND_RESPONSE
+        return body
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet parsed (on the fast path)."""
+        return len(self._buf)
+
     def _body_event(self) -> Any:
         remaining = self._remaining
         if remaining == 0:
