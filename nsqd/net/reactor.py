@@ -38,6 +38,7 @@ class EpollReactor:
         self._scope = trio.CancelScope()
         self.now = 0.0  # trio's clock at the start of the pass
         self._spin_budget = SPIN_MAX_S
+        self._sleep: trio.CancelScope | None = None  # the loop's wait, while it waits
 
     # -- the set -------------------------------------------------------------------------
 
@@ -62,6 +63,9 @@ class EpollReactor:
         if due < conn.due:
             conn.due = due
             heapq.heappush(self.timers, (due, next(self._seq), conn))
+            sleep = self._sleep
+            if sleep is not None and due < sleep.deadline:
+                sleep.deadline = due  # scheduled from another task while the loop sleeps
 
     def close(self) -> None:
         self._scope.cancel()
@@ -96,8 +100,11 @@ class EpollReactor:
                         await trio.lowlevel.checkpoint()
                     else:
                         slept = perf_counter()
-                        with trio.move_on_at(self.timers[0][0] if self.timers else math.inf):
+                        with trio.move_on_at(
+                            self.timers[0][0] if self.timers else math.inf
+                        ) as self._sleep:
                             await wait(epfd)
+                        self._sleep = None
                         events = self.ep.poll(0)
                         # spin again after requests that came back soon after a spin gave
                         # up; less and less for connections that are quiet for longer
