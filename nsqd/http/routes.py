@@ -10,7 +10,8 @@ route table, a trailing slash or a wrong-case / unclean path redirected (301 for
 otherwise), everything else 404 NOT_FOUND.
 
 `API.handle(request)` returns `(status, headers, body)`. Each HTTP connection is its own task,
-so a slow or broken HTTP client never holds up the TCP protocol."""
+so a slow or broken HTTP client never holds up the TCP protocol. `API.route_now` gives the
+server's reactor the synchronous form of POST /pub and /mpub for requests wholly received."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 parser.py: h1fast for plainly valid requests, h11 for the rest).
 
 One task per connection and none per request: the connection task parses the request, calls
-`handler(request)` and writes the `(status, headers, body)` it returns. Keep-alive and pipelined
+`handler(request)` and writes the `(status, headers, body)` it returns. With `route_now`
+(synchronous routes), plain connections are served by the server's reactor while their
+requests are wholly buffered ones those routes take, their tasks parked meanwhile
+(nsqd/http/reactor.py); everything below holds for them too. Keep-alive and pipelined
 requests are answered in order on the same connection. The handler reads the body itself
 (`Request.read(limit)` reads at most `limit` bytes, so a size limit holds while reading); what
 it leaves unread is discarded afterwards as net/http does (up to 256 KiB, else the connection is
