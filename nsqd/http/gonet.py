@@ -73,6 +73,12 @@ def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] |
     return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
 
 
+def bad_host(headers: Headers) -> bool:
+    """A Host header with characters a host cannot have (httpguts.ValidHostHeader; check_head's
+    test, for heads with no other fault)."""
+    return any(name == b"host" and value.translate(None, _HOST_BYTES) for name, value in headers)
+
+
 def _H2_PREFACE(event: parser.RequestHead) -> bool:
     """`PRI * HTTP/2.0`: net/http without HTTP/2 routes it like any request (405 from nsqd)."""
     return event.method == b"PRI" and event.target == b"*" and event.http_version == b"2.0"

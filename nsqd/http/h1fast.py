@@ -32,6 +32,10 @@ _DIGITS = re.compile(rb"[0-9]{1,18}")
 # headers whose presence sends the request to h11 (framing, keep-alive, 100-continue, upgrade)
 _TO_H11 = frozenset({b"transfer-encoding", b"connection", b"expect", b"upgrade"})
 _END = h11.EndOfMessage()
+# recent request heads (up to this long) -> parse_head's result
+_REMEMBERED_HEAD_MAX = 1024
+_parsed: dict[bytes, tuple[Head, int] | None] = {}
+_UNSEEN = object()
 # id(Response event) -> (the event, its head bytes, body length, chunked, keep-alive)
 _heads: dict[int, tuple[h11.Response, bytes, int, bool, bool]] = {}
 
@@ -82,6 +86,19 @@ def parse_head(head: bytes) -> tuple[Head, int] | None:
     if hosts != 1 or lengths > 1:
         return None
     return Head(method, target, headers), length
+
+
+def _parse_head(head: bytes) -> tuple[Head, int] | None:
+    """parse_head, remembered for short heads: a publisher sends the same head again and again
+    (same path, same length), and a Head is never changed once made."""
+    found = _parsed.get(head, _UNSEEN)
+    if found is _UNSEEN:
+        found = parse_head(head)
+        if len(head) <= _REMEMBERED_HEAD_MAX:
+            if len(_parsed) >= 256:
+                _parsed.clear()
+            _parsed[head] = found
+    return found  # type: ignore[return-value]
 
 
 class FastConnection:
@@ -162,7 +179,7 @@ class FastConnection:
             ):
                 return self._hand_over().next_event()
             return h11.NEED_DATA
-        parsed = parse_head(bytes(buf[:end])) if end <= self._max_head else None
+        parsed = _parse_head(bytes(buf[:end])) if end <= self._max_head else None
         if parsed is None:
             return self._hand_over().next_event()
         del buf[: end + 4]
@@ -171,6 +188,39 @@ class FastConnection:
         self._their = h11.SEND_BODY
         self._our = h11.SEND_RESPONSE
         return head
+
+    def buffered_request(self) -> tuple[Head, int, int] | None:
+        """(head, head end, body length) of the next request if it is plainly valid and wholly
+        buffered, head and body, between requests on the fast path; else None. Consumes
+        nothing: `take_request` does, or `next_event` reads the same bytes as ever."""
+        if self._h11 is not None or self._their is not h11.IDLE:
+            return None
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0 or end > self._max_head:
+            return None
+        parsed = _parse_head(bytes(buf[:end]))
+        if parsed is None or len(buf) < end + 4 + parsed[1]:
+            return None
+        return parsed[0], end, parsed[1]
+
+    def take_request(self, end: int, length: int) -> bytes:
+        """Consume what `buffered_request` found and return its body: the states are then
+        those after its EndOfMessage event (theirs DONE, ours SEND_RESPONSE)."""
+        start = end + 4
+        buf = self._buf
+        body = bytes(buf[start : start + length])
+        del buf[: start + length]
+        self._length = length
+        self._remaining = 0
+        self._their = h11.DONE
+        self._our = h11.SEND_RESPONSE
+        return body
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet parsed (on the fast path)."""
+        return len(self._buf)
 
     def _body_event(self) -> Any:
         remaining = self._remaining

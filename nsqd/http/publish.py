@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING
 
 from protocol.v2.bodies import PackedBodies
@@ -13,13 +13,15 @@ from ..engine.broker import PublishFailed
 from ..engine.policies.policy import MessageTooBig, QueueFull
 from ..log import log
 from .server import BodyError
-from .v1 import HTTPError, Request, parse_int64, topic_from_query
+from .v1 import HTTPError, Request, parse_int64, parse_query, topic_from, topic_from_query
 
 if TYPE_CHECKING:
     from ..config.options import Options
     from ..engine.broker import Broker
     from ..engine.dedupe import KeyRange
 
+# a binary /mpub reader: yields sizes to read, is sent the bytes (None: the body ended first)
+BinaryReader = Generator[int, bytes | None, list[bytes]]
 _PLAIN_QUERY_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-#="
 _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
@@ -34,17 +36,30 @@ class PublishHandlers:
         self.max_body_size: int = opts.max_body_size
         self.max_req_timeout_ns = round(opts.max_req_timeout * 1e9)
 
+    # -- /pub ---------------------------------------------------------------------------------
+
     async def pub(self, req: Request) -> str:
-        max_size = self.max_msg_size
         length = req.content_length()
-        if length is not None and length > max_size:
-            raise HTTPError(413, "MSG_TOO_BIG")
+        self._check_pub_length(length)
+        max_size = self.max_msg_size
         body = await req.read(max_size + 1)
         if len(body) > max_size:
             raise HTTPError(413, "MSG_TOO_BIG")
+        return self.publish_one(req.query_string, body)
+
+    def pub_now(self, query_string: bytes, length: int, body: bytes) -> str:
+        """/pub with its whole body (`length` bytes) at hand: the reactor's synchronous call."""
+        self._check_pub_length(length)
+        return self.publish_one(query_string, body)
+
+    def _check_pub_length(self, length: int | None) -> None:
+        if length is not None and length > self.max_msg_size:
+            raise HTTPError(413, "MSG_TOO_BIG")
+
+    def publish_one(self, qs: bytes, body: bytes) -> str:
+        """/pub once its body is read (within --max-msg-size)."""
         if not body:
             raise HTTPError(400, "MSG_EMPTY")
-        qs = req.query_string
         if qs.startswith(b"topic=") and not qs.translate(None, _PLAIN_QUERY_BYTES):
             name = qs[6:].decode()  # the common case: just ?topic=<valid name>
             if not is_valid_name(qs[6:]):
@@ -54,7 +69,7 @@ class PublishHandlers:
             except (PublishFailed, QueueFull, MessageTooBig) as exc:
                 raise _publish_failed(exc) from exc
             return "OK"
-        name, query = topic_from_query(req)
+        name, query = topic_from(parse_query(qs))
         ttl_ms = _ttl(query)
         key = query.get("dedupe_key")
         defer = query.get("defer")
@@ -77,13 +92,37 @@ class PublishHandlers:
             raise _publish_failed(exc) from exc
         return "OK"
 
+    # -- /mpub --------------------------------------------------------------------------------
+
     async def mpub(self, req: Request) -> str:
-        length = req.content_length()
+        self._check_mpub_length(req.content_length())
+        name, query = topic_from_query(req)
+        ttl_ms, binary_mode = self._mpub_start(name, query)
+        if binary_mode:
+            bodies: Sequence[bytes] = await self._read_binary_mpub(req)
+        else:
+            bodies = self._text_bodies(await req.read(self.max_body_size + 1))
+        return self._mpub_finish(name, query, ttl_ms, bodies)
+
+    def mpub_now(self, query_string: bytes, length: int, body: bytes) -> str:
+        """/mpub with its whole body (`length` bytes) at hand: the reactor's synchronous call."""
+        self._check_mpub_length(length)
+        name, query = topic_from(parse_query(query_string))
+        ttl_ms, binary_mode = self._mpub_start(name, query)
+        if binary_mode:
+            bodies: Sequence[bytes] = _binary_from_bytes(self._binary_mpub(), body)
+        else:
+            bodies = self._text_bodies(body[: self.max_body_size + 1])
+        return self._mpub_finish(name, query, ttl_ms, bodies)
+
+    def _check_mpub_length(self, length: int | None) -> None:
         if length is not None and length > self.max_body_size:
             raise HTTPError(413, "BODY_TOO_BIG")
-        name, query = topic_from_query(req)
+
+    def _mpub_start(self, name: str, query: dict[str, list[str]]) -> tuple[int, bool]:
+        """(ttl, binary) of an /mpub; its topic is made before the body is read, as nsqd."""
         ttl_ms = _ttl(query)
-        self.broker.topic(name)  # made before the body is read, as nsqd
+        self.broker.topic(name)
         binary = query.get("binary")
         binary_mode = False
         if binary is not None:
@@ -93,10 +132,11 @@ class PublishHandlers:
             elif value not in _GO_FALSE:
                 binary_mode = True
                 log.warning("deprecated value '%s' used for /mpub binary param", value)
-        if binary_mode:
-            bodies = await self._read_binary_mpub(req)
-        else:
-            bodies = await self._read_text_mpub(req)
+        return ttl_ms, binary_mode
+
+    def _mpub_finish(
+        self, name: str, query: dict[str, list[str]], ttl_ms: int, bodies: Sequence[bytes]
+    ) -> str:
         if bodies:
             keys = _batch_keys(query, len(bodies))
             try:
@@ -105,10 +145,9 @@ class PublishHandlers:
                 raise _publish_failed(exc) from exc
         return "OK"
 
-    async def _read_text_mpub(self, req: Request) -> Sequence[bytes]:
-        read_max = self.max_body_size + 1
-        body = await req.read(read_max)
-        over = len(body) == read_max
+    def _text_bodies(self, body: bytes) -> Sequence[bytes]:
+        """The messages of a text /mpub body read up to --max-body-size + 1 bytes."""
+        over = len(body) == self.max_body_size + 1
         max_msg = self.max_msg_size
         if not over:
             packed = _uniform_lines(body, max_msg)
@@ -128,7 +167,18 @@ class PublishHandlers:
         return [b for b in blocks if b]  # pragma: no cover - the loop always raises
 
     async def _read_binary_mpub(self, req: Request) -> list[bytes]:
-        head = await _read_exact(req, 4)
+        steps = self._binary_mpub()
+        size = next(steps)
+        while True:
+            try:
+                size = steps.send(await _read_exact(req, size))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _binary_mpub(self) -> BinaryReader:
+        """readMPUBBinary without its I/O: yields how many bytes it reads next and is sent
+        them (None if the body ends first); returns the messages."""
+        head = yield 4
         if head is None:
             raise HTTPError(413, "BAD_BODY")
         count = int.from_bytes(head, "big", signed=True)
@@ -137,17 +187,33 @@ class PublishHandlers:
             raise HTTPError(413, "BAD_BODY")
         bodies = []
         for _ in range(count):
-            head = await _read_exact(req, 4)
+            head = yield 4
             if head is None:
                 raise HTTPError(413, "BAD_MESSAGE")
             size = int.from_bytes(head, "big", signed=True)
             if size <= 0 or size > self.max_msg_size:
                 raise HTTPError(413, "BAD_MESSAGE")
-            body = await _read_exact(req, size)
+            body = yield size
             if body is None:
                 raise HTTPError(413, "BAD_MESSAGE")
             bodies.append(body)
         return bodies
+
+
+def _binary_from_bytes(
+    steps: Generator[int, bytes | None, list[bytes]], body: bytes
+) -> list[bytes]:
+    """Run a binary /mpub reader over a body wholly at hand."""
+    size = next(steps)
+    pos = 0
+    end = len(body)
+    while True:
+        chunk = body[pos : pos + size] if pos + size <= end else None
+        pos = pos + size if chunk is not None else end
+        try:
+            size = steps.send(chunk)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 def _uniform_lines(body: bytes, max_msg: int) -> PackedBodies | None:

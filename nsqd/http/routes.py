@@ -10,7 +10,8 @@ route table, a trailing slash or a wrong-case / unclean path redirected (301 for
 otherwise), everything else 404 NOT_FOUND.
 
 `API.handle(request)` returns `(status, headers, body)`. Each HTTP connection is its own task,
-so a slow or broken HTTP client never holds up the TCP protocol."""
+so a slow or broken HTTP client never holds up the TCP protocol. `API.route_now` gives the
+server's reactor the synchronous form of POST /pub and /mpub for requests wholly received."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Request], Awaitable[Any]]
 Route = tuple[Handler, bool, str]  # (handler, logged, rendering: V1, PLAIN or RAW)
+SyncRoute = Callable[[bytes, int, bytes], Response]  # (query string, length, body) -> answer
 
 
 class API:
@@ -147,6 +149,43 @@ class API:
         except Exception:
             log.exception("HTTP: error in %s %s", req.method, req.path)
             return 500, *render_v1(500, "INTERNAL_ERROR")
+
+    def route_now(self, method: bytes, raw_path: bytes) -> SyncRoute | None:
+        """The synchronous form of a route whose whole body is at hand (the HTTP reactor's:
+        nsqd/http/reactor.py), or None if the request must go to `handle`. Its answers are
+        `handle`'s for the same request, byte for byte."""
+        if method != b"POST" or self.tls_required:  # plain HTTP only: tls_required is a 403
+            return None
+        if raw_path == b"/pub":
+            return self._pub_now
+        if raw_path == b"/mpub":
+            return self._mpub_now
+        return None
+
+    def _pub_now(self, query_string: bytes, length: int, body: bytes) -> Response:
+        """`handle`'s /pub path."""
+        try:
+            self.publish.pub_now(query_string, length, body)
+        except HTTPError as err:
+            return err.status, *render_v1(err.status, err.message)
+        except Exception:
+            log.exception("HTTP: error in POST /pub")
+            return 500, *render_v1(500, "INTERNAL_ERROR")
+        return respond_ok()
+
+    def _mpub_now(self, query_string: bytes, length: int, body: bytes) -> Response:
+        """`_run`'s for /mpub (V1, not logged) and `handle`'s errors."""
+        status = 200
+        try:
+            data: Any = self.publish.mpub_now(query_string, length, body)
+        except HTTPError as err:
+            status, data = err.status, err.message
+            if err.extra:
+                data = JSONBody(go_json({"message": err.message, **err.extra}))
+        except Exception:
+            log.exception("HTTP: error in POST /mpub")
+            return 500, *render_v1(500, "INTERNAL_ERROR")
+        return status, *render_v1(status, data)
 
     async def _dispatch(self, req: Request) -> Response:
         if self.tls_required and not req.tls:
@@ -349,6 +388,7 @@ class HTTPServer:
         self.server = http_server.Server(
             self.api.handle,
             request_class=Request,
+            route_now=self.api.route_now,
             require_client_cert=opts.tls_client_auth_policy == "require",
         )
         track_gc_pauses()

@@ -2,7 +2,10 @@
 parser.py: h1fast for plainly valid requests, h11 for the rest).
 
 One task per connection and none per request: the connection task parses the request, calls
-`handler(request)` and writes the `(status, headers, body)` it returns. Keep-alive and pipelined
+`handler(request)` and writes the `(status, headers, body)` it returns. With `route_now`
+(synchronous routes), plain connections are served by the server's reactor while their
+requests are wholly buffered ones those routes take, their tasks parked meanwhile
+(nsqd/http/reactor.py); everything below holds for them too. Keep-alive and pipelined
 requests are answered in order on the same connection. The handler reads the body itself
 (`Request.read(limit)` reads at most `limit` bytes, so a size limit holds while reading); what
 it leaves unread is discarded afterwards as net/http does (up to 256 KiB, else the connection is
@@ -29,11 +32,14 @@ from typing import Any
 import trio
 
 from ..log import log
-from ..net.transport import Transport, transport_for
+from ..net.transport import SocketTransport, Transport, transport_for
 from . import gonet, parser
+from .reactor import HTTPReactor
 
 Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]
+# (method, raw path) -> a synchronous route taking (query string, length, body), or None
+RouteNow = Callable[[bytes, bytes], Callable[[bytes, int, bytes], Response] | None]
 
 IDLE_TIMEOUT = 300.0
 HEADER_TIMEOUT = 60.0
@@ -161,15 +167,20 @@ class Connection:
         "body_deadline",
         "body_read",
         "client",
+        "due",
         "eof",
         "h11",
         "idle",
+        "last_active",
+        "pending",
+        "resume",
         "scope",
         "server",
         "stream",
         "tls",
         "transport",
         "unread",
+        "wake",
     )
 
     def __init__(
@@ -187,6 +198,13 @@ class Connection:
         self.body_read = 0
         self.body_deadline = math.inf
         self.eof = False
+        # while the server's reactor serves it (nsqd/http/reactor.py): its timer, its last
+        # read, what it wakes this task with, an answer left for this task to send
+        self.due = math.inf
+        self.last_active = 0.0
+        self.resume: bool | None = None
+        self.wake: trio.Event | None = None
+        self.pending = b""
 
     async def _fill(self, deadline: float) -> None:
         """Feed h11 the next bytes from the client (b"" at end of stream), if they come before
@@ -240,18 +258,20 @@ class Connection:
     async def _send(self, data: bytes) -> None:
         await self.transport.send(data, self.server.write_timeout)
 
-    async def _next_request(self) -> parser.RequestHead | None:
-        """The next request's head; None when the connection is done."""
+    async def _next_request(self, begun: bool) -> parser.RequestHead | None:
+        """The next request's head; None when the connection is done. `begun`: its first
+        bytes are already buffered (the head's timeout applies, not the idle one)."""
         conn = self.h11
         event = conn.next_event()
         if event is _NEED_DATA:
             server = self.server
             if server.closing:
                 return None
-            self.idle = True
-            await self._fill(trio.current_time() + server.idle_timeout)
-            self.idle = False
-            event = conn.next_event()
+            if not begun:
+                self.idle = True
+                await self._fill(trio.current_time() + server.idle_timeout)
+                self.idle = False
+                event = conn.next_event()
             if event is _NEED_DATA:
                 with trio.move_on_after(server.header_timeout):
                     while event is _NEED_DATA:
@@ -262,23 +282,43 @@ class Connection:
         return event if type(event) in _REQUESTS else None
 
     async def run(self) -> None:
+        """Serve requests until the connection is done: in the server's reactor while it can,
+        in this task otherwise."""
+        reactor = self.server.reactor if type(self.transport) is SocketTransport else None
+        begun = False
+        while True:
+            if reactor is not None:
+                resume = await reactor.serve(self)
+                if resume is None:
+                    return
+                begun = resume
+                if self.pending:
+                    data, self.pending = self.pending, b""
+                    await self._send(data)
+            if not await self._serve(begun, reactor is not None):
+                return
+
+    async def _serve(self, begun: bool, give_back: bool) -> bool:
+        """Answer requests in this task; True when the connection goes back to the reactor
+        (`give_back`, after a request, while the parser is on its fast path)."""
         conn = self.h11
         server = self.server
         handler = server.handler
         request_class = server.request_class
         while True:
             try:
-                event = await self._next_request()
+                event = await self._next_request(begun)
             except parser.ProtocolError as exc:
                 if not self.eof:  # net/http does not answer a request cut short
                     await self._reject(gonet.go_error(exc))
-                return
+                return False
+            begun = False
             if event is None:
-                return
+                return False
             head = gonet.check_head(event)
             if type(head) is bytes:
                 await self._reject(head)
-                return
+                return False
             self.body_read = 0
             self.body_deadline = trio.current_time() + server.request_timeout
             request = request_class(self, event, *head)
@@ -302,9 +342,11 @@ class Connection:
             if conn.our_state is not _DONE or conn.their_state is not _DONE:
                 if linger and isinstance(self.stream, trio.SocketStream):
                     await _linger(self.stream)
-                return
+                return False
             conn.start_next_cycle()
             self.unread = b""
+            if give_back and conn.h11 is None and not server.closing:
+                return True
 
     async def _finish_body(self, request: Request) -> bool:
         """After the handler: discard what is left of the body as net/http does; False if the
@@ -377,6 +419,7 @@ class Server:
         handler: Handler,
         *,
         request_class: type[Request] = Request,
+        route_now: RouteNow | None = None,
         idle_timeout: float = IDLE_TIMEOUT,
         header_timeout: float = HEADER_TIMEOUT,
         body_timeout: float = BODY_TIMEOUT,
@@ -397,6 +440,9 @@ class Server:
         self.closing = False
         self._closed = trio.Event()
         self._connections: set[Connection] = set()
+        # with synchronous routes, plain connections are served by a reactor while they can
+        self.route_now = route_now
+        self.reactor: HTTPReactor | None = None
 
     async def serve(
         self,
@@ -407,6 +453,9 @@ class Server:
         """Accept on every listener (with a TLS context: HTTPS) until `close()`; then requests
         under way get `grace` seconds to finish."""
         async with trio.open_nursery() as connections:
+            if self.route_now is not None:
+                self.reactor = HTTPReactor(self, self.route_now, MAX_POST_HANDLER_READ)
+                connections.start_soon(self.reactor.run)
             async with trio.open_nursery() as acceptors:
                 for listener, context in listeners:
                     acceptors.start_soon(self._accept, listener, context, connections)
@@ -436,6 +485,8 @@ class Server:
         """Stop accepting; close idle connections now, the others after their request."""
         self.closing = True
         self._closed.set()
+        if self.reactor is not None:
+            self.reactor.close()
         for conn in self._connections:
             if conn.idle:
                 conn.scope.cancel()

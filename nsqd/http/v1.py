@@ -231,7 +231,11 @@ async def read_params(req: Request) -> None:
 
 def topic_from_query(req: Request) -> tuple[str, dict[str, list[str]]]:
     """getTopicFromQuery: the topic name, validated (the caller creates the topic)."""
-    query = req.query()
+    return topic_from(req.query())
+
+
+def topic_from(query: dict[str, list[str]]) -> tuple[str, dict[str, list[str]]]:
+    """getTopicFromQuery on a parsed query."""
     names = query.get("topic")
     if names is None:
         raise HTTPError(400, "MISSING_ARG_TOPIC")

@@ -1,8 +1,9 @@
 """Plain-TCP V2 connections that only publish, served the way nsqd/resp/reactor.py serves Redis
 clients: one task owns an epoll set of their sockets (trio waits on the epoll fd itself), reads
 what is ready, runs each client's complete commands synchronously and writes its answers in one
-write. A request/response round trip (PUB, MPUB, DPUB, NOP, a plain IDENTIFY) then costs no task
-switch and no per-socket trio wait, which is what bounded PUB round trips.
+write (the loop itself is nsqd/net/reactor.py's). A request/response round trip (PUB, MPUB,
+DPUB, NOP, a plain IDENTIFY) then costs no task switch and no per-socket trio wait, which is
+what bounded PUB round trips.
 
 A connection stays here while what it asks is synchronous. The first command that needs a task
 of its own (SUB and the consumer commands, an IDENTIFY that starts TLS or compression, AUTH) or
@@ -13,16 +14,9 @@ output, so the client sees one ordered stream either way. Heartbeats and nsqd's 
 
 from __future__ import annotations
 
-import heapq
-import math
 import os
-import select
 from collections.abc import Callable
-from itertools import count
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
-
-import trio
 
 from protocol.v2 import (
     CLOSED,
@@ -40,6 +34,7 @@ from protocol.v2 import (
 )
 
 from ..log import log
+from ..net.reactor import EpollReactor
 from ..net.transport import SMALL_READ
 from . import commands
 from .connection import RECEIVE_SIZE, upgrades
@@ -47,31 +42,20 @@ from .connection import RECEIVE_SIZE, upgrades
 if TYPE_CHECKING:
     from .connection import Client
 
-_IN = select.EPOLLIN
 # Commands run here; any other hands its connection to a task of its own.
 _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
-SPIN_MAX_S = 100e-6
-SPIN_MIN_S = 2e-6
-SPIN_PAYS_S = 1e-3  # a wait shorter than this: spinning would have served it sooner
 
 
-class Reactor:
+class Reactor(EpollReactor):
     def __init__(self, spawn: Callable[..., Any]) -> None:
+        super().__init__()
         self._spawn = spawn  # start_soon of the clients nursery
-        self.ep = select.epoll()
-        self.clients: dict[int, Client] = {}
-        self.timers: list[tuple[float, int, Client]] = []
-        self._seq = count()
-        self._scope = trio.CancelScope()
-        self._now = 0.0
-        self._spin_budget = SPIN_MAX_S
+        self.clients: dict[int, Client] = self.conns
 
     # -- connections in and out ----------------------------------------------------------
 
     def adopt(self, client: Client) -> None:
-        fd = client.transport._fd  # type: ignore[attr-defined]
-        self.clients[fd] = client
-        self.ep.register(fd, _IN)
+        self.watch(client.transport._fd, client)  # type: ignore[attr-defined]
         self._schedule(client)
 
     def drop(self, client: Client) -> None:
@@ -85,16 +69,9 @@ class Reactor:
             pass
 
     def _forget(self, client: Client) -> bool:
-        fd = client.transport._fd  # type: ignore[attr-defined]
-        if self.clients.get(fd) is not client:
+        if not self.unwatch(client.transport._fd, client):  # type: ignore[attr-defined]
             return False
-        del self.clients[fd]
         client.reactor = None
-        client.due = math.inf
-        try:
-            self.ep.unregister(fd)
-        except (OSError, ValueError):
-            pass
         return True
 
     def _hand_over(self, client: Client, pending: Any = None) -> None:
@@ -102,68 +79,17 @@ class Reactor:
         if self._forget(client):
             self._spawn(client.serve, pending)
 
-    def close(self) -> None:
-        self._scope.cancel()
+    # -- the loop's hooks ------------------------------------------------------------------
 
-    # -- the loop ------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        for client in list(self.clients.values()):
+            self.drop(client)
 
-    async def run(self) -> None:
-        wait = trio.lowlevel.wait_readable
-        epfd = self.ep.fileno()
-        try:
-            with self._scope:
-                events: list[tuple[int, int]] = []
-                while True:
-                    if events:
-                        await trio.lowlevel.checkpoint()
-                    else:
-                        slept = perf_counter()
-                        with trio.move_on_at(self.timers[0][0] if self.timers else math.inf):
-                            await wait(epfd)
-                        events = self.ep.poll(0)
-                        # spin again after requests that came back soon after a spin gave
-                        # up; less and less for publishers that are quiet for longer
-                        if perf_counter() - slept < SPIN_PAYS_S:
-                            self._spin_budget = SPIN_MAX_S
-                        else:
-                            self._spin_budget = max(self._spin_budget / 2, SPIN_MIN_S)
-                    self._pass(events)
-                    events = self._spin() if events else events
-        finally:
-            for client in list(self.clients.values()):
-                self.drop(client)
-            self.ep.close()
+    def _fail(self, client: Client) -> None:
+        self.drop(client)
 
-    def _spin(self) -> list[tuple[int, int]]:
-        """Poll without sleeping for up to a hundred microseconds after a pass that served
-        requests, as Go's scheduler spins before it parks in epoll: a client in a request loop
-        sends again within that time, and finding it awake saves two wake-ups per round trip
-        (ours and, on a VM, the vCPU's). The budget shrinks while requests come back only
-        long after a spin gave up (quiet publishers cost almost nothing)."""
-        poll = self.ep.poll
-        end = perf_counter() + self._spin_budget
-        while True:
-            events = poll(0)
-            if events or perf_counter() >= end:
-                return events
-
-    def _pass(self, events: list[tuple[int, int]]) -> None:
-        self._now = now = trio.current_time()
-        clients = self.clients
-        for fd, _ in events:
-            client = clients.get(fd)
-            if client is None:
-                continue
-            try:
-                self._read(client, fd)
-            except Exception:  # one client must never take the others down
-                log.exception("[%s] unexpected error", client)
-                self.drop(client)
-        timers = self.timers
-        while timers and timers[0][0] <= now:
-            due, _, client = heapq.heappop(timers)
-            if due == client.due:  # else an entry superseded by an earlier one
-                self._expire(client, now)
+    def _ready(self, client: Client, fd: int) -> None:
+        self._read(client, fd)
 
     def _read(self, client: Client, fd: int) -> None:
         transport = client.transport
@@ -175,7 +101,7 @@ class Reactor:
         except OSError:
             data = b""
         transport._more = len(data) == size  # type: ignore[attr-defined]
-        client._last_read = self._now
+        client._last_read = self.now
         client.conn.receive_data(data)
         if self._run(client):
             self._write(client)
@@ -261,15 +187,11 @@ class Reactor:
     # -- heartbeats and the read deadline ----------------------------------------------------
 
     def _schedule(self, client: Client) -> None:
-        due = min(client._next_heartbeat, client._last_read + client.read_timeout)
-        if due < client.due:
-            client.due = due
-            heapq.heappush(self.timers, (due, next(self._seq), client))
+        self.schedule(client, min(client._next_heartbeat, client._last_read + client.read_timeout))
 
     def _expire(self, client: Client, now: float) -> None:
         if client.reactor is not self:
             return
-        client.due = math.inf  # this entry is spent (an earlier one may have been pushed)
         if now >= client._last_read + client.read_timeout:
             log.info("[%s] read timeout: no command for two heartbeats", client)
             self.drop(client)

@@ -158,3 +158,28 @@ def test_other_requests_are_h11s(name: str, bytewise: bool, eof: bool) -> None:
     assert got == expected
     # (in "second one odd" the first request is plain: only the last one must be h11's)
     assert not heads or heads[-1] == "Request", "the fast path took an odd request"
+
+
+@pytest.mark.parametrize("name", [*PLAIN, *HANDED_OVER])
+def test_buffered_request_is_what_next_event_reads(name: str) -> None:
+    """The reactor's view (a wholly buffered plain request, consumed at once) agrees with the
+    events: same head, same body, same states after; nothing consumed when it says None."""
+    data = {**PLAIN, **HANDED_OVER}[name]
+    fast = FastConnection(MAX_HEAD)
+    fast.receive_data(data)
+    found = fast.buffered_request()
+    if found is None:
+        assert fast.buffered == len(data)
+        return
+    head, end, length = found
+    events = FastConnection(MAX_HEAD)
+    events.receive_data(data)
+    first = events.next_event()
+    body = b""
+    while type(event := events.next_event()) is h11.Data:
+        body += event.data
+    assert type(event) is h11.EndOfMessage
+    assert (head.method, head.target, head.headers) == (first.method, first.target, first.headers)
+    assert fast.take_request(end, length) == body
+    assert (fast.our_state, fast.their_state) == (events.our_state, events.their_state)
+    assert fast.buffered == len(data) - end - 4 - length
