@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..net.reactor import EpollReactor
+from ..net.transport import write_now
 from . import gonet, parser
 
 if TYPE_CHECKING:
@@ -152,10 +153,8 @@ class HTTPReactor(EpollReactor):
         """False when the connection left (a write error ends it; what the socket does not
         take now its task sends, with the write timeout)."""
         try:
-            sent = os.write(conn.transport._fd, data)  # type: ignore[attr-defined]
-        except BlockingIOError:
-            sent = 0
-        except OSError:
+            sent = write_now(conn.transport._fd, data)  # type: ignore[attr-defined]
+        except trio.BrokenResourceError:
             self._end(conn)
             return False
         if sent < len(data):

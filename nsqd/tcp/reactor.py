@@ -18,6 +18,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from protocol.v2 import (
     CLOSED,
     HEARTBEAT_FRAME,
@@ -35,7 +37,7 @@ from protocol.v2 import (
 
 from ..log import log
 from ..net.reactor import EpollReactor
-from ..net.transport import SMALL_READ
+from ..net.transport import SMALL_READ, write_now
 from . import commands
 from .connection import RECEIVE_SIZE, upgrades
 
@@ -169,10 +171,8 @@ class Reactor(EpollReactor):
         client._out_size = 0
         client._urgent = False
         try:
-            sent = os.write(client.transport._fd, data)  # type: ignore[attr-defined]
-        except BlockingIOError:
-            sent = 0
-        except OSError:
+            sent = write_now(client.transport._fd, data)  # type: ignore[attr-defined]
+        except trio.BrokenResourceError:
             self.drop(client)
             return
         if sent < len(data):
