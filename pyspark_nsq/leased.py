@@ -4,16 +4,13 @@ and finishing it after the commit. No message passes through here: the executors
 
 A batch's plan is part of its end offset, which Spark writes to the checkpoint before running
 the batch: `{"seq", "token", "batch", "leases": [[nsqd, http, [n per partition], max bytes per
-partition(, [chunks per partition])], ...]}` (no chunk list: one receive per partition, as in
-offsets written before partitions were read in chunks). `token` is drawn once per query
-(initialOffset) and `batch` counts the batches that have leases, so a lease
-`<token>-<batch>-<partition>` (and `-<chunk>` after it when the partition is read in chunks,
-pull.py) is unique to one query and one partition, and the same after a driver restart: a
-replayed batch asks its nsqds again under the same names and gets the same messages
-(`again=true`). Spark hands the committed end to `latestOffset` (and one batch late to
-`commit`): its leases are then finished whole. A lease that no longer exists (the nsqd
-restarted, or the lease timed out) finishes nothing, and is no error: nsqd redelivers those
-messages, duplicates a row's `(nsqd, id)` identifies."""
+partition], ...]}`. `token` is drawn once per query (initialOffset) and `batch` counts the
+batches that have leases, so a lease `<token>-<batch>-<partition>` is unique to one query and
+one partition, and the same after a driver restart: a replayed batch asks its nsqds again under
+the same names and gets the same messages (`again=true`). Spark hands the committed end to
+`latestOffset` (and one batch late to `commit`): its leases are then finished whole. A lease
+that no longer exists (the nsqd restarted, or the lease timed out) finishes nothing, and is no
+error: nsqd redelivers those messages, duplicates a row's `(nsqd, id)` identifies."""
 
 from __future__ import annotations
 
@@ -25,7 +22,7 @@ from typing import Any
 from .addresses import Address
 from .http import Producer, channel_counts, finish_lease
 from .options import SourceOptions
-from .pull import LeasePartition, chunk_counts, chunk_leases
+from .pull import LeasePartition
 
 log = logging.getLogger("pyspark_nsq")
 MAX_N = 1_000_000  # nsqd's cap on one receive
@@ -60,12 +57,6 @@ def shares(total: int, weights: list[int]) -> list[int]:
     return out
 
 
-def _chunks(counts: list[int]) -> list[list[int]]:
-    """The plan entry's chunk list, when a partition is read in more than one receive."""
-    chunks = chunk_counts(counts)
-    return [chunks] if any(c > 1 for c in chunks) else []
-
-
 class LeasedReader:
     """Plans and finishes the executor-side share of each batch."""
 
@@ -91,25 +82,22 @@ class LeasedReader:
         if key in self._finished:
             return 0
         done = 0
-        for tcp, http, counts, _cap, *chunks in off["leases"]:
-            for index, n_chunks in enumerate(chunks[0] if chunks else [1] * len(counts)):
-                for name in chunk_leases(lease_name(key[0], key[1], index), n_chunks):
-                    ok = self._finish_one(http, name)
-                    done += ok
-                    self._count_down(Address.parse(tcp), ok)
+        for tcp, http, counts, _cap in off["leases"]:
+            for index in range(len(counts)):
+                name = lease_name(key[0], key[1], index)
+                try:
+                    ok = finish_lease(
+                        Address.parse(http), self.opts.topic, self.opts.channel, name, self._timeout
+                    )
+                except (OSError, ValueError) as exc:  # redelivered later: a duplicate
+                    self.fin_errors += 1
+                    log.warning("nsqd %s: FIN of lease %s failed: %s", http, name, exc)
+                    continue
+                done += ok
+                self._count_down(Address.parse(tcp), ok)
         self._finished.add(key)
         self.finished += done
         return done
-
-    def _finish_one(self, http: str, name: str) -> int:
-        try:
-            return finish_lease(
-                Address.parse(http), self.opts.topic, self.opts.channel, name, self._timeout
-            )
-        except (OSError, ValueError) as exc:  # redelivered later: a duplicate
-            self.fin_errors += 1
-            log.warning("nsqd %s: FIN of lease %s failed: %s", http, name, exc)
-            return 0
 
     def _count_down(self, nsqd: Address, n: int) -> None:
         if self._quota is not None and nsqd in self._quota:
@@ -134,8 +122,7 @@ class LeasedReader:
 
     def plan(self, producers: list[Producer], max_rows: int | None) -> list[Any]:
         """Each nsqd's share of the next batch: [[nsqd, http, [n per partition], max bytes per
-        partition(, [chunks per partition] when a partition has more than one)]]; [] when none
-        has a message ready."""
+        partition]]; [] when none has a message ready."""
         avail = [self.available(p) for p in producers]
         if max_rows is not None:
             avail = shares(max_rows, avail)
@@ -158,17 +145,11 @@ class LeasedReader:
         )
         self.planned += sum(avail)
         return [
-            [str(p.tcp), str(p.http), c, cap, *_chunks(c)]
-            for p, c in zip(producers, counts, strict=True)
-            if c
+            [str(p.tcp), str(p.http), c, cap] for p, c in zip(producers, counts, strict=True) if c
         ]
 
     def partitions(self, end: dict[str, Any]) -> list[LeasePartition]:
         token, batch = str(end.get("token", "")), int(end.get("batch", 0))
-        entries = [
-            (tcp, http, counts, cap, chunks[0] if chunks else [1] * len(counts))
-            for tcp, http, counts, cap, *chunks in end.get("leases") or []
-        ]
         return [
             LeasePartition(
                 nsqd=tcp,
@@ -181,9 +162,8 @@ class LeasedReader:
                 vt_ms=self.opts.lease_timeout_ms,
                 retry_ms=self.opts.executor_retry_ms,
                 timeout_s=max(30.0, self._timeout),
-                chunks=chunks[index],
             )
-            for tcp, http, counts, cap, chunks in entries
+            for tcp, http, counts, cap in end.get("leases") or []
             for index, n in enumerate(counts)
         ]
 

@@ -8,12 +8,7 @@ every receive says `again=true`, so a second run gets back first what the lease 
 the same messages, rather than a second set while the first stays leased (and would be finished
 without ever being written). An nsqd that does not answer is asked again every
 `RETRY_PAUSE` seconds for `retry_ms`; then the task fails, and with it the batch: a batch never
-commits with a partition that was not read.
-
-A large partition is read in `chunks` receives, each under a lease of its own
-(`<lease>-<chunk>`, a share of `n` and of `max_bytes`), the next one received while Spark
-writes the rows of this one: the nsqd's work and the executor's overlap instead of taking
-turns. The plan says how many (leased.py), so the driver finishes the same leases."""
+commits with a partition that was not read."""
 
 from __future__ import annotations
 
@@ -22,9 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -34,8 +27,6 @@ from .planning import NsqPartition
 
 log = logging.getLogger("pyspark_nsq")
 RETRY_PAUSE = 0.5
-CHUNK_MESSAGES = 10_000  # a partition is read in chunks of at least this many messages
-MAX_CHUNKS = 4
 
 
 class PullError(RuntimeError):
@@ -57,28 +48,6 @@ class LeasePartition(InputPartition):
     vt_ms: int
     retry_ms: int
     timeout_s: float
-    chunks: int = 1
-
-
-def chunk_counts(counts: list[int]) -> list[int]:
-    """How many receives (chunks) each partition of these message counts is read in."""
-    return [max(1, min(MAX_CHUNKS, n // CHUNK_MESSAGES)) for n in counts]
-
-
-def chunk_leases(lease: str, chunks: int) -> list[str]:
-    """The leases a partition's chunks are received under (the partition's own when one)."""
-    return [lease] if chunks <= 1 else [f"{lease}-{c}" for c in range(chunks)]
-
-
-def chunked(p: LeasePartition) -> list[LeasePartition]:
-    """The receives of one partition: each chunk a share of `n` and of `max_bytes`."""
-    if p.chunks <= 1:
-        return [p]
-    base, extra = divmod(p.n, p.chunks)
-    return [
-        replace(p, lease=lease, n=base + (c < extra), max_bytes=max(1, p.max_bytes // p.chunks))
-        for c, lease in enumerate(chunk_leases(p.lease, p.chunks))
-    ]
 
 
 def receive_url(p: LeasePartition) -> str:
@@ -137,31 +106,8 @@ def decode(raw: bytes, p: LeasePartition) -> NsqPartition:
 
 
 def pull(p: LeasePartition) -> NsqPartition:
-    """One receive: a partition read whole (one chunk), or one chunk of it."""
     return decode(receive(p), p)
 
 
-def pull_chunks(p: LeasePartition) -> Iterator[NsqPartition]:
-    """A partition's rows chunk by chunk, in order, the next chunk received (by a thread: it
-    mostly waits on the nsqd) while the caller works on this one."""
-    parts = chunked(p)
-    if len(parts) == 1:
-        yield pull(p)
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="nsq-receive") as pool:
-        ahead = pool.submit(receive, parts[0])
-        for i, part in enumerate(parts):
-            raw = ahead.result()
-            if i + 1 < len(parts):
-                ahead = pool.submit(receive, parts[i + 1])
-            yield decode(raw, part)
-
-
 def describe(p: LeasePartition) -> dict[str, Any]:
-    return {
-        "nsqd": p.nsqd,
-        "lease": p.lease,
-        "n": p.n,
-        "max_bytes": p.max_bytes,
-        "chunks": p.chunks,
-    }
+    return {"nsqd": p.nsqd, "lease": p.lease, "n": p.n, "max_bytes": p.max_bytes}

@@ -39,7 +39,7 @@ from .http import channel_counts
 from .leased import LeasedReader, new_token, offset
 from .options import SourceOptions
 from .planning import NsqPartition, driver_partitions, record_batch
-from .pull import LeasePartition, describe, pull_chunks
+from .pull import LeasePartition, describe, pull
 from .schema import check_source_schema
 
 log = logging.getLogger("pyspark_nsq")
@@ -312,12 +312,12 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(self.schema, timezone="UTC")
-        parts = pull_chunks(partition) if isinstance(partition, LeasePartition) else [partition]
-        for part in parts:
-            assert isinstance(part, NsqPartition)
-            if len(part.ids):
-                yield record_batch(part, schema)
+        if isinstance(partition, LeasePartition):
+            partition = pull(partition)
+        assert isinstance(partition, NsqPartition)
+        if not len(partition.ids):
+            return
+        yield record_batch(partition, to_arrow_schema(self.schema, timezone="UTC"))
 
     def commit(self, end: dict[str, Any]) -> None:
         fins = 0 if self._consumer is None else self._consumer.fin_through(int(end["seq"]))

@@ -10,10 +10,9 @@ from typing import Any
 from spark_support import Proc, channel_stats, create_channel, go_nsqd, publish, read_trace
 from test_spark_source import bodies
 
-from pyspark_nsq import pull as pull_module
 from pyspark_nsq.addresses import Address
 from pyspark_nsq.http import finish_lease, leases_supported
-from pyspark_nsq.pull import LeasePartition, pull, pull_chunks
+from pyspark_nsq.pull import LeasePartition, pull
 
 
 def partition(nsqd: Proc, topic: str, lease: str, n: int, max_bytes: int = 1 << 20) -> Any:
@@ -63,34 +62,6 @@ def test_a_task_run_twice_pulls_the_same_messages(nsqd: Proc, topic: str) -> Non
     assert finish_lease(http, topic, "spark", "tok-1-0", 5.0) == 0
     stats = channel_stats(nsqd, topic, "spark")
     assert (stats["depth"], stats["in_flight_count"]) == (50 - 20 - 20 - 3, 23)
-
-
-def test_a_partition_read_in_chunks(nsqd: Proc, topic: str, monkeypatch: Any) -> None:
-    """A large partition is read in chunks, each under a lease of its own (the next received
-    while the rows of this one are written); a task run again gets the same rows chunk by
-    chunk, and the driver's FIN of the batch finishes every chunk's lease."""
-    from pyspark_nsq.http import Producer
-    from pyspark_nsq.leased import LeasedReader, offset
-    from pyspark_nsq.options import SourceOptions
-
-    monkeypatch.setattr(pull_module, "CHUNK_MESSAGES", 100)  # 500 per partition: 4 chunks
-    create_channel(nsqd, topic)
-    publish(nsqd, topic, bodies(1000))
-    producer = Producer(Address.parse(nsqd.tcp), Address.parse(nsqd.http))
-    options = {"nsqd": nsqd.tcp, "topic": topic, "channel": "spark"}
-    reader = LeasedReader(SourceOptions.parse(options | {"maxBytesPerTrigger": str(8 << 20)}))
-    plan = reader.plan([producer], None)
-    assert plan == [[nsqd.tcp, nsqd.http, [500, 500], 4 << 20, [4, 4]]]
-    end = offset(1, "tok", 1, plan)
-    parts = reader.partitions(end)
-    assert [(p.lease, p.chunks) for p in parts] == [("tok-1-0", 4), ("tok-1-1", 4)]
-    first = [_plain(c.ids) for p in parts for c in pull_chunks(p)]
-    assert [len(ids) for ids in first] == [125] * 8
-    assert [_plain(c.ids) for p in parts for c in pull_chunks(p)] == first  # run again
-    assert len({i for ids in first for i in ids}) == 1000
-    assert reader.finish(end) == 1000 and reader.fin_errors == 0
-    stats = channel_stats(nsqd, topic, "spark")
-    assert (stats["depth"], stats["in_flight_count"]) == (0, 0)
 
 
 def mixed_query(spark: Any, ours: Proc, go: Proc, topic: str, tmp_path: Path) -> Any:
