@@ -19,6 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+MEM_QUEUE = "--nsqd-arg=--mem-queue-size=1000000"
 # (label, cluster script arguments, messages): the executor-side rows read 200 B messages at
 # 168,000 per batch with the defaults (4 partitions of 8 MiB), so they need more messages for
 # several batches after the first (which also starts the executors' Python workers).
@@ -43,6 +44,18 @@ ROWS: list[tuple[str, list[str], int]] = [
         200_000,
     ),
     ("driver-side (chosen), Go nsqd x1, 2 executors", ["--nsqds", "1", "--daemon", "go"], 200_000),
+    # The backlog in memory instead of on disk (the default --mem-queue-size=10000 keeps 10,000
+    # per channel in memory): what a user who reads a large backlog fast would set.
+    (
+        "executor-side, our nsqd x2 (--mem-queue-size=1000000), 2 executors",
+        ["--nsqds", "2", MEM_QUEUE],
+        840_000,
+    ),
+    (
+        "executor-side, our nsqd x2 (--mem-queue-size=1000000), 1 executor",
+        ["--nsqds", "2", "--workers", "1", MEM_QUEUE],
+        840_000,
+    ),
 ]
 
 

@@ -22,12 +22,13 @@ if TYPE_CHECKING:
 @dataclass
 class NsqPartition(InputPartition):
     """The rows of one Spark task, columnar (ids are nsqd's 16 hex characters; each row's
-    nsqd is `nsqds[nsqd_index[i]]`)."""
+    nsqd is `nsqds[nsqd_index[i]]`, or `nsqds[0]` without an index). Columns are lists, or
+    Arrow arrays on an executor that decoded nsqd's answer column-wise (frames.py)."""
 
-    ids: list[str]
-    bodies: list[bytes]
-    timestamps_us: list[int]
-    attempts: list[int]
+    ids: Sequence[str]
+    bodies: Sequence[bytes]
+    timestamps_us: Sequence[int]
+    attempts: Sequence[int]
     topic: str
     channel: str
     nsqds: list[str] | None = None
@@ -80,27 +81,40 @@ def make_partition(held: Sequence[Held], topic: str, channel: str) -> NsqPartiti
 
 
 def record_batch(partition: NsqPartition, arrow_schema: Any) -> Any:
-    """The partition's rows as one Arrow record batch with the columns of `arrow_schema`."""
+    """The partition's rows as one Arrow record batch with the columns of `arrow_schema`
+    (its columns are lists, or Arrow arrays when an executor decoded them column-wise)."""
     import pyarrow as pa
 
     n = len(partition.ids)
     nsqds = partition.nsqds or [""]
-    index = partition.nsqd_index or [0] * n
+
+    def constant(value: str) -> Any:
+        return lambda t: pa.repeat(pa.scalar(value, t), n)
 
     def nsqd_column(t: Any) -> Any:
+        if partition.nsqd_index is None or len(nsqds) == 1:
+            return constant(nsqds[0])(t)
         dictionary = pa.DictionaryArray.from_arrays(
-            pa.array(index, pa.int32()), pa.array(nsqds, pa.string())
+            pa.array(partition.nsqd_index, pa.int32()), pa.array(nsqds, pa.string())
         )
         return dictionary.cast(t)
 
     columns = {
-        "id": lambda t: pa.array(partition.ids, t),
-        "body": lambda t: pa.array(partition.bodies, t),
-        "timestamp": lambda t: pa.array(partition.timestamps_us, t),
-        "attempts": lambda t: pa.array(partition.attempts, t),
-        "topic": lambda t: pa.array([partition.topic] * n, t),
-        "channel": lambda t: pa.array([partition.channel] * n, t),
+        "id": lambda t: _column(partition.ids, t),
+        "body": lambda t: _column(partition.bodies, t),
+        "timestamp": lambda t: _column(partition.timestamps_us, t),
+        "attempts": lambda t: _column(partition.attempts, t),
+        "topic": constant(partition.topic),
+        "channel": constant(partition.channel),
         "nsqd": nsqd_column,
     }
     arrays = [columns[f.name](f.type) for f in arrow_schema]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def _column(values: Any, t: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(values, pa.Array):
+        return values if values.type == t else values.cast(t)
+    return pa.array(values, t)

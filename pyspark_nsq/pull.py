@@ -13,7 +13,6 @@ commits with a partition that was not read."""
 from __future__ import annotations
 
 import logging
-import struct
 import time
 import urllib.error
 import urllib.parse
@@ -23,12 +22,11 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from . import frames
 from .planning import NsqPartition
 
 log = logging.getLogger("pyspark_nsq")
 RETRY_PAUSE = 0.5
-_FRAME = struct.Struct(">ii")
-_MSG = struct.Struct(">qH")
 
 
 class PullError(RuntimeError):
@@ -93,31 +91,17 @@ def receive(p: LeasePartition) -> bytes:
 
 
 def decode(raw: bytes, p: LeasePartition) -> NsqPartition:
-    """nsqd's message frames back to back, as the columns of the partition's rows."""
-    ids: list[str] = []
-    bodies: list[bytes] = []
-    timestamps: list[int] = []
-    attempts: list[int] = []
-    view = memoryview(raw)
-    pos, end = 0, len(raw)
-    while pos < end:
-        size, frame_type = _FRAME.unpack_from(raw, pos)
-        if frame_type == 2:
-            ts, att = _MSG.unpack_from(raw, pos + 8)
-            ids.append(raw[pos + 18 : pos + 34].decode("ascii", "replace"))
-            bodies.append(bytes(view[pos + 34 : pos + 4 + size]))
-            timestamps.append(ts // 1000)
-            attempts.append(att)
-        pos += 4 + size
+    """nsqd's message frames back to back, as the columns of the partition's rows (Arrow
+    arrays, or lists where the columnar decoder leaves it to the per-message one)."""
+    rows = frames.decode(raw)
     return NsqPartition(
-        ids=ids,
-        bodies=bodies,
-        timestamps_us=timestamps,
-        attempts=attempts,
+        ids=rows.ids,
+        bodies=rows.bodies,
+        timestamps_us=rows.timestamps_us,
+        attempts=rows.attempts,
         topic=p.topic,
         channel=p.channel,
         nsqds=[p.nsqd],
-        nsqd_index=[0] * len(ids),
     )
 
 

@@ -315,7 +315,7 @@ class NsqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(partition, LeasePartition):
             partition = pull(partition)
         assert isinstance(partition, NsqPartition)
-        if not partition.ids:
+        if not len(partition.ids):
             return
         yield record_batch(partition, to_arrow_schema(self.schema, timezone="UTC"))
 
