@@ -24,9 +24,6 @@ from ..log import log
 _IN = select.EPOLLIN
 SPIN_MAX_S = 100e-6
 SPIN_MIN_S = 2e-6
-# While the spin keeps finding requests, the other tasks get a turn at most this often: a trio
-# checkpoint per pass (a scheduler pass and an epoll_wait) was ~13% of a one-connection round trip.
-YIELD_S = 300e-6
 SPIN_PAYS_S = 1e-3  # a wait shorter than this: spinning would have served it sooner
 
 
@@ -98,12 +95,9 @@ class EpollReactor:
         try:
             with self._scope:
                 events: list[tuple[int, int]] = []
-                yielded = perf_counter()
                 while True:
                     if events:
-                        if perf_counter() - yielded > YIELD_S:
-                            await trio.lowlevel.checkpoint()
-                            yielded = perf_counter()
+                        await trio.lowlevel.checkpoint()
                     else:
                         slept = perf_counter()
                         with trio.move_on_at(
@@ -111,7 +105,6 @@ class EpollReactor:
                         ) as self._sleep:
                             await wait(epfd)
                         self._sleep = None
-                        yielded = perf_counter()
                         events = self.ep.poll(0)
                         # spin again after requests that came back soon after a spin gave
                         # up; less and less for connections that are quiet for longer
