@@ -200,9 +200,7 @@ class PublishHandlers:
         return bodies
 
 
-def _binary_from_bytes(
-    steps: Generator[int, bytes | None, list[bytes]], body: bytes
-) -> list[bytes]:
+def _binary_from_bytes(steps: BinaryReader, body: bytes) -> list[bytes]:
     """Run a binary /mpub reader over a body wholly at hand."""
     size = next(steps)
     pos = 0

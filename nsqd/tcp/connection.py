@@ -210,24 +210,30 @@ class Client:
         """Send the output now, from the pass that delivered it (a publisher's, a timer's):
         saves waking the writer task, a scheduler pass per delivery. Not while this client's
         own commands run: a publisher subscribed to its own topic gets its OK first."""
+        try:
+            if not self.send_now():
+                self._wake()  # the socket is full: the writer sends the rest
+        except trio.BrokenResourceError:
+            self.close()
+
+    def send_now(self) -> bool:
+        """One non-blocking write of the whole output on the plain socket: True when all of it
+        went; else the rest stays queued, urgent, for the writer task. BrokenResourceError if
+        the connection is gone."""
         out = self._out
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
-        self._out_size = 0
         self._next_tick = math.inf
-        try:
-            sent = write_now(self.transport._fd, data)  # type: ignore[attr-defined]
-        except trio.BrokenResourceError:
-            self.close()
-            return
-        if sent < len(data):  # the socket is full: the writer sends the rest
+        sent = write_now(self.transport._fd, data)  # type: ignore[attr-defined]
+        if sent < len(data):
             rest = data[sent:]
             out.append(rest)
             self._out_size = len(rest)
             self._urgent = True
-            self._wake()
-        else:
-            self._urgent = False
+            return False
+        self._out_size = 0
+        self._urgent = False
+        return True
 
     def finished(self, n: int) -> None:
         self.in_flight -= n

@@ -37,7 +37,7 @@ from protocol.v2 import (
 
 from ..log import log
 from ..net.reactor import EpollReactor
-from ..net.transport import SMALL_READ, write_now
+from ..net.transport import SMALL_READ
 from . import commands
 from .connection import RECEIVE_SIZE, upgrades
 
@@ -163,25 +163,16 @@ class Reactor(EpollReactor):
     # -- output ----------------------------------------------------------------------------
 
     def _write(self, client: Client) -> None:
-        out = client._out
-        if not out or client.reactor is not self:
+        if not client._out or client.reactor is not self:
             return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        client._out_size = 0
-        client._urgent = False
         try:
-            sent = write_now(client.transport._fd, data)  # type: ignore[attr-defined]
+            sent_all = client.send_now()
         except trio.BrokenResourceError:
             self.drop(client)
             return
-        if sent < len(data):
+        if not sent_all:
             # the socket is full: the client's own writer task sends the rest, with nsqd's
             # write deadline, while its reader goes on
-            rest = data[sent:]
-            out.append(rest)
-            client._out_size = len(rest)
-            client._urgent = True
             self._hand_over(client)
 
     # -- heartbeats and the read deadline ----------------------------------------------------
