@@ -36,6 +36,7 @@ from protocol.v2 import (
 )
 
 from ..log import log
+from ..net.boundary import guarded
 from ..net.reactor import EpollReactor
 from ..net.transport import SMALL_READ
 from . import commands
@@ -79,7 +80,7 @@ class Reactor(EpollReactor):
     def _hand_over(self, client: Client, pending: Any = None) -> None:
         """The connection needs a task of its own from here on."""
         if self._forget(client):
-            self._spawn(client.serve, pending)
+            self._spawn(guarded, client, client.serve, pending)
 
     # -- the loop's hooks ------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Protocol
 import trio
 
 from ..log import log
+from ..net.boundary import guarded
 
 # accept() failures that mean "out of a resource for now": wait a little and accept again
 # (trio.serve_listeners' list)
@@ -64,11 +65,5 @@ async def _accept(
         client = new_connection(stream, remote)
         log.info("TCP: new client(%s)", client.remote_address)
         if not client.adopted():
-            nursery.start_soon(_run, client)
+            nursery.start_soon(guarded, client, client.run)
 
-
-async def _run(client: Connection) -> None:
-    try:
-        await client.run()
-    except Exception:  # one client must never take the daemon down
-        log.exception("[%s] unexpected error", client)

@@ -111,7 +111,10 @@ class SnappyStream(_CodecStream):
 
     def _decode(self, data: bytes) -> bytes:
         self._check_framing(data)
-        return self._decompressor.decompress(data)
+        try:
+            return self._decompressor.decompress(data)
+        except Exception:  # snappy.UncompressError: a bad checksum or corrupt compressed data
+            raise ProtocolClosed("failed to read command - snappy: corrupt input") from None
 
     def _check_framing(self, data: bytes) -> None:
         """Refuse at once what Go's reader refuses, before anything is buffered for it: a
