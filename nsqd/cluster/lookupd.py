@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import urllib.parse
 from typing import TYPE_CHECKING
 
 import trio
@@ -192,35 +193,26 @@ class Lookupd:
 
     async def channels_for(self, topic: str) -> list[str]:
         """Every channel the known nsqlookupds list for `topic` (errors are only logged)."""
-        import httpx  # only with nsqlookupd peers: spares every other start its import time
-
         opts = self.node.options
-        timeout = httpx.Timeout(
-            opts.http_client_request_timeout, connect=opts.http_client_connect_timeout
-        )
         names: list[str] = []
-        # plain http:// only: verify=False spares building a CA-loaded SSL context (20-90 ms
-        # of blocked event loop) on every new topic
-        async with httpx.AsyncClient(timeout=timeout, verify=False) as http:
-            for peer in list(self.peers.values()):
-                host, port = peer.info.get("broadcast_address"), peer.info.get("http_port")
-                if not host or not port:
-                    continue
-                url = f"http://{host}:{port}/channels"
-                try:
-                    resp = await http.get(
-                        url,
-                        params={"topic": topic},
-                        headers={"Accept": "application/vnd.nsq; version=1.0"},
-                    )
-                    resp.raise_for_status()
-                    found = resp.json().get("channels") or []
-                except (httpx.HTTPError, ValueError, AttributeError) as exc:
-                    log.error(
-                        "LOOKUPD(%s): failed to query channels of %s - %s", peer.address, topic, exc
-                    )
-                    continue
-                names.extend(c for c in found if isinstance(c, str) and c not in names)
+        for peer in list(self.peers.values()):
+            host, port = peer.info.get("broadcast_address"), peer.info.get("http_port")
+            if not host or not port:
+                continue
+            try:
+                found = await _get_channels(
+                    str(host),
+                    int(str(port)),
+                    topic,
+                    opts.http_client_connect_timeout,
+                    opts.http_client_request_timeout,
+                )
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
+                log.error(
+                    "LOOKUPD(%s): failed to query channels of %s - %s", peer.address, topic, exc
+                )
+                continue
+            names.extend(c for c in found if isinstance(c, str) and c not in names)
         return names
 
     def register(self, topic: str, channel: str | None = None) -> None:
@@ -260,3 +252,46 @@ class Lookupd:
 
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
         pass
+
+
+async def _get_channels(
+    host: str, port: int, topic: str, connect_timeout: float, request_timeout: float
+) -> list[object]:
+    """GET /channels?topic=... from one nsqlookupd over plain HTTP/1.1, parsed by h11 (already
+    loaded by the HTTP server): no HTTP client library is imported or set up on the event loop,
+    so the first new topic registers as fast as the later ones."""
+    import h11
+
+    with trio.fail_after(connect_timeout):
+        stream = await trio.open_tcp_stream(host.strip("[]"), port)
+    async with stream:
+        with trio.fail_after(request_timeout):
+            conn = h11.Connection(h11.CLIENT)
+            target = "/channels?topic=" + urllib.parse.quote(topic, safe="")
+            request = h11.Request(
+                method="GET",
+                target=target,
+                headers=[
+                    ("Host", f"{host}:{port}"),
+                    ("Accept", "application/vnd.nsq; version=1.0"),
+                    ("Connection", "close"),
+                ],
+            )
+            await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
+            status, body = 0, bytearray()
+            while True:
+                try:
+                    event = conn.next_event()
+                except h11.ProtocolError as exc:  # not an HTTP answer, or cut short
+                    raise ValueError(str(exc)) from None
+                if event is h11.NEED_DATA:
+                    conn.receive_data(await stream.receive_some(65536))
+                elif isinstance(event, h11.Response):
+                    status = event.status_code
+                elif isinstance(event, h11.Data):
+                    body += event.data
+                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                    break
+    if status != 200:
+        raise ValueError(f"HTTP {status} from http://{host}:{port}{target}")
+    return json.loads(body).get("channels") or []

@@ -263,3 +263,34 @@ def test_gonsq_and_pynsq_consumers_find_our_topic_through_lookupd(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
+
+
+@pytest.mark.parametrize("kind", ["ours", "reference"])
+def test_new_topic_gets_the_channels_the_cluster_knows(launcher: Launcher, kind: str) -> None:
+    """nsqd's GetTopic: a topic new to this node first asks nsqlookupd for its channels, so the
+    first message reaches a channel that consumers elsewhere in the cluster use (our query
+    goes through a small h11 client, not an HTTP library imported on the event loop)."""
+    lookupd = launcher.nsqlookupd()
+    other = launcher.nsqd(
+        "reference", f"--lookupd-tcp-address={lookupd.addr('tcp')}", f"--broadcast-address={HOST}"
+    )
+    create_topic(other, "known")
+    status, body = http_post(f"http://{other.addr('http')}/channel/create?topic=known&channel=c9")
+    assert status == 200, body
+    wait_until(lambda: "c9" in channels(lookupd, "known"), WAIT, "the channel in nsqlookupd")
+    nsqd = launcher.nsqd(
+        kind, f"--lookupd-tcp-address={lookupd.addr('tcp')}", f"--broadcast-address={HOST}"
+    )
+    wait_until(
+        lambda: len(http_json(f"http://{lookupd.addr('http')}/nodes")["producers"]) == 2,
+        WAIT,
+        "both nodes",
+    )
+    V2(nsqd.ports["tcp"]).pub("known", b"first")
+
+    def held() -> list[tuple[str, int]]:
+        stats = http_json(f"http://{nsqd.addr('http')}/stats?format=json&topic=known")
+        return [(c["channel_name"], c["depth"]) for c in stats["topics"][0]["channels"]]
+
+    # ours answers the PUB at once and fans the message out when nsqlookupd has answered
+    assert wait_until(lambda: held() == [("c9", 1)], WAIT, "the channel with the message")
