@@ -164,7 +164,7 @@ class NSQD:
         if resp is not None:
             resp.close()
         self.storage.close()
-        auth_http = node.shared.get("auth_http")  # created by nsqd.auth on first use
+        auth_http = node.auth_http  # created by nsqd.auth on first use
         if auth_http is not None:
             with trio.move_on_after(1):
                 await auth_http.aclose()
@@ -178,7 +178,7 @@ class NSQD:
 
         listeners = await open_listeners(self.options.resp_address)
         self.resp = Frontend(self.options, self.broker, self.storage.data_path)
-        self.node.shared["resp_list_lengths"] = self.resp.list_lengths  # for /metrics
+        self.node.resp_list_lengths = self.resp.list_lengths  # for /metrics
         address = listeners[0].socket.getsockname()[:2]
         log.info("RESP: listening on %s:%d", *address)
         return self.resp, listeners

@@ -5,12 +5,16 @@ listeners are open). Built by the daemon; passed down instead of the daemon itse
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from protocol.v2 import Limits
 
 from .config.options import Options
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def limits_from(opts: Options) -> Limits:
@@ -39,8 +43,10 @@ class Node:
     limits: Limits = field(init=False)
     tcp_address: tuple[str, int] | None = None
     http_address: tuple[str, int] | None = None
-    # per-node clients made on first use (the AUTH server's HTTP client)
-    shared: dict[str, Any] = field(default_factory=dict)
+    # the AUTH server's HTTP client: made by nsqd.auth.authd on first use, closed at stop
+    auth_http: httpx.AsyncClient | None = None
+    # the Redis front-end's list lengths for /metrics (--resp-address), or None without it
+    resp_list_lengths: Callable[[], dict[str, int] | None] = lambda: None
 
     def __post_init__(self) -> None:
         self.limits = limits_from(self.options)

@@ -77,7 +77,7 @@ def _client_ssl_context(node: Node) -> ssl.SSLContext:
 def http_client(node: Node) -> httpx.AsyncClient:
     """One HTTP client per node, made on first use (no proxies from the environment, as
     nsqd's transport; connect timeout from --http-client-connect-timeout)."""
-    client: httpx.AsyncClient | None = node.shared.get("auth_http")
+    client = node.auth_http
     if client is None:
         opts = node.options
         client = httpx.AsyncClient(
@@ -91,7 +91,7 @@ def http_client(node: Node) -> httpx.AsyncClient:
                 connect=opts.http_client_connect_timeout or None,
             ),
         )
-        node.shared["auth_http"] = client
+        node.auth_http = client
     return client
 
 
