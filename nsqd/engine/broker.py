@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..log import log
 from .channel import Channel
 from .policies import attributes as attrs
-from .ports import JournalFactory, OverflowFactory, Peer, StoreError
+from .ports import JournalFactory, OverflowFactory, Peer, StoreError, no_journal
 from .settings import Settings
 from .topic import Topic
 
@@ -52,7 +52,7 @@ class Broker:
         self.settings = settings
         self.deduper = deduper  # --dedupe-window
         self.new_overflow = new_overflow
-        self.new_journal = new_journal  # --durable-inflight
+        self.new_journal = new_journal or no_journal  # --durable-inflight
         self.spawn = spawn
         self.topics: dict[str, Topic] = {}
         self.hooks: list[Hooks] = []
@@ -237,8 +237,7 @@ class Broker:
 
     def scan(self, now: float) -> None:
         for topic in list(self.topics.values()):
-            if topic.policy is not None:
-                topic.scan()
+            topic.scan()
             for channel in list(topic.channels.values()):
                 channel.scan(now)
 

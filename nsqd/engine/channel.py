@@ -8,7 +8,10 @@ scanner calls `scan` to time out in-flight messages and release deferred ones.
 Every change of in-flight state happens here (`_hand_out`, `finish`, `requeue`, `touch`,
 `scan`, `empty`): consumers (ports.Consumer) are told, never trusted to do the bookkeeping.
 A channel with attributes (policies/) consults its `policy` at the named points: new messages
-in, hand-out, retry (REQ, timeout) and the scan."""
+in, hand-out, retry (REQ, timeout) and the scan; without attributes its policy is the null one
+and the record-free paths (`put_run`, `take_run`) apply. Its `journal` (--durable-inflight) is
+told of every change of in-flight and deferred state; without one it is `NO_JOURNAL`. Time is
+read through the settings' clock port."""
 
 from __future__ import annotations
 
@@ -17,25 +20,19 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from protocol.v2 import ErrorCode, NSQError
 
 from .e2e import E2ELatency
 from .inflight import TimeoutQueue
 from .message import Message
 from .policies.attributes import ChannelAttributes
+from .policies.policy import NO_CHANNEL_POLICY, ChannelPolicy, NoChannelPolicy
+from .ports import NO_JOURNAL
 from .queue import Backlog, messages
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from .policies.policy import ChannelPolicy
     from .ports import Consumer, Journal, OverflowFactory
-
-
-def _wall_ms(deadline: float) -> int:
-    """A trio-clock deadline as unix ms (what a journal keeps across restarts)."""
-    return time.time_ns() // 1_000_000 + round((deadline - trio.current_time()) * 1000)
 
 
 class Channel:
@@ -53,7 +50,7 @@ class Channel:
         settings: Settings,
         new_overflow: OverflowFactory,
         on_unused: Callable[[Channel], None],
-        journal: Journal | None = None,
+        journal: Journal = NO_JOURNAL,
     ) -> None:
         self.topic_name = topic_name
         self.name = name
@@ -78,25 +75,30 @@ class Channel:
         percentiles = settings.e2e_percentiles
         self.e2e_latency = E2ELatency(settings.e2e_window, percentiles) if percentiles else None
         self.max_consumers = settings.max_channel_consumers
+        self.clock = settings.clock
         self.journal = journal  # --durable-inflight: in-flight and deferred state on disk
         self.attributes = ChannelAttributes()
-        self.policy: ChannelPolicy | None = None  # set by the topic when attributes are on
+        # set by the topic from the attributes (topic.refresh_policies)
+        self.policy: ChannelPolicy | NoChannelPolicy = NO_CHANNEL_POLICY
         self.created_at = time.time_ns() // 1_000_000
         self.modified_at = self.created_at
-        if journal is not None:
-            journal.attach(self._live)
-            self._recover(journal)
+        journal.attach(self._live)
+        self._recover(journal)
+
+    def _wall_ms(self, deadline: float) -> int:
+        """A deadline on the clock as unix ms (what a journal keeps across restarts)."""
+        return time.time_ns() // 1_000_000 + round((deadline - self.clock()) * 1000)
 
     def _live(self) -> tuple[list[Message], list[tuple[Message, int]]]:
         """In-flight and deferred messages (with due unix ms), for the journal's compaction."""
-        deferred = [(m, _wall_ms(m.deadline)) for m in self.deferred.by_id.values()]
+        deferred = [(m, self._wall_ms(m.deadline)) for m in self.deferred.by_id.values()]
         return list(self.in_flight.by_id.values()), deferred
 
     def _recover(self, journal: Journal) -> None:
         """What the journal kept from the last run: deferred messages wait for their original
         due time; in-flight ones go back to the queue at once, attempts kept."""
         in_flight, deferred = journal.recover()
-        now, wall = trio.current_time(), time.time_ns() // 1_000_000
+        now, wall = self.clock(), time.time_ns() // 1_000_000
         for msg, due_ms in deferred:
             self.deferred.add(msg, now + max(0, due_ms - wall) / 1000)
         if in_flight:
@@ -119,9 +121,7 @@ class Channel:
     def put_many(self, msgs: list[Message]) -> None:
         """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
         self.message_count += len(msgs)
-        policy = self.policy
-        if policy is not None:
-            msgs = policy.incoming(self, msgs)
+        msgs = self.policy.incoming(self, msgs)
         if self._ready and not self.backlog and not self.paused and self._hand_off:
             msgs = self._hand_out(msgs)  # straight to consumers with credit
         if not msgs:
@@ -129,13 +129,14 @@ class Channel:
         self.backlog.extend(msgs)
         if self._ready:
             self._dispatch()
-        if policy is not None:
-            policy.trim(self)
+        drop = self.policy.excess(self)
+        if drop:
+            self.dropped_count += len(self.backlog.take(drop))
 
     def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
         """New messages of one publish (PUB, MPUB): records are made only for what is handed
         out now; the rest waits as a run of the publish's lists (queue.Run)."""
-        if self.policy is not None:
+        if not self.policy.plain:
             return self.put_many(messages(ids, bodies, ts))  # policies work on records
         n = len(ids)
         self.message_count += n
@@ -152,15 +153,13 @@ class Channel:
         self.defer(msg, delay_ms)
 
     def defer(self, msg: Message, delay_ms: int) -> None:
-        deadline = trio.current_time() + delay_ms / 1000
+        deadline = self.clock() + delay_ms / 1000
         self.deferred.add(msg, deadline)
-        if self.journal is not None:
-            self.journal.deferred([msg], _wall_ms(deadline))
+        self.journal.deferred([msg], self._wall_ms(deadline))
 
     def _requeue(self, msg: Message) -> None:
         self.backlog.put(msg)
-        if self.journal is not None:
-            self.journal.released([msg.id])  # queued again: its queue keeps it now
+        self.journal.released([msg.id])  # queued again: its queue keeps it now
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -170,7 +169,7 @@ class Channel:
             credit = sum(c.credit() for c in ready)
             if credit <= 0:
                 return
-            run = backlog.take_run(credit) if self.policy is None else None
+            run = backlog.take_run(credit) if self.policy.plain else None
             if run is not None:  # the common case: records made as they are handed out
                 ids, bodies, ts = run
                 given = self._hand_out_run(ids, bodies, ts)
@@ -190,10 +189,10 @@ class Channel:
         """Give `msgs` to ready consumers round robin, a fair share each, putting each batch
         in flight; return what is left."""
         ready, in_ready, in_flight = self._ready, self._in_ready, self.in_flight
-        now = trio.current_time()
+        now = self.clock()
         policy = self.policy
-        if policy is not None:
-            msgs = policy.unexpired(self, msgs)  # never delivered past its TTL
+        msgs, expired = policy.unexpired(self, msgs)  # never delivered past its TTL
+        self.expired_count += expired
         while ready and msgs:
             consumer = ready.popleft()
             credit = consumer.credit()
@@ -208,8 +207,7 @@ class Channel:
             if consumer.sample_rate:
                 batch = consumer.sample(batch)
             if batch:
-                timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
-                in_flight.deliver(batch, consumer, now, now + timeout)
+                in_flight.deliver(batch, consumer, now, now + policy.timeout_for(consumer))
             self._sent(consumer, batch)
         return msgs
 
@@ -218,8 +216,7 @@ class Channel:
         consumer in the rotation while it has credit."""
         if batch:
             self.delivery_count += len(batch)
-            if self.journal is not None:
-                self.journal.held(batch)
+            self.journal.held(batch)
             consumer.send(batch)
         if consumer.credit() > 0:
             self._ready.append(consumer)
@@ -231,7 +228,7 @@ class Channel:
         consumer's share is made in flight in one pass (inflight.deliver_run). Returns how
         many were handed out (the rest are the caller's)."""
         ready, in_ready, in_flight = self._ready, self._in_ready, self.in_flight
-        now = trio.current_time()
+        now = self.clock()
         pos, total = 0, len(ids)
         while ready and pos < total:
             consumer = ready.popleft()
@@ -303,7 +300,7 @@ class Channel:
         by_id = self.in_flight.by_id
         errors: list[NSQError] = []
         done = 0
-        finished: list[bytes] | None = [] if self.journal is not None else None
+        finished: list[bytes] = []
         for msg_id in msg_ids:
             msg = by_id.get(msg_id)
             if msg is None or msg.owner is not consumer:
@@ -312,12 +309,11 @@ class Channel:
             del by_id[msg_id]
             msg.owner = None
             done += 1
-            if finished is not None:
-                finished.append(msg_id)
+            finished.append(msg_id)
             if self.e2e_latency is not None:
                 self.e2e_latency.insert(msg.timestamp)
         consumer.finished(done)
-        if finished and self.journal is not None:
+        if finished:
             self.journal.released(finished)
         return errors
 
@@ -332,9 +328,9 @@ class Channel:
     def _retry(self, msg: Message, delay_ms: int) -> None:
         """A REQ'd or timed-out message: back to the queue (or deferred), unless its policy
         sends it to the dead-letter topic."""
-        if self.policy is not None and self.policy.retry(self, msg):
-            if self.journal is not None:
-                self.journal.released([msg.id])
+        if self.policy.retry(self, msg):
+            self.dead_letter_count += 1
+            self.journal.released([msg.id])
         elif delay_ms > 0:
             self.defer(msg, delay_ms)
         else:
@@ -345,9 +341,8 @@ class Channel:
         msg = self._take(consumer, msg_id, "TOUCH", ErrorCode.E_TOUCH_FAILED)
         # Never past delivery + max-msg-timeout; the heap entry catches up lazily.
         if timeout is None:
-            policy = self.policy
-            timeout = consumer.msg_timeout if policy is None else policy.timeout_for(consumer)
-        deadline = trio.current_time() + timeout
+            timeout = self.policy.timeout_for(consumer)
+        deadline = self.clock() + timeout
         msg.deadline = min(deadline, msg.delivered_at + self.max_msg_timeout)
 
     # -- taken on request (HTTP /channel/receive; ours) -------------------------------------
@@ -362,15 +357,14 @@ class Channel:
             taken = self.backlog.take(n - len(msgs))
             if not taken:
                 break
-            if self.policy is not None:
-                taken = self.policy.unexpired(self, taken)
+            taken, expired = self.policy.unexpired(self, taken)
+            self.expired_count += expired
             msgs += taken
         if msgs:
-            now = trio.current_time()
+            now = self.clock()
             self.in_flight.deliver(msgs, owner, now, now + timeout)
             self.delivery_count += len(msgs)
-            if self.journal is not None:
-                self.journal.held(msgs)
+            self.journal.held(msgs)
         return msgs
 
     # -- deferred messages by id (HTTP /message/cancel, /message/defer) ---------------------
@@ -380,8 +374,7 @@ class Channel:
         msg = self.deferred.by_id.pop(msg_id, None)  # its heap entry is skipped when it surfaces
         if msg is None:
             return False
-        if self.journal is not None:
-            self.journal.released([msg_id])
+        self.journal.released([msg_id])
         return True
 
     def reschedule_deferred(self, msg_id: bytes, delay_ms: int) -> bool:
@@ -410,8 +403,7 @@ class Channel:
         for msg in self.deferred.pop_expired(now):
             dirty = True
             self._requeue(msg)
-        if self.policy is not None:
-            self.policy.sweep(self)
+        self.expired_count += self.policy.sweep(self)
         return dirty
 
     # -- admin -----------------------------------------------------------------------------
@@ -428,8 +420,7 @@ class Channel:
         self.backlog.clear()
         self.in_flight.clear()
         self.deferred.clear()
-        if self.journal is not None:
-            self.journal.clear()
+        self.journal.clear()
         for consumer in self.consumers.values():
             consumer.emptied()
         self.refresh_all()
@@ -443,16 +434,15 @@ class Channel:
         lose their delay, as in nsqd; with a journal they stay there, due times kept)."""
         self.close_consumers()
         journal = self.journal
-        kept = self._live()[1] if journal is not None else []
+        kept = self._live()[1] if journal.durable else []
         extra = self.in_flight.clear()
         deferred = self.deferred.clear()
-        if journal is None:
+        if not journal.durable:
             extra += deferred
         for msg in extra:
             msg.owner = None
         self.backlog.close(extra)
-        if journal is not None:
-            journal.close(kept)
+        journal.close(kept)
 
     def delete(self) -> None:
         self.deleted = True
@@ -460,5 +450,4 @@ class Channel:
         self.in_flight.clear()
         self.deferred.clear()
         self.backlog.delete()
-        if self.journal is not None:
-            self.journal.delete()
+        self.journal.delete()

@@ -17,6 +17,8 @@ class Message:
         "owner",
         "timestamp",
     )
+    # unix ns after which it is not delivered; 0: none (policies.ExpiringMessage has its own)
+    expires = 0
 
     def __init__(
         self,

@@ -20,6 +20,9 @@ class StoreError(Exception):
 class Overflow(Protocol):
     """Where a queue puts what does not fit in memory (a disk queue, or nothing)."""
 
+    # some message it holds has its own TTL (/pub?ttl=): the engine must check expiry
+    has_expiries: bool
+
     def put(self, msg: Message) -> None: ...
     def get(self) -> Message | None: ...
     def peek(self, n: int) -> list[Message]:
@@ -54,8 +57,7 @@ class Consumer(Protocol):
     id: int
     msg_timeout: float  # seconds a delivered message stays in flight before it times out
     sample_rate: int  # 0, or 1-99: the percentage of messages it wants (IDENTIFY)
-    # (optional) msg_timeout_explicit: bool -- it chose msg_timeout; else a channel's
-    # msg_timeout attribute applies
+    msg_timeout_explicit: bool  # it chose msg_timeout; else a channel's attribute applies
 
     def credit(self) -> int:
         """How many more messages it may be sent right now."""
@@ -88,8 +90,10 @@ class Consumer(Protocol):
 class Journal(Protocol):
     """Where a channel keeps its in-flight and deferred messages durable (--durable-inflight;
     storage/journal.py). The channel calls it from its named points only (hand-out, FIN, REQ,
-    timeout, deferred release, empty, close, delete); a channel without one pays one attribute
-    check per batch. Queued messages are not its business: their queue keeps them."""
+    timeout, deferred release, empty, close, delete); a channel without one has `NO_JOURNAL`.
+    Queued messages are not its business: their queue keeps them."""
+
+    durable: bool  # deferred messages survive a clean stop here (not in the disk queue)
 
     def held(self, msgs: list[Message]) -> None:
         """Delivered: in flight now (body, timestamp and attempts as sent)."""
@@ -121,5 +125,45 @@ class Journal(Protocol):
     def delete(self) -> None: ...
 
 
-# (queue name "topic:channel") -> its journal, or None for none (ephemeral channels)
-JournalFactory = Callable[[str], "Journal | None"]
+class NoJournal:
+    """A channel without --durable-inflight, or an ephemeral one: nothing is kept, and on a
+    clean stop deferred messages go to the queue's store as in nsqd."""
+
+    __slots__ = ()
+    durable = False
+
+    def held(self, msgs: list[Message]) -> None:
+        pass
+
+    def deferred(self, msgs: list[Message], due_ms: int) -> None:
+        pass
+
+    def released(self, ids: list[bytes]) -> None:
+        pass
+
+    def attach(self, live: Callable[[], tuple[list[Message], list[tuple[Message, int]]]]) -> None:
+        pass
+
+    def recover(self) -> tuple[list[Message], list[tuple[Message, int]]]:
+        return [], []
+
+    def clear(self) -> None:
+        pass
+
+    def close(self, deferred: list[tuple[Message, int]]) -> None:
+        pass
+
+    def delete(self) -> None:
+        pass
+
+
+NO_JOURNAL = NoJournal()
+
+
+def no_journal(name: str) -> Journal:
+    """The JournalFactory without --durable-inflight."""
+    return NO_JOURNAL
+
+
+# (queue name "topic:channel") -> its journal (ephemeral channels get NO_JOURNAL)
+JournalFactory = Callable[[str], Journal]

@@ -18,6 +18,7 @@ class DropOverflow:
     """Ephemeral queues: what does not fit in memory is dropped."""
 
     __slots__ = ()
+    has_expiries = False
 
     def close(self) -> None:
         pass

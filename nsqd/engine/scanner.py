@@ -18,4 +18,4 @@ SCAN_INTERVAL = 0.1
 async def run(broker: Broker, interval: float = SCAN_INTERVAL) -> None:
     while True:
         await trio.sleep(interval)
-        broker.scan(trio.current_time())
+        broker.scan(broker.settings.clock())

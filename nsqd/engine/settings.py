@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import trio
 
 
 @dataclass(frozen=True)
@@ -18,3 +21,6 @@ class Settings:
     # the bounds queue attributes must respect (policies/attributes.py)
     max_msg_size: int = 1048576
     max_req_timeout: float = 3600.0
+    # the engine's clock port: monotonic seconds for deadlines (trio's, which the scanner and
+    # the daemon's timers read too; a test may give its own)
+    clock: Callable[[], float] = trio.current_time

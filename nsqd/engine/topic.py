@@ -22,8 +22,15 @@ from .channel import Channel
 from .guid import GUIDFactory
 from .message import Message
 from .policies.attributes import ChannelAttributes, TopicAttributes
-from .policies.policy import ChannelPolicy, ExpiringMessage, TopicPolicy
-from .ports import JournalFactory, OverflowFactory
+from .policies.policy import (
+    NO_CHANNEL_POLICY,
+    NO_TOPIC_POLICY,
+    ChannelPolicy,
+    ExpiringMessage,
+    NoTopicPolicy,
+    TopicPolicy,
+)
+from .ports import NO_JOURNAL, JournalFactory, OverflowFactory, no_journal
 from .queue import Backlog
 from .settings import Settings
 
@@ -56,7 +63,7 @@ class Topic:
         new_overflow: OverflowFactory,
         events: TopicEvents,
         spawn: Callable[[Callable[[], Awaitable[Any]]], None],
-        new_journal: JournalFactory | None = None,
+        new_journal: JournalFactory = no_journal,
     ) -> None:
         self.name = name
         self._new_journal = new_journal
@@ -78,9 +85,9 @@ class Topic:
         self.message_count = 0
         self.message_bytes = 0
         self.attributes = TopicAttributes()
-        self.policy: TopicPolicy | None = None
+        self.policy: TopicPolicy | NoTopicPolicy = NO_TOPIC_POLICY
         # a message with its own TTL was published here (or is in the disk queue)
-        self.message_ttls = bool(getattr(self.backlog.overflow, "has_expiries", False))
+        self.message_ttls = self.backlog.overflow.has_expiries
         self.created_at = time.time_ns() // 1_000_000
         self.modified_at = self.created_at
         if self.message_ttls:
@@ -124,8 +131,10 @@ class Topic:
         republish = self._events.republish
         for channel in self.channels.values():
             wanted = ChannelPolicy.wanted(self, channel.attributes)
-            channel.policy = ChannelPolicy(self, channel.attributes, republish) if wanted else None
-        self.policy = TopicPolicy(self, republish) if TopicPolicy.wanted(self) else None
+            channel.policy = (
+                ChannelPolicy(self, channel.attributes, republish) if wanted else NO_CHANNEL_POLICY
+            )
+        self.policy = TopicPolicy(self, republish) if TopicPolicy.wanted(self) else NO_TOPIC_POLICY
 
     # -- publishing ------------------------------------------------------------------------
 
@@ -135,10 +144,9 @@ class Topic:
         policy = self.policy
         if ttl_ms:
             return self._publish_expiring(bodies, ttl_ms)
-        if policy is not None:
-            policy.admit(self, bodies)  # refuses the whole batch, before anything is stored
-            if policy.delay:
-                return self._publish_each(bodies, policy.delay, 0)
+        policy.admit(self, bodies)  # refuses the whole batch, before anything is stored
+        if policy.delay:
+            return self._publish_each(bodies, policy.delay, 0)
         ts = time.time_ns()
         n = len(bodies)
         # No record, and no id object, per message here: each channel gets the publish's own
@@ -154,19 +162,21 @@ class Topic:
                 channel.put_run(ids, bodies, ts)
         else:
             self.backlog.extend_run(ids, bodies, ts)
-            if policy is not None:
-                policy.trim(self)
+            self._trim()
+
+    def _trim(self) -> None:
+        drop = self.policy.excess(self)
+        if drop:
+            self.dropped_count += len(self.backlog.take(drop))
 
     def publish_deferred(self, body: bytes, delay_ms: int) -> None:
-        if self.policy is not None:
-            self.policy.admit(self, [body])
+        self.policy.admit(self, [body])
         self._publish_each([body], max(delay_ms, 0), 0)
 
     def _publish_expiring(self, bodies: list[bytes], ttl_ms: int) -> None:
         if not self.message_ttls:
             self.message_ttls = True  # from now on every queue of this topic checks expiry
             self.refresh_policies()
-        assert self.policy is not None
         self.policy.admit(self, bodies)
         self._publish_each(bodies, self.policy.delay, ttl_ms)
 
@@ -189,8 +199,7 @@ class Topic:
             self._fan_out(msgs, deferred=bool(delay_ms))
         else:
             self.backlog.extend(msgs)
-            if self.policy is not None:
-                self.policy.trim(self)
+            self._trim()
 
     def _fan_out(self, msgs: list[Message], *, deferred: bool) -> None:
         """Every channel gets every message: the first channel the records themselves, the
@@ -216,17 +225,16 @@ class Topic:
     def get_channel(self, name: str) -> Channel:
         channel = self.channels.get(name)
         if channel is None:
-            journal = None
-            if self._new_journal is not None and not name.endswith("#ephemeral"):
-                journal = self._new_journal(f"{self.name}:{name}")
+            ephemeral = name.endswith("#ephemeral")
+            journal = NO_JOURNAL if ephemeral else self._new_journal(f"{self.name}:{name}")
             channel = Channel(
                 self.name, name, self.settings, self._new_overflow, self._channel_unused, journal
             )
             self.channels[name] = channel
             self._fanout = list(self.channels.values())
-            if getattr(channel.backlog.overflow, "has_expiries", False):
+            if channel.backlog.overflow.has_expiries:
                 self.message_ttls = True  # its disk queue kept messages with their own TTL
-            if self.policy is not None or self.message_ttls:
+            if not self.policy.plain or self.message_ttls:
                 self.refresh_policies()  # the topic's TTL reaches the new channel too
             self._events.channel_created(self, channel)
             self._start_pump()
@@ -238,7 +246,7 @@ class Topic:
             return
         self._fanout = list(self.channels.values())
         channel.delete()
-        if channel.policy is not None:
+        if not channel.policy.plain:
             self.refresh_policies()  # no longer a guard of publishes
         self._events.channel_deleted(self, channel)
         if self.ephemeral and not self.channels and not self.deleted:
@@ -258,9 +266,8 @@ class Topic:
     async def _pump(self) -> None:
         try:
             while self.backlog and self._flowing and not self.deleted:
-                chunk = self.backlog.take(_PUMP_CHUNK)
-                if self.policy is not None:
-                    chunk = self.policy.unexpired(self, chunk)
+                chunk, expired = self.policy.unexpired(self, self.backlog.take(_PUMP_CHUNK))
+                self.expired_count += expired
                 self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk))
                 await trio.lowlevel.checkpoint()
         finally:
@@ -280,8 +287,7 @@ class Topic:
 
     def scan(self) -> None:
         """The scanner's pass over the topic's own queue (expired messages leave it)."""
-        if self.policy is not None:
-            self.policy.sweep(self)
+        self.expired_count += self.policy.sweep(self)
 
     def delete(self) -> None:
         """Topic deletion: its channels and every queued message go too."""

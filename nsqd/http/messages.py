@@ -251,8 +251,7 @@ def _frames(msgs: list[Message]) -> bytes:
 
 
 def _json(msgs: list[tuple[Message, int | None]], channel: Channel) -> JSONBody:
-    policy = channel.policy
-    ttl_ns = policy.ttl_ns if policy is not None else 0
+    ttl_ns = channel.policy.ttl_ns
     out = []
     for m, due in msgs:
         entry: dict[str, Any] = {

@@ -36,6 +36,7 @@ class PopConsumer:
     each as it is handed over, and passes the bodies on."""
 
     msg_timeout = 60.0
+    msg_timeout_explicit = False
     sample_rate = 0
 
     def __init__(self, client_id: int, channel: Channel, want: int, remote: str) -> None:

@@ -115,6 +115,8 @@ def replay(data: bytes, name: str) -> dict[bytes, tuple[Message, int | None]]:
 class ChannelJournal:
     """One channel's journal file."""
 
+    durable = True  # engine.ports.Journal: deferred messages stay here across a clean stop
+
     def __init__(
         self,
         path: str,

@@ -22,6 +22,8 @@ from protocol.v2 import ErrorCode, NSQError
 class ListOverflow:
     """An overflow store in a list (the engine's port; the disk queue is storage's)."""
 
+    has_expiries = False
+
     def __init__(self) -> None:
         self.msgs: list[Message] = []
         self.refuse = ""  # a store error to raise on put
@@ -60,6 +62,7 @@ class Reader:
         self.id = Reader._seq
         self.msg_timeout = msg_timeout
         self.sample_rate = 0
+        self.msg_timeout_explicit = True
         self.rdy = rdy
         self.got: list[Message] = []
         self.sent: list[tuple[bytes, int]] = []  # (body, attempts) as each delivery went out

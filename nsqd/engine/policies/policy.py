@@ -1,13 +1,17 @@
 """What a topic's or channel's attributes do, at the engine's named points.
 
 A channel with attributes gets a `ChannelPolicy`, a topic a `TopicPolicy`; without any, the
-queue's `policy` is None and each named point costs one attribute check. The points:
+queue's `policy` is the null one (`NO_CHANNEL_POLICY`, `NO_TOPIC_POLICY`: `plain`, every point
+a no-op), and a channel takes its record-free fast paths while its policy is plain. The points
+return decisions (what is left, how many to drop, dead-lettered or not); the queue acts on
+them and keeps its own counters. The points:
 
 - `admit` (topic publish, before anything is stored): a message over the topic's
   `max_msg_size`, or a publish that would pass a `max_depth` with `overflow=reject`, is refused
   whole (`MessageTooBig`, `QueueFull`);
 - `incoming` (a channel receives new messages): the default `delay` defers them;
-- `trim` (after messages were queued): `overflow=drop_oldest` drops the oldest queued ones;
+- `excess` (after messages were queued): `overflow=drop_oldest` says how many of the oldest
+  queued ones to drop;
 - `unexpired` (hand-out, and the topic's pump): a message past its TTL is never delivered; it
   is published to `expired_topic` when one is set, else dropped, and counted;
 - `retry` (a REQ or a timeout): a message delivered `max_attempts` times goes to the
@@ -21,7 +25,7 @@ the same path as any publish."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ...log import log
@@ -31,9 +35,15 @@ from .attributes import ChannelAttributes, dead_letter_name
 if TYPE_CHECKING:
     from ..channel import Channel
     from ..ports import Consumer
+    from ..queue import Backlog
     from ..topic import Topic
 
 Publish = Callable[[str, list[bytes]], None]  # (topic, bodies); raises when refused
+
+
+def _held(channel: Channel) -> int:
+    """What a channel's `max_depth` counts: queued, in flight and deferred."""
+    return len(channel.backlog) + len(channel.in_flight) + len(channel.deferred)
 
 
 class QueueFull(Exception):
@@ -70,6 +80,7 @@ class _Expiry:
     """The TTL rule shared by topic and channel policies: expired messages are filtered out
     and reported to `expired_topic`."""
 
+    plain = False  # a real policy: the queue takes its policed paths
     ttl_ns: int
     expired_topic: str
     check_expiry: bool
@@ -79,8 +90,16 @@ class _Expiry:
         ttl = self.ttl_ns
         if ttl and msg.timestamp + ttl <= now_ns:
             return True
-        expires = getattr(msg, "expires", 0)
+        expires = msg.expires
         return bool(expires) and expires <= now_ns
+
+    def _unexpired(self, queue: str, msgs: list[Message]) -> tuple[list[Message], int]:
+        if not self.check_expiry:
+            return msgs, 0
+        live, dead = self._split(msgs)
+        if dead:
+            self._report(queue, dead)
+        return live, len(dead)
 
     def _split(self, msgs: list[Message]) -> tuple[list[Message], list[Message]]:
         now = time.time_ns()
@@ -127,7 +146,7 @@ class ChannelPolicy(_Expiry):
     def room(self, channel: Channel, n: int) -> None:
         """Raise QueueFull if `n` more messages would pass max_depth (reject mode): the
         bound counts what the channel holds (queued, in flight, deferred)."""
-        held = len(channel.backlog) + len(channel.in_flight) + len(channel.deferred)
+        held = _held(channel)
         if held + n > self.max_depth:
             raise QueueFull(
                 f"channel {channel.topic_name}:{channel.name} is full "
@@ -141,23 +160,15 @@ class ChannelPolicy(_Expiry):
             channel.defer(msg, self.delay)
         return []
 
-    def trim(self, channel: Channel) -> None:
+    def excess(self, channel: Channel) -> int:
+        """How many of the oldest queued messages `overflow=drop_oldest` drops now."""
         if not self.drop_oldest:
-            return
-        held = len(channel.backlog) + len(channel.in_flight) + len(channel.deferred)
-        excess = min(held - self.max_depth, len(channel.backlog))
-        if excess > 0:
-            dropped = channel.backlog.take(excess)
-            channel.dropped_count += len(dropped)
+            return 0
+        return max(0, min(_held(channel) - self.max_depth, len(channel.backlog)))
 
-    def unexpired(self, channel: Channel, msgs: list[Message]) -> list[Message]:
-        if not self.check_expiry:
-            return msgs
-        live, dead = self._split(msgs)
-        if dead:
-            channel.expired_count += len(dead)
-            self._report(f"CHANNEL({channel.topic_name}:{channel.name})", dead)
-        return live
+    def unexpired(self, channel: Channel, msgs: list[Message]) -> tuple[list[Message], int]:
+        """The live messages of `msgs`, and how many expired (reported, not delivered)."""
+        return self._unexpired(f"CHANNEL({channel.topic_name}:{channel.name})", msgs)
 
     def retry(self, channel: Channel, msg: Message) -> bool:
         """True when `msg` went to the dead-letter topic instead of back to the queue."""
@@ -174,15 +185,19 @@ class ChannelPolicy(_Expiry):
                 exc,
             )
             return False
-        channel.dead_letter_count += 1
         return True
 
-    def sweep(self, channel: Channel) -> None:
-        if self.check_expiry:
-            _sweep_head(self, channel.backlog, lambda dead: self.unexpired(channel, dead))
+    def sweep(self, channel: Channel) -> int:
+        """Expired messages taken off the head of the queue; how many."""
+        if not self.check_expiry:
+            return 0
+        dead = _sweep_head(self, channel.backlog)
+        if dead:
+            self._report(f"CHANNEL({channel.topic_name}:{channel.name})", dead)
+        return len(dead)
 
     def timeout_for(self, consumer: Consumer) -> float:
-        if self.msg_timeout and not getattr(consumer, "msg_timeout_explicit", False):
+        if self.msg_timeout and not consumer.msg_timeout_explicit:
             return self.msg_timeout
         return consumer.msg_timeout
 
@@ -199,16 +214,14 @@ class TopicPolicy(_Expiry):
         self.drop_oldest = attrs.overflow == "drop_oldest"
         self.delay = attrs.delay
         # the channels whose bound refuses publishes
-        self.guarded = [
-            c for c in topic.channels.values() if c.policy is not None and c.policy.rejects
-        ]
+        self.guarded = [c for c in topic.channels.values() if c.policy.rejects]
 
     @staticmethod
     def wanted(topic: Topic) -> bool:
         return (
             not topic.attributes.off
             or topic.message_ttls
-            or any(c.policy is not None and c.policy.rejects for c in topic.channels.values())
+            or any(c.policy.rejects for c in topic.channels.values())
         )
 
     def admit(self, topic: Topic, bodies: list[bytes]) -> None:
@@ -225,37 +238,85 @@ class TopicPolicy(_Expiry):
                     f"topic {topic.name} is full ({depth} of max_depth {self.max_depth})"
                 )
         for channel in self.guarded:
-            assert channel.policy is not None
             channel.policy.room(channel, n)
 
-    def trim(self, topic: Topic) -> None:
-        if self.drop_oldest:
-            excess = len(topic.backlog) - self.max_depth
-            if excess > 0:
-                topic.dropped_count += len(topic.backlog.take(excess))
+    def excess(self, topic: Topic) -> int:
+        """How many of the oldest queued messages `overflow=drop_oldest` drops now."""
+        return max(0, len(topic.backlog) - self.max_depth) if self.drop_oldest else 0
 
-    def unexpired(self, topic: Topic, msgs: list[Message]) -> list[Message]:
+    def unexpired(self, topic: Topic, msgs: list[Message]) -> tuple[list[Message], int]:
+        return self._unexpired(f"TOPIC({topic.name})", msgs)
+
+    def sweep(self, topic: Topic) -> int:
         if not self.check_expiry:
-            return msgs
-        live, dead = self._split(msgs)
+            return 0
+        dead = _sweep_head(self, topic.backlog)
         if dead:
-            topic.expired_count += len(dead)
             self._report(f"TOPIC({topic.name})", dead)
-        return live
-
-    def sweep(self, topic: Topic) -> None:
-        if self.check_expiry:
-            _sweep_head(self, topic.backlog, lambda dead: self.unexpired(topic, dead))
+        return len(dead)
 
 
-def _sweep_head(
-    rule: _Expiry, backlog: object, expire: Callable[[list[Message]], list[Message]]
-) -> None:
-    """Take expired messages off the head of `backlog` (a queue.Backlog) until a live one.
-    The head is looked at with peek, so a live message stays where it is (on disk, if that
-    is where it was)."""
+class NoChannelPolicy:
+    """A channel without attributes: every named point a no-op."""
+
+    __slots__ = ()
+    plain = True
+    rejects = False
+    ttl_ns = 0
+    max_depth = 0
+    delay = 0
+
+    def room(self, channel: Channel, n: int) -> None:
+        pass
+
+    def incoming(self, channel: Channel, msgs: list[Message]) -> list[Message]:
+        return msgs
+
+    def excess(self, channel: Channel) -> int:
+        return 0
+
+    def unexpired(self, channel: Channel, msgs: list[Message]) -> tuple[list[Message], int]:
+        return msgs, 0
+
+    def retry(self, channel: Channel, msg: Message) -> bool:
+        return False
+
+    def sweep(self, channel: Channel) -> int:
+        return 0
+
+    def timeout_for(self, consumer: Consumer) -> float:
+        return consumer.msg_timeout
+
+
+class NoTopicPolicy:
+    """A topic without attributes (and no message with its own TTL): every point a no-op."""
+
+    __slots__ = ()
+    plain = True
+    delay = 0
+
+    def admit(self, topic: Topic, bodies: Sequence[bytes]) -> None:
+        pass
+
+    def excess(self, topic: Topic) -> int:
+        return 0
+
+    def unexpired(self, topic: Topic, msgs: list[Message]) -> tuple[list[Message], int]:
+        return msgs, 0
+
+    def sweep(self, topic: Topic) -> int:
+        return 0
+
+
+NO_CHANNEL_POLICY = NoChannelPolicy()
+NO_TOPIC_POLICY = NoTopicPolicy()
+
+
+def _sweep_head(rule: _Expiry, backlog: Backlog) -> list[Message]:
+    """Take expired messages off the head of `backlog` until a live one. The head is looked
+    at with peek, so a live message stays where it is (on disk, if that is where it was)."""
     now = time.time_ns()
-    peek, take = backlog.peek, backlog.take  # type: ignore[attr-defined]
+    peek, take = backlog.peek, backlog.take
     dead: list[Message] = []
     while len(dead) < 100_000:  # bounded work per scan
         head = peek(256)
@@ -268,5 +329,4 @@ def _sweep_head(
             dead += take(expired)
         if expired < 256:
             break
-    if dead:
-        expire(dead)
+    return dead
