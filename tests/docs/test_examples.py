@@ -5,6 +5,7 @@ and prints what the page shows where it shows output. A block that cannot run he
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,12 @@ RUNNABLE = [page for page in PAGES if page.runnable or page.tables]
 def test_page_examples_run(page: Page, tmp_path: Path) -> None:
     ran = run_page(page, tmp_path)
     assert len(ran) >= len(page.runnable) + sum(len(t.commands) for t in page.tables), ran
+
+
+def test_the_tools_the_examples_call_are_installed() -> None:
+    """bash and curl from the system, redis-cli from scripts/install_redis.sh: a missing one
+    is named here rather than found as `command not found` in a page's example."""
+    assert [t for t in ("bash", "curl", "redis-cli") if shutil.which(t) is None] == []
 
 
 def test_every_shell_block_runs_or_says_why_not(capsys: pytest.CaptureFixture[str]) -> None:
