@@ -6,7 +6,11 @@ Spark finds Python data sources by scanning sys.path with pkgutil.iter_modules()
 cannot see setuptools' editable import hook; pyproject.toml's `package-dir` makes an editable
 install a plain path entry instead. Each case copies the project's sources to a temporary
 folder, installs them into a fresh virtualenv (--system-site-packages, for pyspark and
-pyarrow), and runs a real job with that interpreter (driver and workers) from another folder."""
+pyarrow), and runs a real job with that interpreter (driver and workers) from another folder.
+The build runs in pip's isolated build environment, with the build backend pyproject.toml asks
+for fetched from the package index, as a user's `pip install` does: nothing depends on which
+setuptools or wheel the machine's Python happens to have (building without isolation failed
+with `invalid command 'bdist_wheel'` where `wheel` was missing)."""
 
 from __future__ import annotations
 
@@ -54,8 +58,8 @@ def _copy_sources(dest: Path) -> Path:
 
 
 def _venv_with(tmp: Path, project: Path, editable: bool) -> Path:
-    """A fresh virtualenv holding the project, installed as a user would (no build
-    isolation: the build backend comes from the test environment, which has it)."""
+    """A fresh virtualenv holding the project, installed as a user would: pip builds it in
+    an isolated environment with the backend from pyproject.toml's [build-system]."""
     venv = tmp / "venv"
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
@@ -65,9 +69,7 @@ def _venv_with(tmp: Path, project: Path, editable: bool) -> Path:
     python = venv / "bin" / "python"
     target = ["-e", str(project)] if editable else [str(project)]
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
-    done = subprocess.run(
-        [*pip, "--no-build-isolation", *target], capture_output=True, text=True, timeout=300
-    )
+    done = subprocess.run([*pip, *target], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return python
 
