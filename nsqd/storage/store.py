@@ -103,7 +103,9 @@ class Storage:
             from .dedupe import KeyFile  # --dedupe-window only (start time, memory)
 
             opts = self.options
-            self._key_file = KeyFile(self.data_path, opts.sync_every, opts.sync_timeout)
+            self._key_file = KeyFile(
+                self.data_path, opts.sync_every, opts.sync_timeout, self.sync_wanted
+            )
             broker.deduper.attach(self._key_file)
         self.persist_now()
 
