@@ -319,5 +319,6 @@ def test_delays_of_months_survive_a_restart(data_dir: Path) -> None:
         channel = json.loads(body)["topics"][0]["channels"][0]
     assert channel["deferred_count"] == 1, channel
     journal = data_dir / "months:ch.inflight.journal"
-    due_ms = int.from_bytes(journal.read_bytes()[9:17], "big", signed=True)
+    (record,) = records.read(journal.read_bytes(), "test").payloads
+    due_ms = int.from_bytes(record[1:9], "big", signed=True)  # after the type byte "D"
     assert abs(due_ms / 1000 - (time.time() + 9_999_999)) < 60, due_ms
