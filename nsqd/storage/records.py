@@ -71,9 +71,13 @@ def read(data: bytes, what: str, legacy: LegacyReader | None = None) -> Scan:
     if not data or FILE_MAGIC.startswith(data):  # nothing yet, or a header cut by a crash
         return Scan(legacy=bool(data))
     if legacy is not None:
-        return legacy(data, what)
+        old = legacy(data, what)
+        if not old.damaged:
+            return old
+    # no header (or a damaged one): the records are found by their marks all the same
     log.error("%s: no file header - looking for records anyway", what)
-    return _scan(data, 0, what, Scan(legacy=True))
+    found = _scan(data, 0, what, Scan(legacy=True))
+    return old if legacy is not None and len(old.payloads) > len(found.payloads) else found
 
 
 def _intact(data: bytes, view: memoryview, pos: int) -> int:
