@@ -154,8 +154,7 @@ class RecordLog:
     gathered with one write() (the owner calls it before the promise it backs is answered),
     `write` is both. fsync follows --sync-every (counted in writes, as go-diskqueue counts its
     writes) and --sync-timeout through the storage's syncer, which calls `needs_sync` and
-    `sync` (the latter in a worker thread: it fsyncs a duplicate of the descriptor, so the
-    event loop's writes never wait for the disk and a rewrite may swap the file meanwhile)."""
+    `sync` (the latter in a worker thread; a rewrite may swap the file meanwhile)."""
 
     def __init__(
         self,
@@ -181,6 +180,8 @@ class RecordLog:
         self._writes = 0  # since the last fsync
         self._last_sync = time.monotonic()
         self._lock = threading.Lock()  # the descriptor, against the syncer's thread
+        self._syncing = False  # an fsync runs in the syncer's thread
+        self._retired: list[int] = []  # descriptors to close once that fsync is done
 
     # -- start ---------------------------------------------------------------------------
 
@@ -259,16 +260,24 @@ class RecordLog:
         return self._writes >= self.sync_every or late
 
     def sync(self) -> None:
+        """fsync (in the syncer's thread, without the lock: the event loop's writes never wait
+        for the disk). A descriptor that a rewrite or a close retires meanwhile is closed
+        here, after its fsync, so the number is never reused under it."""
         with self._lock:
             if self._fd < 0 or not self._writes:
                 return
             self._writes = 0
             self._last_sync = time.monotonic()
-            fd = os.dup(self._fd)
+            fd = self._fd
+            self._syncing = True
         try:
             os.fsync(fd)
         finally:
-            os.close(fd)
+            with self._lock:
+                self._syncing = False
+                retired, self._retired = self._retired, []
+            for old in retired:
+                os.close(old)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -293,8 +302,12 @@ class RecordLog:
         self.size = 0
 
     def _close_fd(self) -> None:
+        """(The lock held.)"""
         if self._fd >= 0:
-            os.close(self._fd)
+            if self._syncing:
+                self._retired.append(self._fd)
+            else:
+                os.close(self._fd)
             self._fd = -1
 
 
