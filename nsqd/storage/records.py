@@ -34,14 +34,15 @@ FILE_MAGIC = b"TNSQLOG\x01"
 MARK = b"\xe7\x5a"
 _LEN = struct.Struct(">I")
 _LEN_CRC = struct.Struct(">II")
-HEAD_SIZE = len(MARK) + _LEN_CRC.size
+_HEAD = struct.Struct(">2sII")  # mark, length, crc32
+HEAD_SIZE = _HEAD.size
 MAX_RECORD = 1 << 31
 _crc32 = zlib.crc32
 
 
 def frame(payload: bytes) -> bytes:
-    length = _LEN.pack(len(payload))
-    return b"".join((MARK, length, _crc32(payload, _crc32(length)).to_bytes(4, "big"), payload))
+    n = len(payload)
+    return _HEAD.pack(MARK, n, _crc32(payload, _crc32(_LEN.pack(n)))) + payload
 
 
 def _noop() -> None:
