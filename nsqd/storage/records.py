@@ -70,7 +70,7 @@ def read(data: bytes, what: str, legacy: LegacyReader | None = None) -> Scan:
     if data.startswith(FILE_MAGIC):
         return _scan(data, len(FILE_MAGIC), what, Scan())
     if not data or FILE_MAGIC.startswith(data):  # nothing yet, or a header cut by a crash
-        return Scan(legacy=bool(data))
+        return Scan()  # (end 0: the load cuts the half header, the next write starts anew)
     if legacy is not None:
         old = legacy(data, what)
         if not old.damaged:

@@ -75,8 +75,18 @@ def test_empty_and_half_written_files_hold_nothing() -> None:
     assert read(b"", "test") == records.Scan()
     for cut in range(1, len(FILE_MAGIC)):  # a crash while the header was being written
         scan = read(FILE_MAGIC[:cut], "test")
-        assert scan.payloads == [] and scan.legacy
+        assert scan.payloads == [] and scan.end == 0 and not scan.legacy
     assert read(FILE_MAGIC, "test").payloads == []
+
+
+def test_a_half_written_header_is_cut_and_the_file_starts_anew(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(FILE_MAGIC[:5])
+    log = log_at(path)
+    assert log.load().payloads == []
+    log.write(b"first")
+    log.close()
+    assert path.read_bytes() == FILE_MAGIC + frame(b"first")
 
 
 def test_a_damaged_header_still_finds_the_records() -> None:
