@@ -1,6 +1,8 @@
 """Everything on disk under --data-path: the directory lock, one disk queue per non-ephemeral
-topic and channel, nsqd.dat, and the two tasks that keep them durable (fsync of the queues
-every --sync-every ops or --sync-timeout, metadata rewrites after topic/channel changes)."""
+topic and channel, nsqd.dat, the record logs of the features that keep files (journals, dedupe
+keys, resp.log), and the tasks that keep them durable: the one syncer (fsync of the queues and
+record logs every --sync-every writes or --sync-timeout), the journals' release flusher, and
+the metadata writer (nsqd.dat after topic/channel changes)."""
 
 from __future__ import annotations
 
