@@ -6,9 +6,9 @@ trio.run(NSQD.run)
     ├── signal watcher (SIGINT/SIGTERM -> shutdown)
     ├── TCP listener(s) -> one Client.run per connection (clients nursery)
     ├── HTTP(S) listener(s)
-    ├── RESP listener (--resp-address) -> one task per Redis connection, log syncer, expiry
+    ├── RESP listener (--resp-address) -> one task per Redis connection, expiry
     ├── scanner (in-flight timeouts and deferred messages, every 100 ms)
-    ├── storage: disk-queue syncer, nsqd.dat writer
+    ├── storage: the syncer (disk queues, record logs), nsqd.dat writer
     ├── nsqlookupd peers, statsd pusher
     └── short-lived helpers (topic pumps, lookupd channel queries)"""
 
@@ -177,7 +177,7 @@ class NSQD:
         from .resp.server import Frontend
 
         listeners = await open_listeners(self.options.resp_address)
-        self.resp = Frontend(self.options, self.broker, self.storage.data_path)
+        self.resp = Frontend(self.options, self.broker, self.storage.new_resp_log())
         self.node.resp_list_lengths = self.resp.list_lengths  # for /metrics
         address = listeners[0].socket.getsockname()[:2]
         log.info("RESP: listening on %s:%d", *address)

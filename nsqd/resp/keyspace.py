@@ -1,7 +1,8 @@
 """The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts), key
 expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
-one place every change goes through, so that each is written to the log (persist.py) as a
-replayable record and lists that grow wake their blocked clients (blocking.py).
+one place every change goes through, so that each is written to the log
+(storage/resp_log.py) as a replayable record and lists that grow wake their blocked clients
+(blocking.py).
 
 All synchronous: a command runs to its end before any other starts, which is what makes the
 blocking engine and LMOVE atomic."""
@@ -295,7 +296,7 @@ class Keyspace:
     # -- replay and snapshot -------------------------------------------------------------
 
     def apply(self, rec: Record) -> None:
-        """Redo one logged change (persist.py's replay; self.loading is set)."""
+        """Redo one logged change (storage/resp_log.py replay; self.loading is set)."""
         op, args = rec[0], rec[1:]
         if op in (b"LPUSH", b"RPUSH"):
             self.push(args[0], list(args[1:]), op == b"LPUSH")

@@ -6,6 +6,7 @@ them all."""
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import trio
 
@@ -17,12 +18,25 @@ from .bridge import Bridge
 from .commands import Block, Session
 from .expiry import Expirer, publisher
 from .keyspace import Keyspace
-from .persist import RespLog
 from .reactor import Client, Reactor
 
 
+class KeyspaceLog(Protocol):
+    """Where the keyspace's changes are kept (storage/resp_log.py, made by the daemon)."""
+
+    def load(self, keyspace: Keyspace) -> int:
+        """Replay into `keyspace`, then record its changes; how many records were applied."""
+        ...
+
+    def flush(self) -> None:
+        """Write the changes gathered so far (before their replies are sent)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Frontend:
-    def __init__(self, options: Options, broker: Broker, data_path: str) -> None:
+    def __init__(self, options: Options, broker: Broker, keyspace_log: KeyspaceLog) -> None:
         self.options = options
         self.broker = broker
         self.password = options.resp_password.encode()
@@ -30,7 +44,7 @@ class Frontend:
         self.ks = Keyspace()
         self.blocking = Blocking(self.ks)
         self.bridge = Bridge(broker, options.max_msg_size)
-        self.log = RespLog(data_path, options.sync_every, options.sync_timeout)
+        self.log = keyspace_log
         self.expirer = Expirer(self.ks, self.log.flush)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
@@ -94,7 +108,6 @@ class Frontend:
         self.address = listeners[0].socket.getsockname()[:2]
         self.reactor = Reactor(self)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self.log.syncer)
             nursery.start_soon(self.expirer.run)
             nursery.start_soon(self.reactor.run)
             for listener in listeners:

@@ -1,10 +1,11 @@
 """Topic and channel attributes on disk (policies nsqd does not have), in a file of our own
 beside nsqd.dat: `trio-nsqd.attributes`, one JSON line and a line with its CRC-32.
 
-Written whole (temporary file, fsync, rename, fsync of the directory) before the HTTP answer
-that changed an attribute: a set attribute survives a kill -9 and a power loss. Absent while no
-queue has attributes, so a data path that never used them is nsqd's own. A damaged file is
-logged and skipped: the daemon starts with no attributes rather than not at all."""
+Written whole (atomic.py: temporary file, fsync, rename, fsync of the directory) before the
+HTTP answer that changed an attribute: a set attribute survives a kill -9 and a power loss.
+Absent while no queue has attributes, so a data path that never used them is nsqd's own. A
+damaged file is logged and skipped: the daemon starts with no attributes rather than not at
+all."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.policies.attributes import ChannelAttributes, TopicAttributes, from_json
 from ..log import log
+from .atomic import replace_file
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
@@ -46,17 +48,7 @@ def write(data_path: str, doc: dict[str, Any]) -> None:
             os.unlink(path)
         return
     line = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(line + b"\n" + b"%08x\n" % zlib.crc32(line))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(data_path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(path, line + b"\n" + b"%08x\n" % zlib.crc32(line))
 
 
 def read(data_path: str) -> dict[str, Any]:

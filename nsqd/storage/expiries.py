@@ -1,48 +1,55 @@
 """Per-message TTLs of messages in a disk queue (`/pub?ttl=`; ours). go-diskqueue's records
 have nsqd's layout, with no room for an expiry, so a queue that holds such messages keeps a
-file beside its data files, `<queue>.diskqueue.ttl`: records [16-byte id][int64 unix ns
-expiry][uint32 crc32 of both], appended as the messages are written, fsynced when the queue is,
-and removed once no message of the queue has a TTL. A damaged record ends the replay with a log
-line (those messages keep only their topic's or channel's TTL)."""
+file beside its data files, `<queue>.diskqueue.ttl`: a record log (records.py) of [16-byte
+id][int64 unix ns expiry], appended as the messages are written, fsynced when the queue is, and
+removed once no message of the queue has a TTL. A damaged record is skipped alone with a log
+line (that message keeps only its topic's or channel's TTL). A file of the fixed 28-byte
+records written before records.py is read once and rewritten."""
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 
 from ..log import log
+from .records import RecordLog, Scan
 
-_REC = struct.Struct(">16sqI")
+_REC = struct.Struct(">16sq")
+_LEGACY_REC = struct.Struct(">16sqI")  # id, expiry, crc32 of both
+
+
+def _legacy(data: bytes, what: str) -> Scan:
+    out = Scan(legacy=True)
+    for pos in range(0, len(data) - _LEGACY_REC.size + 1, _LEGACY_REC.size):
+        if zlib.crc32(data[pos : pos + _REC.size]) != _LEGACY_REC.unpack_from(data, pos)[2]:
+            log.error("%s: damaged TTL record at %d (old layout), the rest skipped", what, pos)
+            out.damaged += 1
+            break
+        out.payloads.append(data[pos : pos + _REC.size])
+    return out
 
 
 class ExpiryFile:
-    __slots__ = ("_fd", "_unsynced", "expires", "path")
+    __slots__ = ("_log", "expires", "path")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.expires: dict[bytes, int] = {}
-        self._fd: int | None = None
-        self._unsynced = False
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return
-        for pos in range(0, len(data) - _REC.size + 1, _REC.size):
-            msg_id, expires, crc = _REC.unpack_from(data, pos)
-            if zlib.crc32(data[pos : pos + 24]) != crc:
-                log.error("DISKQUEUE: damaged TTL record at %d of %s, the rest skipped", pos, path)
-                break
+        # fsynced by sync() when the queue syncs, so no count or timer of its own
+        self._log = RecordLog(path, f"DISKQUEUE({path})", 1, 0.0, mode=0o600, legacy=_legacy)
+        scan = self._log.load()
+        for payload in scan.payloads:
+            if len(payload) != _REC.size:
+                log.error("DISKQUEUE: malformed TTL record in %s skipped", path)
+                continue
+            msg_id, expires = _REC.unpack(payload)
             self.expires[msg_id] = expires
+        if scan.legacy:
+            self._log.replace(_REC.pack(*item) for item in self.expires.items())
 
     def add(self, msg_id: bytes, expires: int) -> None:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        head = msg_id + expires.to_bytes(8, "big", signed=True)
-        os.write(self._fd, head + zlib.crc32(head).to_bytes(4, "big"))
+        self._log.write(_REC.pack(msg_id, expires))
         self.expires[msg_id] = expires
-        self._unsynced = True
 
     def pop(self, msg_id: bytes) -> int:
         """The expiry of a message leaving the queue (0 if none); the file goes when empty."""
@@ -52,22 +59,11 @@ class ExpiryFile:
         return expires
 
     def sync(self) -> None:
-        if self._fd is not None and self._unsynced:
-            os.fsync(self._fd)
-            self._unsynced = False
+        self._log.sync()
 
     def close(self) -> None:
-        if self._fd is not None:
-            self.sync()
-            os.close(self._fd)
-            self._fd = None
+        self._log.close()
 
     def remove(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._log.remove()
         self.expires.clear()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass

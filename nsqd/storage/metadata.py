@@ -1,7 +1,8 @@
 """nsqd.dat: the topics and channels (and their paused flags) that survive a restart.
 
 Same file and JSON as nsqd, so the Go nsqd and this one can take turns on one --data-path.
-Written atomically: temp file, fsync, rename."""
+Written atomically (atomic.py: temp file, fsync, rename, fsync of the directory); the bytes
+are the Go nsqd's, and so is the temporary file's name (`nsqd.dat.<random>.tmp`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.v2 import is_valid_name
 
 from ..log import log
+from .atomic import replace_file
 
 if TYPE_CHECKING:
     from ..engine.topic import Topic
@@ -49,14 +51,7 @@ def snapshot(all_topics: Iterable[Topic], version: str) -> bytes:
 
 def write(data_path: str, data: bytes) -> None:
     path = os.path.join(data_path, FILE_NAME)
-    tmp = f"{path}.{random.getrandbits(63)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    replace_file(path, data, 0o600, tmp=f"{path}.{random.getrandbits(63)}.tmp")
 
 
 def load(data_path: str) -> list[TopicRecord]:

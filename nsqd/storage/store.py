@@ -1,6 +1,8 @@
 """Everything on disk under --data-path: the directory lock, one disk queue per non-ephemeral
-topic and channel, nsqd.dat, and the two tasks that keep them durable (fsync of the queues
-every --sync-every ops or --sync-timeout, metadata rewrites after topic/channel changes)."""
+topic and channel, nsqd.dat, the record logs of the features that keep files (journals, dedupe
+keys, resp.log), and the tasks that keep them durable: the one syncer (fsync of the queues and
+record logs every --sync-every writes or --sync-timeout), the journals' release flusher, and
+the metadata writer (nsqd.dat after topic/channel changes)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from ..engine.topic import Topic
     from .dedupe import KeyFile
     from .journal import ChannelJournal
+    from .resp_log import RespLog
 
 SYNC_CHECK_INTERVAL = 0.1
 
@@ -45,6 +48,7 @@ class Storage:
         self._flush_wakeup = trio.Event()
         self._has_attributes = False  # the attributes file exists
         self._key_file: KeyFile | None = None  # --dedupe-window
+        self._logs: list[KeyFile | RespLog] = []  # record logs the syncer keeps (but journals)
 
     def attach(self, broker: Broker) -> None:
         """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
@@ -103,7 +107,10 @@ class Storage:
             from .dedupe import KeyFile  # --dedupe-window only (start time, memory)
 
             opts = self.options
-            self._key_file = KeyFile(self.data_path, opts.sync_every, opts.sync_timeout)
+            self._key_file = KeyFile(
+                self.data_path, opts.sync_every, opts.sync_timeout, self.sync_wanted
+            )
+            self._logs.append(self._key_file)
             broker.deduper.attach(self._key_file)
         self.persist_now()
 
@@ -151,6 +158,16 @@ class Storage:
         self._journals.append(journal)
         return journal
 
+    def new_resp_log(self) -> RespLog:
+        """--resp-address: the keyspace's log, resp.log (the front-end replays and flushes it;
+        this storage's syncer fsyncs it)."""
+        from .resp_log import RespLog  # that flag only (start time, memory)
+
+        opts = self.options
+        resp_log = RespLog(self.data_path, opts.sync_every, opts.sync_timeout, self.sync_wanted)
+        self._logs.append(resp_log)
+        return resp_log
+
     def _journal_wants_flush(self, journal: ChannelJournal) -> None:
         self._to_flush.append(journal)
         self._flush_wakeup.set()
@@ -173,18 +190,21 @@ class Storage:
         self._sync_wakeup.set()
 
     async def syncer(self) -> None:
-        """fsync queues that reached --sync-every ops (woken at once) or --sync-timeout
-        (checked every 100 ms), in a worker thread so the event loop never waits on the disk."""
+        """The one syncer: fsync the queues and record logs that reached --sync-every writes
+        (woken at once) or --sync-timeout (checked every 100 ms), in a worker thread so the
+        event loop never waits on the disk."""
         while True:
             with trio.move_on_after(SYNC_CHECK_INTERVAL):
                 await self._sync_wakeup.wait()
             self._sync_wakeup = trio.Event()
             self._journals = [j for j in self._journals if not j.closed]
-            for journal in self._journals:
-                if journal.needs_sync():
-                    await trio.to_thread.run_sync(journal.sync)
-            if self._key_file is not None and self._key_file.needs_sync():
-                await trio.to_thread.run_sync(self._key_file.sync)
+            for record_log in (*self._journals, *self._logs):
+                if record_log.needs_sync():
+                    try:
+                        await trio.to_thread.run_sync(record_log.sync)
+                    except OSError as exc:
+                        self.broker.store_failed(str(exc))
+                        log.error("%s: fsync failed - %s", record_log.path, exc)
             for key, overflow in list(self._queues.items()):
                 if overflow.closed:
                     del self._queues[key]

@@ -12,11 +12,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from nsqd.storage import records
 from protocol.v2 import FrameType, decode_message
 from protocol.v2.message import DecodedMessage
 
@@ -51,6 +53,15 @@ def receive_timed(
         conn.fin(msg.id)
         if len(out) == expected:
             quiet_until = time.monotonic() + quiet
+
+
+def record_starts(data: bytes) -> list[int]:
+    """Where each record of an intact record log starts."""
+    pos, out = len(records.FILE_MAGIC), []
+    while pos < len(data):
+        out.append(pos)
+        pos += records.HEAD_SIZE + int.from_bytes(data[pos + 2 : pos + 6], "big")
+    return out
 
 
 def journal_files(path: Path) -> list[str]:
@@ -174,29 +185,53 @@ def test_go_nsqd_takes_the_directory_over_and_back(data_dir: Path, reference: Pa
     assert [m.body for m in back] == [b"deferred"]
 
 
-def test_damaged_journal_is_skipped_record_by_record(data_dir: Path) -> None:
+def _deferred_journal(data_dir: Path, topic: str, n: int) -> Path:
+    """A killed daemon's journal holding n deferred messages, one record per DPUB."""
     daemon = helpers.start("ours", data_dir, *DURABLE)
     with daemon.client() as producer:
-        producer.sub("dmg", "ch")
-        for i in range(3):
-            dpub(producer, "dmg", 600_000, b"keep-%d" % i)
+        producer.sub(topic, "ch")
+        for i in range(n):
+            dpub(producer, topic, 600_000, b"keep-%d" % i)
             producer.expect_ok()
     helpers.sleep(0.5)  # nsqd.dat names the channel (written a moment after it is made)
     daemon.kill()
-    path = data_dir / "dmg:ch.inflight.journal"
-    data = bytearray(path.read_bytes())
-    # three records, one per DPUB: flip a byte in the second one's body, then tear the file
-    # with half a record at the end
-    first_len = int.from_bytes(data[0:4], "big") + 8
-    data[first_len + 20] ^= 0xFF
-    data += data[: first_len // 2]
-    path.write_bytes(bytes(data))
-    with helpers.running("ours", data_dir, *DURABLE) as daemon2:
-        _, body = daemon2.http("GET", "/stats?format=json&topic=dmg")
+    return data_dir / f"{topic}:ch.inflight.journal"
+
+
+def _deferred_after_restart(data_dir: Path, topic: str) -> tuple[int, str]:
+    with helpers.running("ours", data_dir, *DURABLE) as daemon:
+        _, body = daemon.http("GET", f"/stats?format=json&topic={topic}")
         channel = json.loads(body)["topics"][0]["channels"][0]
-        log = daemon2.log_tail()
-    assert channel["deferred_count"] == 2, channel
-    assert "bad checksum" in log and "torn record" in log, log
+        return channel["deferred_count"], daemon.log_tail()
+
+
+def test_damaged_length_loses_only_its_record(data_dir: Path) -> None:
+    """The issue's case: 30 deferred messages, one flipped byte in the length of a record in
+    the middle (and a torn half record at the end): 29 come back, not the 15 before it."""
+    path = _deferred_journal(data_dir, "dmg", 30)
+    data = bytearray(path.read_bytes())
+    starts = record_starts(bytes(data))
+    assert len(starts) == 30
+    data[starts[15] + 4] ^= 0x01  # a low byte of the record's length
+    data += data[starts[3] : starts[3] + 12]
+    path.write_bytes(bytes(data))
+    deferred, log = _deferred_after_restart(data_dir, "dmg")
+    assert deferred == 29, log
+    assert "damaged record" in log and "torn or damaged tail" in log, log
+
+
+def test_journal_in_the_old_framing_still_loads(data_dir: Path) -> None:
+    """A journal written before records.py ([u32 length][u32 crc32 of the body], no header)
+    is read once, its messages kept, and rewritten in the new framing."""
+    path = _deferred_journal(data_dir, "old", 5)
+    payloads = records.read(path.read_bytes(), "test").payloads
+    old = b"".join(
+        len(p).to_bytes(4, "big") + zlib.crc32(p).to_bytes(4, "big") + p for p in payloads
+    )
+    path.write_bytes(old)
+    deferred, log = _deferred_after_restart(data_dir, "old")
+    assert deferred == 5, log
+    assert path.read_bytes().startswith(records.FILE_MAGIC)
 
 
 def test_cancel_and_reschedule_deferred_messages_by_id(data_dir: Path) -> None:
@@ -284,5 +319,6 @@ def test_delays_of_months_survive_a_restart(data_dir: Path) -> None:
         channel = json.loads(body)["topics"][0]["channels"][0]
     assert channel["deferred_count"] == 1, channel
     journal = data_dir / "months:ch.inflight.journal"
-    due_ms = int.from_bytes(journal.read_bytes()[9:17], "big", signed=True)
+    (record,) = records.read(journal.read_bytes(), "test").payloads
+    due_ms = int.from_bytes(record[1:9], "big", signed=True)  # after the type byte "D"
     assert abs(due_ms / 1000 - (time.time() + 9_999_999)) < 60, due_ms

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from durability import helpers
 
+from nsqd.storage import records
+
 from .test_policies import call, stats
 
 
@@ -114,3 +116,26 @@ def test_damaged_key_file_is_skipped(data_dir: Path) -> None:
         call(daemon, "POST", "/pub?topic=z&dedupe_key=k", b"1")
         assert count(daemon, "z") == 1
     assert "DEDUPE: " in daemon.log_path.read_text()
+
+
+def test_a_damaged_key_record_forgets_only_its_key(data_dir: Path) -> None:
+    """One flipped byte in the length of one key's record (after a kill -9): that key alone is
+    forgotten, the keys written after it are still duplicates."""
+    flags = ("--dedupe-window=60s",)
+    daemon = helpers.start("ours", data_dir, *flags)
+    for i in range(5):
+        assert call(daemon, "POST", f"/pub?topic=k&dedupe_key=key-{i}", b"x") == (200, "OK")
+    daemon.kill()
+    path = data_dir / "trio-nsqd.dedupe"
+    data = bytearray(path.read_bytes())
+    pos = len(records.FILE_MAGIC)
+    for _ in range(2):  # on to the third record
+        pos += records.HEAD_SIZE + int.from_bytes(data[pos + 2 : pos + 6], "big")
+    data[pos + 5] ^= 0x20  # the low byte of its length
+    path.write_bytes(bytes(data))
+    with helpers.running("ours", data_dir, *flags) as daemon2:
+        for i in range(5):
+            call(daemon2, "POST", f"/pub?topic=k&dedupe_key=key-{i}", b"again")
+        assert count(daemon2, "k") == 1  # key-2 only
+        assert duplicates(daemon2) == {"k": 4}
+    assert "DEDUPE: damaged record(s)" in daemon2.log_path.read_text()

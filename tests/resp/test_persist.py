@@ -1,18 +1,21 @@
-"""resp.log on its own: replay, compaction (the log stays bounded by what is stored), a
-damaged record skipped with a log line, a torn tail cut off."""
+"""resp.log on its own (storage/resp_log.py): replay, compaction (the log stays bounded by
+what is stored), a damaged record skipped with a log line, a torn tail cut off, a log in the
+framing before records.py read and rewritten."""
 
 from __future__ import annotations
 
 import logging
+import zlib
 from pathlib import Path
 
 from nsqd.resp.keyspace import Keyspace
-from nsqd.resp.persist import FILE, RespLog, encode, read_records
+from nsqd.storage import records
+from nsqd.storage.resp_log import FILE, RespLog, decode, encode
 
 
 def fresh(path: Path) -> tuple[Keyspace, RespLog]:
     ks = Keyspace()
-    log = RespLog(str(path), sync_every=1, sync_timeout=1.0)
+    log = RespLog(str(path), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
     log.load(ks)
     return ks, log
 
@@ -60,20 +63,40 @@ def test_compaction_keeps_the_log_bounded(tmp_path: Path) -> None:
     log2.close()
 
 
+RECORDS = [(b"RPUSH", b"q", b"a"), (b"RPUSH", b"q", b"b"), (b"RPUSH", b"q", b"c")]
+
+
 def test_damaged_record_is_skipped_and_torn_tail_cut(tmp_path: Path, caplog) -> None:
-    records = [(b"RPUSH", b"q", b"a"), (b"RPUSH", b"q", b"b"), (b"RPUSH", b"q", b"c")]
-    blobs = [encode(r) for r in records]
+    blobs = [records.frame(encode(r)) for r in RECORDS]
     damaged = bytearray(blobs[1])
     damaged[-1] ^= 0xFF  # the payload's last byte: the checksum no longer holds
     path = tmp_path / FILE
-    path.write_bytes(blobs[0] + bytes(damaged) + blobs[2] + blobs[0][:7])
+    good = records.FILE_MAGIC + blobs[0] + bytes(damaged) + blobs[2]
+    path.write_bytes(good + blobs[0][:7])
     with caplog.at_level(logging.ERROR, logger="nsqd"):
         ks, log = fresh(tmp_path)
     assert list(ks.data[b"q"]) == [b"a", b"c"]
     text = caplog.text
-    assert "skipping a damaged record" in text and "torn tail" in text
-    assert path.stat().st_size == len(blobs[0]) + len(damaged) + len(blobs[2])
+    assert "damaged record" in text and "torn or damaged tail" in text
+    assert path.stat().st_size == len(good)
     ks.push(b"q", [b"d"], left=False)
     log.close()
-    got, _, skipped = read_records(path.read_bytes())
-    assert skipped == 1 and got[-1] == (b"RPUSH", b"q", b"d")
+    scan = records.read(path.read_bytes(), "test")
+    assert scan.damaged == 1 and decode(scan.payloads[-1]) == (b"RPUSH", b"q", b"d")
+
+
+def test_a_log_in_the_old_framing_is_read_and_rewritten(tmp_path: Path) -> None:
+    """[u32 length][u32 crc32 of the payload] little-endian, no header: what resp.log was."""
+    old = b"".join(
+        len(p).to_bytes(4, "little") + zlib.crc32(p).to_bytes(4, "little") + p
+        for p in map(encode, RECORDS)
+    )
+    path = tmp_path / FILE
+    path.write_bytes(old)
+    ks, log = fresh(tmp_path)
+    assert list(ks.data[b"q"]) == [b"a", b"b", b"c"]
+    assert path.read_bytes().startswith(records.FILE_MAGIC)
+    log.close()
+    again, log2 = fresh(tmp_path)
+    assert list(again.data[b"q"]) == [b"a", b"b", b"c"]
+    log2.close()

@@ -1,0 +1,318 @@
+"""The record log every append-only file of ours is made of (the in-flight journals, the
+de-duplication keys, the TTLs beside a disk queue, resp.log): the framing, the reader that
+finds every intact record of a damaged file, and the appender that writes what one pass of the
+loop produced with one write().
+
+A file starts with the 8 bytes `FILE_MAGIC`, then records:
+
+    [2 bytes MARK][u32 length][u32 crc32 of the length's 4 bytes and the payload][payload]
+
+(big-endian). The checksum covers the length, so a damaged length is caught like a damaged
+payload. Whatever does not check out (a flipped byte anywhere in a record, garbage between
+records, a torn tail) is skipped up to the next MARK that starts an intact record, with a log
+line: a damaged record loses only itself. A payload that happens to hold a whole framed record
+could be taken for one only while the record around it is damaged.
+
+Files written before this framing (no FILE_MAGIC: `[u32 length][u32 crc32 of the payload]`)
+are read with their old rules (a bad checksum skips the record, a bad length ends the replay)
+and rewritten in this one by their owner at start, so the daemon always starts."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..log import log
+from .atomic import replace_file, write_all
+
+FILE_MAGIC = b"TNSQLOG\x01"
+MARK = b"\xe7\x5a"
+_LEN = struct.Struct(">I")
+_LEN_CRC = struct.Struct(">II")
+_HEAD = struct.Struct(">2sII")  # mark, length, crc32
+HEAD_SIZE = _HEAD.size
+MAX_RECORD = 1 << 31
+_crc32 = zlib.crc32
+
+
+def frame(payload: bytes) -> bytes:
+    n = len(payload)
+    return _HEAD.pack(MARK, n, _crc32(payload, _crc32(_LEN.pack(n)))) + payload
+
+
+def _noop() -> None:
+    pass
+
+
+@dataclass(slots=True)
+class Scan:
+    """What a file holds: its intact payloads in order, where the last of them ends (appends
+    go there), how many damaged stretches were skipped, and whether the file is in an older
+    framing (its owner rewrites it)."""
+
+    payloads: list[bytes] = field(default_factory=list)
+    end: int = 0
+    damaged: int = 0
+    legacy: bool = False
+
+
+LegacyReader = Callable[[bytes, str], "Scan"]
+
+
+def read(data: bytes, what: str, legacy: LegacyReader | None = None) -> Scan:
+    """The records of a file's bytes; `legacy` reads a file that does not start with
+    FILE_MAGIC (one written before this framing)."""
+    if data.startswith(FILE_MAGIC):
+        return _scan(data, len(FILE_MAGIC), what, Scan())
+    if not data or FILE_MAGIC.startswith(data):  # nothing yet, or a header cut by a crash
+        return Scan()  # (end 0: the load cuts the half header, the next write starts anew)
+    if legacy is not None:
+        old = legacy(data, what)
+        if not old.damaged:
+            return old
+    # no header (or a damaged one): the records are found by their marks all the same
+    log.error("%s: no file header - looking for records anyway", what)
+    found = _scan(data, 0, what, Scan(legacy=True))
+    return old if legacy is not None and len(old.payloads) > len(found.payloads) else found
+
+
+def _intact(data: bytes, view: memoryview, pos: int) -> int:
+    """Where the record at `pos` ends if one starts there and checks out, else -1."""
+    if not data.startswith(MARK, pos) or pos + HEAD_SIZE > len(data):
+        return -1
+    length, crc = _LEN_CRC.unpack_from(data, pos + 2)
+    stop = pos + HEAD_SIZE + length
+    if (
+        stop > len(data)
+        or _crc32(view[pos + HEAD_SIZE : stop], _crc32(view[pos + 2 : pos + 6])) != crc
+    ):
+        return -1
+    return stop
+
+
+def _scan(data: bytes, pos: int, what: str, out: Scan) -> Scan:
+    size = len(data)
+    view = memoryview(data)
+    bad_from = -1  # where the stretch being skipped began
+    out.end = pos
+    while pos < size:
+        stop = _intact(data, view, pos)
+        if stop < 0:  # not a record: on to the next MARK
+            if bad_from < 0:
+                bad_from = pos
+            nxt = data.find(MARK, pos + 1)
+            pos = nxt if nxt >= 0 else size
+            continue
+        if bad_from >= 0:
+            _skipped(out, what, "damaged record(s)", bad_from, pos)
+            bad_from = -1
+        out.payloads.append(data[pos + HEAD_SIZE : stop])
+        pos = out.end = stop
+    if bad_from >= 0:
+        _skipped(out, what, "a torn or damaged tail", bad_from, size)
+    return out
+
+
+def _skipped(out: Scan, what: str, kind: str, start: int, stop: int) -> None:
+    log.error("%s: %s at byte %d - %d bytes skipped", what, kind, start, stop - start)
+    out.damaged += 1
+
+
+def legacy_framing(head: struct.Struct) -> LegacyReader:
+    """The reader of the framing before this one, [u32 length][u32 crc32 of the payload] in
+    `head`'s byte order: a bad checksum skips the record, a bad length ends the replay."""
+    return lambda data, what: _scan_legacy(data, head, what)
+
+
+def _scan_legacy(data: bytes, head: struct.Struct, what: str) -> Scan:
+    out = Scan(legacy=True)
+    pos, size = 0, len(data)
+    while pos + head.size <= size:
+        length, crc = head.unpack_from(data, pos)
+        stop = pos + head.size + length
+        if length == 0 or length > MAX_RECORD or stop > size:
+            break
+        payload = data[pos + head.size : stop]
+        if _crc32(payload) == crc:
+            out.payloads.append(payload)
+        else:
+            log.error("%s: bad checksum at byte %d (old framing) - record skipped", what, pos)
+            out.damaged += 1
+        pos = out.end = stop
+    if pos != size:
+        log.error("%s: torn tail at byte %d (old framing) - the rest skipped", what, pos)
+        out.damaged += 1
+    return out
+
+
+class RecordLog:
+    """One append-only file of records. `append` gathers a record, `flush` writes what was
+    gathered with one write() (the owner calls it before the promise it backs is answered),
+    `write` is both. fsync follows --sync-every (counted in writes, as go-diskqueue counts its
+    writes) and --sync-timeout through the storage's syncer, which calls `needs_sync` and
+    `sync` (the latter in a worker thread; a rewrite may swap the file meanwhile)."""
+
+    def __init__(
+        self,
+        path: str,
+        what: str,
+        sync_every: int,
+        sync_timeout: float,
+        *,
+        mode: int = 0o644,
+        legacy: LegacyReader | None = None,
+        sync_due: Callable[[], None] = _noop,
+    ) -> None:
+        self.path = path
+        self.what = what
+        self.sync_every = max(sync_every, 1)
+        self.sync_timeout = sync_timeout
+        self._mode = mode
+        self._legacy = legacy
+        self._sync_due = sync_due
+        self._buf: list[bytes] = []
+        self._fd = -1
+        self.size = 0
+        self._writes = 0  # since the last fsync
+        self._last_sync = time.monotonic()
+        self._lock = threading.Lock()  # the descriptor, against the syncer's thread
+        self._syncing = False  # an fsync runs in the syncer's thread
+        self._retired: list[int] = []  # descriptors to close once that fsync is done
+
+    # -- start ---------------------------------------------------------------------------
+
+    def load(self) -> Scan:
+        """The file's records; a damaged tail is cut off, so appends follow the last intact
+        record. A legacy file is left as it is: its owner rewrites it (`replace`)."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return Scan()
+        scan = read(data, self.what, self._legacy)
+        if not scan.legacy and scan.end < len(data):
+            with open(self.path, "r+b") as f:
+                f.truncate(scan.end)
+        return scan
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._buf)
+
+    def append(self, payload: bytes) -> None:
+        self._buf.append(frame(payload))
+
+    def write(self, payload: bytes) -> None:
+        self._buf.append(frame(payload))
+        self.flush()
+
+    def flush(self) -> None:
+        """Write everything appended since the last flush: one write() into the page cache,
+        safe from a kill -9 once it returns."""
+        if not self._buf:
+            return
+        data = b"".join(self._buf)
+        self._buf.clear()
+        if self._fd < 0:
+            self._open()
+            if not self.size:
+                data = FILE_MAGIC + data
+        with self._lock:
+            write_all(self._fd, data)
+        self.size += len(data)
+        self._writes += 1
+        if self._writes == self.sync_every:
+            self._sync_due()
+
+    def drop_pending(self) -> None:
+        self._buf.clear()
+
+    def replace(self, payloads: Iterable[bytes]) -> int:
+        """Make the file hold just these records (atomic: see atomic.py); its size."""
+        self._buf.clear()
+        chunks = _framed_chunks(payloads)
+        size = replace_file(self.path, chunks, self._mode)
+        with self._lock:
+            self._close_fd()
+            self._writes = 0
+        self._open()
+        self.size = size
+        return size
+
+    def _open(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, self._mode)
+        with self._lock:
+            self._fd = fd
+        self.size = os.fstat(fd).st_size
+
+    # -- the syncer ------------------------------------------------------------------------
+
+    def needs_sync(self) -> bool:
+        if not self._writes:
+            return False
+        late = time.monotonic() - self._last_sync >= self.sync_timeout
+        return self._writes >= self.sync_every or late
+
+    def sync(self) -> None:
+        """fsync (in the syncer's thread, without the lock: the event loop's writes never wait
+        for the disk). A descriptor that a rewrite or a close retires meanwhile is closed
+        here, after its fsync, so the number is never reused under it."""
+        with self._lock:
+            if self._fd < 0 or not self._writes:
+                return
+            self._writes = 0
+            self._last_sync = time.monotonic()
+            fd = self._fd
+            self._syncing = True
+        try:
+            os.fsync(fd)
+        finally:
+            with self._lock:
+                self._syncing = False
+                retired, self._retired = self._retired, []
+            for old in retired:
+                os.close(old)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean stop: what is gathered written, the file fsynced and closed."""
+        self.flush()
+        with self._lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+            self._close_fd()
+
+    def remove(self) -> None:
+        """Forget the file (what is gathered too)."""
+        self._buf.clear()
+        with self._lock:
+            self._close_fd()
+        for path in (self.path, self.path + ".tmp"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.size = 0
+
+    def _close_fd(self) -> None:
+        """(The lock held.)"""
+        if self._fd >= 0:
+            if self._syncing:
+                self._retired.append(self._fd)
+            else:
+                os.close(self._fd)
+            self._fd = -1
+
+
+def _framed_chunks(payloads: Iterable[bytes]) -> Iterable[bytes]:
+    yield FILE_MAGIC
+    for payload in payloads:
+        yield frame(payload)

@@ -1,0 +1,131 @@
+"""The Redis front-end's keyspace on disk (--resp-address): `resp.log` in --data-path, a record
+log (records.py) of every change as a replayable record, replayed on start and rewritten from a
+snapshot of the keyspace when it has grown to twice its last rewritten size (at least
+REWRITE_MIN). A record's payload: u32 argc, then per argument u32 length + bytes
+(little-endian). A damaged record is skipped alone with a log line; a torn tail is cut off.
+
+Changes are gathered during a scheduler pass and written with one write() before their replies
+are sent (the front-end calls `flush`), so kill -9 loses nothing acknowledged; fsync follows
+--sync-every (writes) / --sync-timeout through the storage's syncer. The keyspace is reached
+through `Replayable` only: storage imports no front-end."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from ..log import log
+from .records import RecordLog, legacy_framing
+
+FILE = "resp.log"
+REWRITE_MIN = 64 * 1024 * 1024
+_LEGACY_HEAD = struct.Struct("<II")  # the framing before records.py
+_U32 = struct.Struct("<I")
+
+Record = tuple[bytes, ...]
+
+
+class Replayable(Protocol):
+    """What the log needs of the keyspace (nsqd.resp.keyspace.Keyspace)."""
+
+    loading: bool  # set while the log is replayed: nothing expires, nothing is recorded
+    record: Callable[[Record], None] | None  # where the keyspace sends each change
+
+    def apply(self, rec: Record) -> None: ...
+
+    def snapshot(self) -> Iterable[Record]: ...
+
+
+def encode(rec: Record) -> bytes:
+    """A record's payload."""
+    parts = [_U32.pack(len(rec))]
+    for arg in rec:
+        parts.append(_U32.pack(len(arg)))
+        parts.append(arg)
+    return b"".join(parts)
+
+
+def decode(payload: bytes) -> Record:
+    (argc,) = _U32.unpack_from(payload, 0)
+    pos, out = 4, []
+    for _ in range(argc):
+        (n,) = _U32.unpack_from(payload, pos)
+        pos += 4
+        if pos + n > len(payload):
+            raise ValueError("argument past the record")
+        out.append(payload[pos : pos + n])
+        pos += n
+    if pos != len(payload) or not out:
+        raise ValueError("bad argument count")
+    return tuple(out)
+
+
+class RespLog:
+    def __init__(
+        self, data_path: str, sync_every: int, sync_timeout: float, sync_due: Callable[[], None]
+    ) -> None:
+        self.path = os.path.join(data_path, FILE)
+        self.rewrite_min = REWRITE_MIN
+        self._log = RecordLog(
+            self.path,
+            f"RESP: {FILE}",
+            sync_every,
+            sync_timeout,
+            legacy=legacy_framing(_LEGACY_HEAD),
+            sync_due=sync_due,
+        )
+        self._base = 0  # size after the last rewrite
+        self.keyspace: Replayable | None = None
+
+    def load(self, keyspace: Replayable) -> int:
+        """Replay the log into `keyspace` and record its changes from now on; how many
+        records were applied. A file in the old framing is rewritten at once."""
+        self.keyspace = keyspace
+        scan = self._log.load()
+        keyspace.loading = True
+        try:
+            for payload in scan.payloads:
+                try:
+                    keyspace.apply(decode(payload))
+                except (ValueError, IndexError, KeyError, TypeError, struct.error) as exc:
+                    log.error("RESP: %s: skipping a record that does not apply - %s", FILE, exc)
+        finally:
+            keyspace.loading = False
+        self._base = scan.end
+        if scan.legacy:
+            self.rewrite()
+        keyspace.record = self.record
+        return len(scan.payloads)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def record(self, rec: Record) -> None:
+        self._log.append(encode(rec))
+
+    def flush(self) -> None:
+        """Write what the last commands changed (one write()); rewrite when grown."""
+        self._log.flush()
+        if self._log.size > max(self.rewrite_min, 2 * self._base):
+            self.rewrite()
+
+    def rewrite(self) -> None:
+        """Replace the log with the records that rebuild the keyspace as it is now (what is
+        gathered is already applied to the keyspace: the snapshot covers it)."""
+        assert self.keyspace is not None
+        before = self._log.size
+        self._base = self._log.replace(encode(rec) for rec in self.keyspace.snapshot())
+        log.info("RESP: %s rewritten: %d -> %d bytes", FILE, before, self._base)
+
+    # -- the storage's syncer --------------------------------------------------------------
+
+    def needs_sync(self) -> bool:
+        return self._log.needs_sync()
+
+    def sync(self) -> None:
+        self._log.sync()
+
+    def close(self) -> None:
+        """Clean stop: everything written and fsynced."""
+        self._log.close()
