@@ -36,6 +36,41 @@ class Overflow(Protocol):
 OverflowFactory = Callable[[str, bool], Overflow]
 
 
+class WriteBatch(Protocol):
+    """The stores' group commit (storage/commit.py): between `hold()` and the outermost
+    `release()`, what the disk queues are given is buffered and then written with one write
+    per file. Hold and release in one synchronous stretch, and answer after the release."""
+
+    appended: int  # records buffered so far: a holder compares it before and after a client
+
+    def hold(self) -> None: ...
+    def release(self) -> str | None:
+        """None, or why a buffered write failed (those records are not stored)."""
+        ...
+
+    def flush(self) -> None:
+        """Write what is buffered now; the hold goes on."""
+        ...
+
+
+class NoBatch:
+    """No store behind the queues: nothing is ever buffered."""
+
+    __slots__ = ("appended",)
+
+    def __init__(self) -> None:
+        self.appended = 0
+
+    def hold(self) -> None:
+        pass
+
+    def release(self) -> None:
+        return None
+
+    def flush(self) -> None:
+        pass
+
+
 class Peer(Protocol):
     """A connected client of any front-end, as /stats lists it."""
 

@@ -12,6 +12,7 @@ from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
 from ..engine.message import Message
 from ..engine.policies.policy import ExpiringMessage
+from .commit import GroupCommit
 from .diskqueue import DiskQueue, DiskQueueError
 from .expiries import ExpiryFile
 
@@ -48,6 +49,7 @@ class DiskOverflow:
         sync_timeout: float,
         health: Health,
         sync_wanted: Callable[[], None],
+        commit: GroupCommit | None = None,
     ) -> None:
         self._health = health
         self._sync_wanted = sync_wanted
@@ -60,6 +62,8 @@ class DiskOverflow:
             sync_every=sync_every,
             sync_timeout=sync_timeout,
             logger=log,
+            commit=commit,
+            on_lost=self._lost,
         )
         self._count = max(self.queue.depth(), 0)
         self.closed = False
@@ -83,6 +87,11 @@ class DiskOverflow:
         self._count += 1
         if self.queue.needs_sync():
             self._sync_wanted()  # --sync-every reached: fsync now, not at the next poll
+
+    def _lost(self, n: int, reason: str) -> None:
+        """A group commit's write failed: its `n` buffered records are not in the queue."""
+        self._count = max(self._count - n, 0)
+        self._health.last_error = reason
 
     def get(self) -> Message | None:
         while True:

@@ -14,6 +14,7 @@ from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
 from . import attributes, metadata
+from .commit import GroupCommit
 from .diskqueue import DiskQueueError
 from .overflow import DiskOverflow
 
@@ -45,11 +46,13 @@ class Storage:
         self._flush_wakeup = trio.Event()
         self._has_attributes = False  # the attributes file exists
         self._key_file: KeyFile | None = None  # --dedupe-window
+        self.commit = GroupCommit()  # the disk queues' group commit (held by the reactors)
 
     def attach(self, broker: Broker) -> None:
         """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
         and disk failures set its health."""
         self._broker = broker
+        broker.commit = self.commit
         broker.hooks.append(self)
         broker.attribute_listeners.append(self.attributes_changed)
 
@@ -132,6 +135,7 @@ class Storage:
             opts.sync_timeout,
             self.broker,
             self.sync_wanted,
+            self.commit,
         )
         self._queues[id(queue)] = queue
         return queue

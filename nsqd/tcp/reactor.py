@@ -10,7 +10,12 @@ of its own (SUB and the consumer commands, an IDENTIFY that starts TLS or compre
 an answer the socket does not take at once hands the connection over: it leaves the epoll set
 and its `Client.serve` task starts with that command, the parser's buffered bytes and any unsent
 output, so the client sees one ordered stream either way. Heartbeats and nsqd's read deadline
-(two heartbeat intervals without a command) are kept here by a heap of per-client deadlines."""
+(two heartbeat intervals without a command) are kept here by a heap of per-client deadlines.
+
+Group commit: each pass holds the store's `WriteBatch`, so what the pass's publishers append to
+the disk queues is written with one write per queue file when the pass ends; the answers of
+those publishers are sent only after that write (or, if it failed, replaced by
+E_PUB_FAILED, which closes the connection as nsqd's does)."""
 
 from __future__ import annotations
 
@@ -34,7 +39,9 @@ from protocol.v2 import (
     Pub,
     encode_error,
 )
+from protocol.v2.errors import ErrorCode
 
+from ..engine.ports import WriteBatch
 from ..log import log
 from ..net.boundary import guarded
 from ..net.reactor import EpollReactor
@@ -50,10 +57,13 @@ _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
 
 
 class Reactor(EpollReactor):
-    def __init__(self, spawn: Callable[..., Any]) -> None:
+    def __init__(self, spawn: Callable[..., Any], commit: WriteBatch) -> None:
         super().__init__()
         self._spawn = spawn  # start_soon of the clients nursery
         self.clients: dict[int, Client] = self.conns
+        self._commit = commit
+        # (client, its output's length before this pass's commands): answered after the write
+        self._held: list[tuple[Client, int]] = []
 
     # -- connections in and out ----------------------------------------------------------
 
@@ -94,6 +104,30 @@ class Reactor(EpollReactor):
     def _ready(self, client: Client, fd: int) -> None:
         self._read(client, fd)
 
+    def _pass(self, events: list[tuple[int, int]]) -> None:
+        self._commit.hold()
+        try:
+            super()._pass(events)
+        finally:
+            error = self._commit.release()
+            held, self._held = self._held, []
+            for client, mark in held:
+                if error is None:
+                    self._write(client)
+                else:
+                    self._refuse(client, mark, error)
+
+    def _refuse(self, client: Client, mark: int, error: str) -> None:
+        """The pass's write failed: this client's answers since `mark` never go out."""
+        if client.reactor is not self:
+            return
+        client.retract(mark)
+        err = NSQError(ErrorCode.E_PUB_FAILED, f"PUB failed {error}")
+        log.error("[%s] - %s", client, err)
+        client.respond(encode_error(bytes(err)))
+        self._write(client)
+        self._end(client)
+
     def _read(self, client: Client, fd: int) -> None:
         transport = client.transport
         size = RECEIVE_SIZE if transport._more else SMALL_READ  # type: ignore[attr-defined]
@@ -106,8 +140,12 @@ class Reactor(EpollReactor):
         transport._more = len(data) == size  # type: ignore[attr-defined]
         client._last_read = self.now
         client.conn.receive_data(data)
+        mark, appended = client.out_mark(), self._commit.appended
         if self._run(client):
-            self._write(client)
+            if self._commit.appended == appended:
+                self._write(client)
+            else:  # it published to a disk queue: answered once the pass's write is done
+                self._held.append((client, mark))
 
     def _run(self, client: Client) -> bool:
         """Run the complete commands; False when the connection is closed or handed over."""
@@ -119,6 +157,7 @@ class Reactor(EpollReactor):
                 if cmd is NEED_DATA:
                     return True
                 if cmd is CLOSED:
+                    self._commit.flush()  # its answers go now: what they confirm first
                     self._write(client)
                     self._end(client)
                     return False
@@ -138,6 +177,7 @@ class Reactor(EpollReactor):
             err.__traceback__ = None  # its frames hold the parser's buffer
             log.error("[%s] - %s", client, err)
             client.respond(encode_error(bytes(err)))
+            self._commit.flush()
             self._write(client)
             self._end(client)
         except ProtocolClosed as exc:

@@ -1,0 +1,85 @@
+"""Group commit at nsqd's default flags: what ours writes a pass at a time (many publishers,
+MPUBs) is go-diskqueue's bytes with go-diskqueue's file rolls, and the Go nsqd takes the
+directory over and delivers every message to a real client (pynsq)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+from . import helpers
+
+MAX_BYTES = 262_144  # small files: the backlog spans several, with rolls mid-pass
+FLAGS = (f"--max-bytes-per-file={MAX_BYTES}",)  # else nsqd's defaults (mem-queue-size 10000)
+PIPELINED = 4  # connections sending PUBs back to back: several publishers in one pass
+PER_CONN = 2_000
+N_MPUB = 16_000
+
+
+def pipelined_pubs(daemon: helpers.Daemon, topic: str, bodies: list[bytes]) -> None:
+    """PUB after PUB without waiting, then every OK (the daemon answers a pass at a time)."""
+    with daemon.client() as conn:
+        for i in range(0, len(bodies), 200):
+            chunk = bodies[i : i + 200]
+            conn.send(b"".join(helpers.command(f"PUB {topic}", b) for b in chunk))
+            for _ in chunk:
+                conn.expect_ok()
+
+
+def roll_problems(data_dir: Path, queue: str) -> list[str]:
+    """A file ends where go-diskqueue rolls: it holds at most MAX_BYTES (unless it is one
+    record) and the next file's first record would not have fitted."""
+    files = helpers.queue_files(data_dir, queue)
+    problems = []
+    for this, after in zip(files, files[1:], strict=False):
+        size = this.stat().st_size
+        first_next = helpers.read_records(after)[0]
+        if size > MAX_BYTES and len(helpers.read_records(this)) > 1:
+            problems.append(f"{this.name}: {size} bytes > {MAX_BYTES}")
+        if size + 4 + len(first_next) <= MAX_BYTES:
+            problems.append(f"{this.name} rolled at {size}: the next record fitted")
+    return problems
+
+
+def test_go_nsqd_takes_over_what_group_commit_wrote(reference: Path, data_dir: Path) -> None:
+    topic = "gc"
+    pubs = [[b"gc-pub-%d-%05d-" % (c, i) + b"x" * 100 for i in range(PER_CONN)] for c in range(4)]
+    mpubs = [b"gc-mpub-%05d-" % i + b"y" * 150 for i in range(N_MPUB)]
+    sent = [b for chunk in pubs for b in chunk] + mpubs
+
+    daemon = helpers.start("ours", data_dir, *FLAGS)
+    with daemon.client() as conn:
+        conn.sub(topic, "ch", rdy=0)  # the channel exists; nobody reads: the backlog grows
+        threads = [
+            threading.Thread(target=pipelined_pubs, args=(daemon, topic, chunk)) for chunk in pubs
+        ]
+        for t in threads:
+            t.start()
+        with daemon.client() as mconn:
+            mconn.mpub_many(topic, [mpubs[i : i + 200] for i in range(0, N_MPUB, 200)])
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+    daemon.stop()
+
+    files = helpers.queue_files(data_dir, f"{topic}:ch")
+    assert len(files) >= 4, helpers.data_files(data_dir)  # a backlog over several files
+    assert not roll_problems(data_dir, f"{topic}:ch")
+    on_disk = [r[26:] for f in files for r in helpers.read_records(f)]
+    assert Counter(on_disk) == Counter(sent)  # the clean stop put the memory part on disk too
+
+    with helpers.running("reference", data_dir, *FLAGS) as go:
+        worker = Path(__file__).with_name("pynsq_worker.py")
+        argv = [sys.executable, str(worker), "--nsqd", f"{helpers.HOST}:{go.tcp_port}"]
+        argv += ["--topic", topic, "--channel", "ch", "--n", str(len(sent))]
+        argv += ["--max-in-flight", "500", "--timeout", "90"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        log = go.log()
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = Counter(line.split()[0].encode() for line in done.stdout.splitlines())
+    assert got == Counter(sent)
+    errors = [line for line in log.splitlines() if "ERROR" in line or "FATAL" in line]
+    assert not errors, "\n".join(errors)
