@@ -4,6 +4,8 @@ directory over and delivers every message to a real client (pynsq)."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import subprocess
 import sys
 import threading
@@ -34,7 +36,7 @@ def roll_problems(data_dir: Path, queue: str) -> list[str]:
     record) and the next file's first record would not have fitted."""
     files = helpers.queue_files(data_dir, queue)
     problems = []
-    for this, after in zip(files, files[1:], strict=False):
+    for this, after in itertools.pairwise(files):
         size = this.stat().st_size
         first_next = helpers.read_records(after)[0]
         if size > MAX_BYTES and len(helpers.read_records(this)) > 1:
@@ -83,3 +85,58 @@ def test_go_nsqd_takes_over_what_group_commit_wrote(reference: Path, data_dir: P
     assert got == Counter(sent)
     errors = [line for line in log.splitlines() if "ERROR" in line or "FATAL" in line]
     assert not errors, "\n".join(errors)
+
+
+def acknowledged(
+    daemon: helpers.Daemon, topic: str, bodies: list[bytes]
+) -> tuple[list[bytes], str]:
+    """Pipelined PUBs: the bodies the daemon said OK to, and its error frame (or "")."""
+    with daemon.client() as conn:
+        conn.send(b"".join(helpers.command(f"PUB {topic}", b) for b in bodies))
+        for i in range(len(bodies)):
+            try:
+                conn.expect_ok()
+            except helpers.ErrorFrame as exc:
+                return bodies[:i], str(exc)
+            except helpers.ConnectionClosed:
+                return bodies[:i], "closed"
+    return bodies, ""
+
+
+def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(data_dir: Path) -> None:
+    """--mem-queue-size=0: every message is on disk before its OK. The write of a pass fails
+    (a real EFBIG: the daemon's file size limit, set from outside with prlimit, stands in for
+    a full disk): its publishers get E_PUB_FAILED, not OK, and everything that got OK is
+    still there after a restart."""
+    topic = "full"
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    with daemon.client() as conn:
+        conn.sub(topic, "ch", rdy=0)
+    before = [b"full-before-%04d" % i for i in range(300)]
+    assert acknowledged(daemon, topic, before) == (before, "")
+    biggest = max(p.stat().st_size for p in helpers.queue_files(data_dir, f"{topic}:ch"))
+    limit = f"--fsize={biggest + 4000}:unlimited"
+    subprocess.run(["prlimit", f"--pid={daemon.proc.pid}", limit], check=True, timeout=10)
+    results: dict[int, tuple[list[bytes], str]] = {}
+    bodies = [[b"full-%d-%04d-" % (c, i) + b"f" * 60 for i in range(300)] for c in range(3)]
+
+    def publish(c: int) -> None:
+        results[c] = acknowledged(daemon, topic, bodies[c])
+
+    threads = [threading.Thread(target=publish, args=(c,)) for c in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    acked = before + [b for c in range(3) for b in results[c][0]]
+    errors = {results[c][1].split(" PUB failed ")[0] for c in range(3)}
+    assert errors == {"E_PUB_FAILED"}, results  # the disk filled up under every publisher
+    status = json.loads(daemon.http("GET", "/stats?format=json")[1])["health"]
+    assert status.startswith("NOK"), status
+    daemon.kill()  # what was acknowledged must be in the files, not in memory
+
+    with helpers.running("ours", data_dir, "--mem-queue-size=0") as d2, d2.client() as conn:
+        conn.sub(topic, "ch", rdy=500)
+        got = conn.consume(len(acked), timeout=20, quiet=0.5, idle=2)
+    missing = set(acked) - {m.body for m in got}
+    assert not missing, f"{len(missing)} acknowledged messages lost: {sorted(missing)[:3]}"
