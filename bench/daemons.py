@@ -178,12 +178,13 @@ def wait_for_port(daemon: Daemon, timeout: float) -> None:
 
 def launch_daemon(
     target: str,
-    mem_queue_size: int,
+    mem_queue_size: int | None,
     bin_dir: Path | None = None,
     ours_cmd: tuple[str, ...] = OURS_COMMAND,
     extra_flags: Sequence[str] = (),
 ) -> Daemon:
-    """Start `target` ("reference" or "ours") with the same flags; returns at once (not ready)."""
+    """Start `target` ("reference" or "ours") with the same flags; returns at once (not ready).
+    `mem_queue_size` None: the daemon's own default."""
     tmp = Path(tempfile.mkdtemp(prefix=f"nsqbench-{target}-"))
     data_path = tmp / "data"
     data_path.mkdir()
@@ -192,7 +193,7 @@ def launch_daemon(
     argv = [
         *daemon_command(target, bin_dir, ours_cmd),
         *nsqd_process.address_flags(tcp_port, http_port, data_path),
-        f"--mem-queue-size={mem_queue_size}",
+        *([] if mem_queue_size is None else [f"--mem-queue-size={mem_queue_size}"]),
         *extra_flags,
     ]
     proc = nsqd_process.launch(argv, log_path, env=nsqd_process.pythonpath_env())
@@ -201,7 +202,7 @@ def launch_daemon(
 
 def start_daemon(
     target: str,
-    mem_queue_size: int,
+    mem_queue_size: int | None,
     bin_dir: Path | None = None,
     ours_cmd: tuple[str, ...] = OURS_COMMAND,
     extra_flags: Sequence[str] = (),
