@@ -174,24 +174,77 @@ class DiskQueue:
         """Next record, or None when the reader has caught up with the writer."""
         with self._lock:
             self._check_open()
-            if self._pending and self._read_file_num == self._write_file_num:
-                self._flush_quietly()  # the reader may reach them, or move the write file
-            while (self._read_file_num, self._read_pos) < (self._write_file_num, self._write_pos):
-                try:
-                    data = self._read_one()
-                except (OSError, _Corrupt) as exc:
-                    self._handle_read_error(exc)
-                    continue
-                if data is None:
-                    self._finish_read_file()
-                    continue
-                self._depth -= 1
-                self._count += 1
-                if self._read_end is not None and self._read_pos >= self._read_end:
-                    self._finish_read_file()  # delete the file as soon as its last record is out
-                self._check_tail()
-                return data
-            return None
+            return self._read()
+
+    def read_many(self, n: int) -> list[bytes]:
+        """Up to n records; fewer only when the reader has caught up with the writer."""
+        out: list[bytes] = []
+        with self._lock:
+            self._check_open()
+            while len(out) < n:
+                self._read_run(out, n)
+                if len(out) >= n or (data := self._read()) is None:
+                    break
+                out.append(data)  # read() took the file's end, a damaged record, the tail
+        return out
+
+    def _read_run(self, out: list[bytes], n: int) -> None:
+        """The whole, valid records of the open read file from the read position on, up to
+        n in `out`, read ahead through its buffer; it stops before anything read() must judge
+        (the file's end, a damaged record), leaving the file at the read position."""
+        self._settle_reader()
+        reader = self._reader
+        if reader is None:
+            return
+        limit = self._write_pos if self._read_end is None else self._read_end
+        pos = start = self._read_pos
+        lo, hi = self._min_msg_size, self._max_msg_size
+        read, unpack = reader.read, _HEADER.unpack
+        k = k0 = len(out)
+        while k < n and pos < limit:
+            header = read(4)
+            size = unpack(header)[0] if len(header) == 4 else -1
+            end = pos + 4 + size
+            if not lo <= size <= hi or end > limit:
+                reader.seek(pos)
+                break
+            data = read(size)
+            if len(data) < size:
+                reader.seek(pos)
+                break
+            out.append(data)
+            pos = end
+            k += 1
+        if pos == start:
+            return
+        self._read_pos = pos
+        self._depth -= k - k0
+        self._count += k - k0
+        if self._read_end is not None and pos >= self._read_end:
+            self._finish_read_file()
+        if (self._read_file_num, self._read_pos) >= (self._write_file_num, self._write_pos):
+            self._check_tail()
+
+    def _read(self) -> bytes | None:
+        """The next record (the lock held), judging file ends and damage."""
+        while True:
+            self._settle_reader()
+            if (self._read_file_num, self._read_pos) >= (self._write_file_num, self._write_pos):
+                return None
+            try:
+                data = self._read_one()
+            except (OSError, _Corrupt) as exc:
+                self._handle_read_error(exc)
+                continue
+            if data is None:
+                self._finish_read_file()
+                continue
+            self._depth -= 1
+            self._count += 1
+            if self._read_end is not None and self._read_pos >= self._read_end:
+                self._finish_read_file()  # delete the file as soon as its last record is out
+            self._check_tail()
+            return data
 
     def peek(self, n: int) -> list[bytes]:
         """Up to n records from the read position on, leaving every position and file as it
@@ -277,6 +330,12 @@ class DiskQueue:
             with self._meta_lock:
                 self._meta_written = 1 << 62  # later snapshots of a running sync are dropped
                 _remove(self._meta_path, self._log)
+
+    def _settle_reader(self) -> None:
+        """Buffered records are written before the reader, in their file, may reach them
+        (or a damaged record there moves the write file on)."""
+        if self._pending and self._read_file_num == self._write_file_num:
+            self._flush_quietly()
 
     def _flush_quietly(self) -> None:
         try:

@@ -111,6 +111,30 @@ class DiskOverflow:
                     return ExpiringMessage(msg.id, msg.body, msg.timestamp, msg.attempts, expires)
             return msg
 
+    def get_many(self, n: int) -> list[Message]:
+        """Up to n messages, read ahead in one go (fewer only when the queue ran dry)."""
+        if self._expiries is not None:
+            return self._get_each(n)
+        out: list[Message] = []
+        unpack = MESSAGE_HEADER.unpack_from
+        records = self.queue.read_many(n)
+        # fewer than n: the reader caught up, and a count that was off after a crash ends here
+        self._count = max(self._count - len(records), 0) if len(records) == n else 0
+        for data in records:
+            try:
+                timestamp, attempts = unpack(data, 0)
+            except Exception as exc:  # a record nsqd could not have written: skip it
+                log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
+                continue
+            out.append(Message(data[10:26], data[26:], timestamp, attempts))
+        return out
+
+    def _get_each(self, n: int) -> list[Message]:
+        out: list[Message] = []
+        while len(out) < n and (msg := self.get()) is not None:
+            out.append(msg)
+        return out
+
     @property
     def has_expiries(self) -> bool:
         """Some message of this queue has its own TTL (the engine must check expiry)."""
