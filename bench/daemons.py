@@ -166,9 +166,15 @@ def read_status_kib(pid: int, key: str) -> int:
 
 
 def wait_for_port(daemon: Daemon, timeout: float) -> None:
-    """Wait until the daemon's TCP port accepts a connection (bounded by timeout)."""
+    """Wait until the daemon's TCP port accepts a connection and its HTTP port answers /ping
+    (bounded by timeout): the TCP listener is bound before the HTTP one, and a row's first
+    step is often an HTTP call."""
+    deadline = time.monotonic() + timeout
     if nsqd_process.wait_accepting(daemon.proc, daemon.tcp_port, timeout):
-        return
+        while time.monotonic() < deadline and daemon.alive():
+            if ping_ok(daemon.http_port):
+                return
+            time.sleep(0.005)
     daemon.check_alive()
     raise DaemonError(
         f"{daemon.target} nsqd did not accept on {daemon.tcp_address} within {timeout:.0f}s:\n"

@@ -52,8 +52,9 @@ class WriteBatch(Protocol):
         """None, or why a buffered write failed (those records are not stored)."""
         ...
 
-    def flush(self) -> None:
-        """Write what is buffered now; the hold goes on."""
+    def flush(self) -> str | None:
+        """Write what is buffered now; the hold goes on. None, or the first write failure
+        since the hold began."""
         ...
 
 
@@ -72,7 +73,7 @@ class NoBatch:
         return None
 
     def flush(self) -> None:
-        pass
+        return None
 
 
 class Peer(Protocol):

@@ -50,14 +50,16 @@ class GroupCommit:
         """`queue` buffered its first record of this hold."""
         self._dirty.append(queue)
 
-    def flush(self) -> None:
-        """Write what is buffered now (the hold goes on)."""
+    def flush(self) -> str | None:
+        """Write what is buffered now (the hold goes on); the first failure since the hold
+        began, or None."""
         dirty, self._dirty = self._dirty, []
         for queue in dirty:
             try:
                 queue.flush()
             except StoreError:
                 pass  # the queue reported it through failed()
+        return self._error
 
     def failed(self, reason: str) -> None:
         if self._error is None:

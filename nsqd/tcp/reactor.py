@@ -12,10 +12,13 @@ and its `Client.serve` task starts with that command, the parser's buffered byte
 output, so the client sees one ordered stream either way. Heartbeats and nsqd's read deadline
 (two heartbeat intervals without a command) are kept here by a heap of per-client deadlines.
 
-Group commit: each pass holds the store's `WriteBatch`, so what the pass's publishers append to
-the disk queues is written with one write per queue file when the pass ends; the answers of
-those publishers are sent only after that write (or, if it failed, replaced by
-E_PUB_FAILED, which closes the connection as nsqd's does)."""
+Group commit: each pass holds the store's `WriteBatch`, so what the pass's small publishers
+(PUB) append to the disk queues is written with one write per queue file when the pass ends, and
+their answers are sent only after that write; a client that appended many records (an MPUB) has
+them written when its commands are done and is answered then. A failed write turns the answers
+not yet sent of the pass's disk publishers into E_PUB_FAILED, which closes the connection as
+nsqd's does (a publisher whose own records were written may be refused too: it retries, and at
+least once holds)."""
 
 from __future__ import annotations
 
@@ -51,6 +54,11 @@ from .connection import RECEIVE_SIZE, upgrades
 
 if TYPE_CHECKING:
     from .connection import Client
+
+# A client that appended this many records to disk queues (an MPUB) has them written at once
+# and is answered without waiting for the rest of the pass: its OK is not held up by the
+# other clients' work, and the pass still groups the small publishes (PUB).
+WRITE_NOW = 32
 
 # Commands run here; any other hands its connection to a task of its own.
 _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
@@ -140,12 +148,19 @@ class Reactor(EpollReactor):
         transport._more = len(data) == size  # type: ignore[attr-defined]
         client._last_read = self.now
         client.conn.receive_data(data)
-        mark, appended = client.out_mark(), self._commit.appended
+        commit = self._commit
+        mark, appended = client.out_mark(), commit.appended
         if self._run(client):
-            if self._commit.appended == appended:
+            appended = commit.appended - appended
+            if not appended:
                 self._write(client)
-            else:  # it published to a disk queue: answered once the pass's write is done
+            elif appended < WRITE_NOW:
+                # a small publish: answered once the pass's one write has this one's too
                 self._held.append((client, mark))
+            elif (error := commit.flush()) is None:
+                self._write(client)  # an MPUB is a write of its own: no wait for the pass
+            else:
+                self._refuse(client, mark, error)
 
     def _run(self, client: Client) -> bool:
         """Run the complete commands; False when the connection is closed or handed over."""
