@@ -59,6 +59,12 @@ if TYPE_CHECKING:
 # and is answered without waiting for the rest of the pass: its OK is not held up by the
 # other clients' work, and the pass still groups the small publishes (PUB).
 WRITE_NOW = 32
+# what a publisher whose write failed is told, by its first command that wrote
+_FAILED: dict[type, tuple[ErrorCode, str]] = {
+    Pub: (ErrorCode.E_PUB_FAILED, "PUB"),
+    MPub: (ErrorCode.E_MPUB_FAILED, "MPUB"),
+    DPub: (ErrorCode.E_DPUB_FAILED, "DPUB"),
+}
 
 # Commands run here; any other hands its connection to a task of its own.
 _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
@@ -70,8 +76,10 @@ class Reactor(EpollReactor):
         self._spawn = spawn  # start_soon of the clients nursery
         self.clients: dict[int, Client] = self.conns
         self._commit = commit
-        # (client, its output's length before this pass's commands): answered after the write
-        self._held: list[tuple[Client, int]] = []
+        # (client, its output's length before this read's commands, its first command that
+        # appended to a disk queue): answered after the pass's write
+        self._held: list[tuple[Client, int, type]] = []
+        self._wrote: type | None = None  # that first command, of the client being served
 
     # -- connections in and out ----------------------------------------------------------
 
@@ -119,18 +127,19 @@ class Reactor(EpollReactor):
         finally:
             error = self._commit.release()
             held, self._held = self._held, []
-            for client, mark in held:
+            for client, mark, wrote in held:
                 if error is None:
                     self._write(client)
                 else:
-                    self._refuse(client, mark, error)
+                    self._refuse(client, mark, error, wrote)
 
-    def _refuse(self, client: Client, mark: int, error: str) -> None:
+    def _refuse(self, client: Client, mark: int, error: str, wrote: type) -> None:
         """The pass's write failed: this client's answers since `mark` never go out."""
         if client.reactor is not self:
             return
         client.retract(mark)
-        err = NSQError(ErrorCode.E_PUB_FAILED, f"PUB failed {error}")
+        code, verb = _FAILED[wrote]
+        err = NSQError(code, f"{verb} failed {error}")
         log.error("[%s] - %s", client, err)
         client.respond(encode_error(bytes(err)))
         self._write(client)
@@ -150,22 +159,24 @@ class Reactor(EpollReactor):
         client.conn.receive_data(data)
         commit = self._commit
         mark, appended = client.out_mark(), commit.appended
+        self._wrote = None
         if self._run(client):
             appended = commit.appended - appended
             if not appended:
                 self._write(client)
             elif appended < WRITE_NOW:
                 # a small publish: answered once the pass's one write has this one's too
-                self._held.append((client, mark))
+                self._held.append((client, mark, self._wrote or Pub))
             elif (error := commit.flush()) is None:
                 self._write(client)  # an MPUB is a write of its own: no wait for the pass
             else:
-                self._refuse(client, mark, error)
+                self._refuse(client, mark, error, self._wrote or Pub)
 
     def _run(self, client: Client) -> bool:
         """Run the complete commands; False when the connection is closed or handed over."""
         conn = client.conn
         execute = commands.execute
+        commit = self._commit
         try:
             while True:
                 cmd = conn.next_command()
@@ -178,12 +189,15 @@ class Reactor(EpollReactor):
                     return False
                 kind = type(cmd)
                 if kind in _HERE:
+                    appended = commit.appended
                     try:
                         execute(client, cmd)
                     except NSQError as err:
                         if err.fatal:
                             raise
                         client.respond(encode_error(bytes(err)))
+                    if commit.appended != appended and self._wrote is None:
+                        self._wrote = kind
                 elif kind is not Identify or not self._identify(client, cmd):
                     # answers so far stay queued: the task sends them before this one's
                     self._hand_over(client, cmd)

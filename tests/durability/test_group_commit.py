@@ -12,6 +12,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from . import helpers
 
 MAX_BYTES = 262_144  # small files: the backlog spans several, with rolls mid-pass
@@ -88,22 +90,34 @@ def test_go_nsqd_takes_over_what_group_commit_wrote(reference: Path, data_dir: P
 
 
 def acknowledged(
-    daemon: helpers.Daemon, topic: str, bodies: list[bytes]
+    daemon: helpers.Daemon, topic: str, bodies: list[bytes], batch: int = 1
 ) -> tuple[list[bytes], str]:
-    """Pipelined PUBs: the bodies the daemon said OK to, and its error frame (or "")."""
+    """Pipelined PUBs (batch 1) or MPUBs: the bodies the daemon said OK to, and its error
+    frame (or "")."""
+    batches = [bodies[i : i + batch] for i in range(0, len(bodies), batch)]
     with daemon.client() as conn:
-        conn.send(b"".join(helpers.command(f"PUB {topic}", b) for b in bodies))
-        for i in range(len(bodies)):
+        conn.send(
+            b"".join(
+                helpers.command(f"PUB {topic}", b[0])
+                if batch == 1
+                else helpers.mpub_command(topic, b)
+                for b in batches
+            )
+        )
+        for i in range(len(batches)):
             try:
                 conn.expect_ok()
             except helpers.ErrorFrame as exc:
-                return bodies[:i], str(exc)
+                return bodies[: i * batch], str(exc)
             except helpers.ConnectionClosed:
-                return bodies[:i], "closed"
+                return bodies[: i * batch], "closed"
     return bodies, ""
 
 
-def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(data_dir: Path) -> None:
+@pytest.mark.parametrize(("batch", "code"), [(1, "E_PUB_FAILED"), (50, "E_MPUB_FAILED")])
+def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(
+    data_dir: Path, batch: int, code: str
+) -> None:
     """--mem-queue-size=0: every message is on disk before its OK. The write of a pass fails
     (a real EFBIG: the daemon's file size limit, set from outside with prlimit, stands in for
     a full disk): its publishers get E_PUB_FAILED, not OK, and everything that got OK is
@@ -121,7 +135,7 @@ def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(data_dir: Path
     bodies = [[b"full-%d-%04d-" % (c, i) + b"f" * 60 for i in range(300)] for c in range(3)]
 
     def publish(c: int) -> None:
-        results[c] = acknowledged(daemon, topic, bodies[c])
+        results[c] = acknowledged(daemon, topic, bodies[c], batch)
 
     threads = [threading.Thread(target=publish, args=(c,)) for c in range(3)]
     for t in threads:
@@ -129,8 +143,8 @@ def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(data_dir: Path
     for t in threads:
         t.join(timeout=30)
     acked = before + [b for c in range(3) for b in results[c][0]]
-    errors = {results[c][1].split(" PUB failed ")[0] for c in range(3)}
-    assert errors == {"E_PUB_FAILED"}, results  # the disk filled up under every publisher
+    errors = {results[c][1].split(" ")[0] for c in range(3)}
+    assert errors == {code}, results  # the disk filled up under every publisher
     status = json.loads(daemon.http("GET", "/stats?format=json")[1])["health"]
     assert status.startswith("NOK"), status
     daemon.kill()  # what was acknowledged must be in the files, not in memory
