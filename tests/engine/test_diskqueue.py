@@ -819,3 +819,23 @@ def test_reading_while_a_hold_buffers(tmp_path: Path, how: str) -> None:
     assert dq.depth() == 0
     assert list(tmp_path.glob("*.bad")) == []
     dq.close()
+
+
+def test_sync_every_counts_messages_not_writes(tmp_path: Path) -> None:
+    """--sync-every counts each message put and each read, as go-diskqueue does, however
+    many share a write or a read-ahead."""
+    commit = GroupCommit()
+    dq = make_queue(tmp_path, max_bytes=10_000, sync_every=6, commit=commit)
+    commit.hold()
+    for i in range(5):
+        dq.put(payload(i))
+    assert not dq.needs_sync()
+    dq.put(payload(5))
+    assert dq.needs_sync()  # 6 messages, not yet one write
+    assert commit.release() is None
+    dq.sync()
+    assert dq.read_many(5) == [payload(i) for i in range(5)]
+    assert not dq.needs_sync()
+    assert dq.read_many(5) == [payload(5)]
+    assert dq.needs_sync()
+    dq.close()
