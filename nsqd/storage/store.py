@@ -113,7 +113,11 @@ class Storage:
     def close(self) -> None:
         """Clean shutdown: nsqd.dat, then every queue flushed and closed, then the lock."""
         self.persist_now()
-        self.broker.close()
+        self.commit.hold()  # what memory held goes to each queue file in one write
+        try:
+            self.broker.close()
+        finally:
+            self.commit.release()
         if self._key_file is not None:
             self._key_file.close()
         if self._lock_fd is not None:
