@@ -16,9 +16,9 @@ Group commit: each pass holds the store's `WriteBatch`, so what the pass's small
 (PUB) append to the disk queues is written with one write per queue file when the pass ends, and
 their answers are sent only after that write; a client that appended many records (an MPUB) has
 them written when its commands are done and is answered then. A failed write turns the answers
-not yet sent of the pass's disk publishers into E_PUB_FAILED, which closes the connection as
-nsqd's does (a publisher whose own records were written may be refused too: it retries, and at
-least once holds)."""
+not yet sent of the pass's disk publishers into their command's E_PUB_FAILED (E_MPUB_FAILED,
+E_DPUB_FAILED), which closes the connection as nsqd's does (a publisher whose own records were
+written may be refused too: it retries, and at least once holds)."""
 
 from __future__ import annotations
 
