@@ -250,7 +250,8 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, TargetResult], Settings
     if any(w.tls for w in args.workloads):
         certs_dir = Path(tempfile.mkdtemp(prefix="nsqbench-certs-"))
         settings = replace(settings, certs=make_certs(certs_dir))
-    log(f"reader backlog: {settings.backlog:,} messages, in memory, the same for both daemons")
+    if any(w.group == "reader" for w in args.workloads):
+        log(f"reader backlog: {settings.backlog:,} messages, in memory, the same for both daemons")
     try:
         for i in range(args.repeat):
             runs: dict[str, dict[str, Any]] = {name: {} for name in results}
