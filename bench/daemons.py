@@ -166,9 +166,15 @@ def read_status_kib(pid: int, key: str) -> int:
 
 
 def wait_for_port(daemon: Daemon, timeout: float) -> None:
-    """Wait until the daemon's TCP port accepts a connection (bounded by timeout)."""
+    """Wait until the daemon's TCP port accepts a connection and its HTTP port answers /ping
+    (bounded by timeout): the TCP listener is bound before the HTTP one, and a row's first
+    step is often an HTTP call."""
+    deadline = time.monotonic() + timeout
     if nsqd_process.wait_accepting(daemon.proc, daemon.tcp_port, timeout):
-        return
+        while time.monotonic() < deadline and daemon.alive():
+            if ping_ok(daemon.http_port):
+                return
+            time.sleep(0.005)
     daemon.check_alive()
     raise DaemonError(
         f"{daemon.target} nsqd did not accept on {daemon.tcp_address} within {timeout:.0f}s:\n"
@@ -178,12 +184,13 @@ def wait_for_port(daemon: Daemon, timeout: float) -> None:
 
 def launch_daemon(
     target: str,
-    mem_queue_size: int,
+    mem_queue_size: int | None,
     bin_dir: Path | None = None,
     ours_cmd: tuple[str, ...] = OURS_COMMAND,
     extra_flags: Sequence[str] = (),
 ) -> Daemon:
-    """Start `target` ("reference" or "ours") with the same flags; returns at once (not ready)."""
+    """Start `target` ("reference" or "ours") with the same flags; returns at once (not ready).
+    `mem_queue_size` None: the daemon's own default."""
     tmp = Path(tempfile.mkdtemp(prefix=f"nsqbench-{target}-"))
     data_path = tmp / "data"
     data_path.mkdir()
@@ -192,7 +199,7 @@ def launch_daemon(
     argv = [
         *daemon_command(target, bin_dir, ours_cmd),
         *nsqd_process.address_flags(tcp_port, http_port, data_path),
-        f"--mem-queue-size={mem_queue_size}",
+        *([] if mem_queue_size is None else [f"--mem-queue-size={mem_queue_size}"]),
         *extra_flags,
     ]
     proc = nsqd_process.launch(argv, log_path, env=nsqd_process.pythonpath_env())
@@ -201,7 +208,7 @@ def launch_daemon(
 
 def start_daemon(
     target: str,
-    mem_queue_size: int,
+    mem_queue_size: int | None,
     bin_dir: Path | None = None,
     ours_cmd: tuple[str, ...] = OURS_COMMAND,
     extra_flags: Sequence[str] = (),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from daemons import Daemon
+from defaults import defaults_reader, defaults_writer, defaults_writer_reader
 from scaleout import scale_out
 from workloads import (
     HTTP_MPUB_BATCH,
@@ -37,6 +38,7 @@ class Workload:
     on_daemon: Callable[[Daemon, Settings], Metrics] | None = None
     own: Callable[[str, Settings], Metrics] | None = None
     tls: bool = False  # the daemon gets --tls-cert/--tls-key
+    defaults: bool = False  # the daemon runs with its default --mem-queue-size
 
 
 def _rt(key: str, label: str, kind: str, conns: int, per_request: int) -> Workload:
@@ -58,6 +60,19 @@ def _writer(key: str, label: str, batch: int, channel: bool) -> Workload:
     )
 
 
+def _defaults(key: str, label: str, batch: int) -> Workload:
+    return Workload(
+        key,
+        "defaults",
+        (
+            Metric(key, label, "msgs/s", True),
+            Metric(f"{key}_cpu_us", f"{label}: daemon CPU", "us/msg", False),
+        ),
+        on_daemon=defaults_writer(key, batch),
+        defaults=True,
+    )
+
+
 N: Final = MANY_CONNS
 
 WORKLOADS: Final = (
@@ -70,6 +85,29 @@ WORKLOADS: Final = (
         "reader",
         (Metric("reader", "bench_reader on {backlog} backlog", "msgs/s", True),),
         on_daemon=reader_on_backlog,
+    ),
+    _defaults("def_writer_b200", "defaults: bench_writer MPUB 200, 1 channel", 200),
+    _defaults("def_writer_b1", "defaults: bench_writer batch 1, 1 channel", 1),
+    Workload(
+        "def_reader",
+        "defaults",
+        (
+            Metric("def_reader", "defaults: bench_reader on a disk backlog", "msgs/s", True),
+            Metric("def_reader_cpu_us", "defaults: bench_reader: daemon CPU", "us/msg", False),
+        ),
+        on_daemon=defaults_reader,
+        defaults=True,
+    ),
+    Workload(
+        "def_rw",
+        "defaults",
+        (
+            Metric("def_rw_written", "defaults: writer + reader at once: written", "msgs/s", True),
+            Metric("def_rw_read", "defaults: writer + reader at once: read", "msgs/s", True),
+            Metric("def_rw_cpu_us", "defaults: writer + reader: daemon CPU", "us/msg", False),
+        ),
+        on_daemon=defaults_writer_reader,
+        defaults=True,
     ),
     Workload(
         "mpub",

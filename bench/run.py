@@ -1,10 +1,12 @@
 """Side-by-side benchmark: the real nsqd v1.3.0 (Go) against ours (python -m nsqd), same workloads.
 
     python bench/run.py [--target ours|reference|both] [--runfor 5s] [--repeat 3] [--quick]
-                        [--only ROWS] [--backlog N] [--list]
+                        [--only ROWS] [--backlog N] [--workers N] [--list]
 
 Every row runs on freshly started daemons (free 127.0.0.1 ports, empty temp --data-path, the same
-flags for both, --mem-queue-size 30M so queued messages stay in memory). A repeat runs every row
+flags for both, --mem-queue-size 30M so queued messages stay in memory; the `defaults` rows leave
+--mem-queue-size at each daemon's default, 10,000, so a channel's backlog is on disk).
+--workers N is passed to ours only. A repeat runs every row
 for both daemons back to back, reference first on even repeats and ours first on odd ones, so
 drift hits both alike. Each row checks its own counts against the daemon's /stats (what the
 clients counted = what the daemon accepted, the backlog outlasted the reader, every published
@@ -16,6 +18,10 @@ Rows (200-byte messages; --list prints them with their keys; --only takes row ke
 names or the groups below, comma-separated):
   writer   Go bench_writer (one connection per core) for --runfor: MPUB batch 200 and batch 1,
            each with no channel and with one channel attached
+  defaults each daemon's default flags: bench_writer MPUB 200 and batch 1 into one channel
+           nobody reads (past 10,000 on disk), bench_reader on a backlog on disk (400,000 per
+           s of --runfor), bench_writer and bench_reader at once; with the daemon's CPU time
+           per message (utime+stime from /proc over the tools' run)
   reader   Go bench_reader (RDY 2500) for --runfor on a backlog of --backlog messages queued in
            memory before it starts; the backlog must outlast the window
   mpub     200,000 messages by MPUB (batches of 200, one raw socket), then consumed on one
@@ -121,7 +127,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=shlex.join(OURS_COMMAND),
         help="command line that starts our daemon (the nsqd flags are appended)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="passed to our daemon as --workers=N (the reference has no such flag)",
+    )
     args = p.parse_args(argv)
+    if args.workers is not None:
+        args.ours_cmd += f" --workers={args.workers}"
     args.runfor = args.runfor or ("2s" if args.quick else "5s")
     args.repeat = args.repeat or (1 if args.quick else 3)
     args.latency_seconds = args.latency_seconds or (2.0 if args.quick else 5.0)
@@ -202,9 +215,8 @@ def run_workload(target: str, workload: Workload, settings: Settings) -> dict[st
         flags: list[str] = []
         if workload.tls and settings.certs is not None:
             flags = [f"--tls-cert={settings.certs.cert}", f"--tls-key={settings.certs.key}"]
-        daemon = start_daemon(
-            target, settings.mem_queue_size, settings.bin_dir, settings.ours_cmd, flags
-        )
+        mem_queue_size = None if workload.defaults else settings.mem_queue_size
+        daemon = start_daemon(target, mem_queue_size, settings.bin_dir, settings.ours_cmd, flags)
         with daemon:
             try:
                 metrics = workload.on_daemon(daemon, settings)
@@ -238,7 +250,8 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, TargetResult], Settings
     if any(w.tls for w in args.workloads):
         certs_dir = Path(tempfile.mkdtemp(prefix="nsqbench-certs-"))
         settings = replace(settings, certs=make_certs(certs_dir))
-    log(f"reader backlog: {settings.backlog:,} messages, in memory, the same for both daemons")
+    if any(w.group == "reader" for w in args.workloads):
+        log(f"reader backlog: {settings.backlog:,} messages, in memory, the same for both daemons")
     try:
         for i in range(args.repeat):
             runs: dict[str, dict[str, Any]] = {name: {} for name in results}

@@ -145,7 +145,7 @@ class NSQD:
                 await root.start(http.serve)
             async with trio.open_nursery() as clients:
                 accepting = trio.CancelScope()
-                reactor = self._tcp_reactor = Reactor(clients.start_soon)
+                reactor = self._tcp_reactor = Reactor(clients.start_soon, broker.commit)
                 clients.start_soon(reactor.run)
                 clients.start_soon(serve_tcp, self.new_client, tcp_listeners, clients, accepting)
                 task_status.started(self)

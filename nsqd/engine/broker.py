@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..log import log
 from .channel import Channel
 from .policies import attributes as attrs
-from .ports import JournalFactory, OverflowFactory, Peer, StoreError, no_journal
+from .ports import (
+    JournalFactory,
+    NoBatch,
+    OverflowFactory,
+    Peer,
+    StoreError,
+    WriteBatch,
+    no_journal,
+)
 from .settings import Settings
 from .topic import Topic
 
@@ -61,6 +69,7 @@ class Broker:
         self._client_seq = 0
         self.start_time = int(time.time())
         self.last_error: str | None = None  # the latest store failure, for /ping and /stats
+        self.commit: WriteBatch = NoBatch()  # the store's group commit (set by the store)
         self.loading = False  # topics being restored from nsqd.dat
         # told after any attribute change (storage keeps them in a file of its own)
         self.attribute_listeners: list[Callable[[], None]] = []
@@ -192,10 +201,21 @@ class Broker:
         self._publish(topic, bodies, ttl_ms)
 
     def _publish(self, topic: str, bodies: list[bytes], ttl_ms: int) -> None:
+        # One publish (an MPUB's bodies, in each queue they reach) is one write per disk
+        # queue file; inside a reactor's pass the pass's hold is the outer one.
+        commit = self.commit
+        commit.hold()
         try:
             self.topic(topic).publish(bodies, ttl_ms)
         except StoreError as exc:
+            commit.release()
             raise self._failed(exc) from exc
+        except BaseException:
+            commit.release()
+            raise
+        error = commit.release()
+        if error is not None:
+            raise self._failed(StoreError(error))
 
     def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
         deduper = self.deduper if key else None

@@ -25,6 +25,10 @@ class Overflow(Protocol):
 
     def put(self, msg: Message) -> None: ...
     def get(self) -> Message | None: ...
+    def get_many(self, n: int) -> list[Message]:
+        """Up to n messages, oldest first; fewer only when it is empty."""
+        ...
+
     def peek(self, n: int) -> list[Message]:
         """The next n messages get() would give, left where they are."""
         ...
@@ -37,6 +41,42 @@ class Overflow(Protocol):
 
 # (queue name: "topic" or "topic:channel", ephemeral) -> its overflow store
 OverflowFactory = Callable[[str, bool], Overflow]
+
+
+class WriteBatch(Protocol):
+    """The stores' group commit (storage/commit.py): between `hold()` and the outermost
+    `release()`, what the disk queues are given is buffered and then written with one write
+    per file. Hold and release in one synchronous stretch, and answer after the release."""
+
+    appended: int  # records buffered so far: a holder compares it before and after a client
+
+    def hold(self) -> None: ...
+    def release(self) -> str | None:
+        """None, or why a buffered write failed (those records are not stored)."""
+        ...
+
+    def flush(self) -> str | None:
+        """Write what is buffered now; the hold goes on. None, or the first write failure
+        since the hold began."""
+        ...
+
+
+class NoBatch:
+    """No store behind the queues: nothing is ever buffered."""
+
+    __slots__ = ("appended",)
+
+    def __init__(self) -> None:
+        self.appended = 0
+
+    def hold(self) -> None:
+        pass
+
+    def release(self) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
 
 
 class Peer(Protocol):

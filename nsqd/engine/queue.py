@@ -32,6 +32,9 @@ class DropOverflow:
     def get(self) -> Message | None:
         return None
 
+    def get_many(self, n: int) -> list[Message]:
+        return []
+
     def peek(self, n: int) -> list[Message]:
         return []
 
@@ -173,9 +176,7 @@ class Backlog:
                 msgs.append(mem.popleft())  # type: ignore[arg-type]
         self._count -= len(msgs)
         if len(msgs) < n:
-            get = self.overflow.get
-            while len(msgs) < n and (m := get()) is not None:
-                msgs.append(m)
+            msgs += self.overflow.get_many(n - len(msgs))  # read ahead, not one call a message
         return msgs
 
     def peek(self, n: int) -> list[Message]:

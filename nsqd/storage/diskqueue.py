@@ -1,11 +1,13 @@
 """File-backed FIFO queue, byte-compatible with go-diskqueue v1.1.0 (what nsqd v1.3.0 uses).
 
 Synchronous: an append is one ``write()`` into the page cache (microseconds; it survives
-``kill -9`` once it returns). Only ``sync()``/``close()`` fsync: the daemon polls ``needs_sync()``
-and runs ``sync()`` in a worker thread, so the methods share a lock that ``sync()`` holds only
-for a snapshot. Beyond go-diskqueue (same files): a finished file read to its end is deleted,
-never flagged ``.bad``; a write file whose size differs from the metadata is never appended to;
-records past a stale or missing metadata write position are counted into the depth.
+``kill -9`` once it returns), or, while a ``GroupCommit`` is held, a record buffered until its
+release writes all of them with one ``write()`` (storage/commit.py). Only ``sync()`` and
+``close()`` fsync: the daemon polls ``needs_sync()`` and runs ``sync()`` in a worker thread,
+so the methods share a lock that ``sync()`` holds only for a snapshot. Beyond go-diskqueue
+(same files): a finished file read to its end is deleted, never flagged ``.bad``; a write file
+whose size differs from the metadata is never appended to; records past a stale or missing
+metadata write position are counted into the depth.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import re
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Final
 
 from ..engine.ports import StoreError
+from .commit import GroupCommit
 
 __all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"]
 
@@ -71,6 +75,8 @@ class DiskQueue:
         sync_every: int,
         sync_timeout: float,
         logger: logging.Logger | None = None,
+        commit: GroupCommit | None = None,
+        on_lost: Callable[[int, str], None] = lambda n, reason: None,
     ) -> None:
         self.name = name
         self._dir = os.fspath(data_path)
@@ -95,6 +101,12 @@ class DiskQueue:
         self._dirty = False  # a state change that should be persisted soon (roll, skip, ...)
         self._meta_seq = self._meta_written = 0
         self._closed = False
+        self._commit = commit or GroupCommit()  # never held: each put written at once
+        self._on_lost = on_lost  # (records, reason): buffered records a failed write dropped
+        # records buffered for the held commit, all in the write file, after _write_pos
+        # minus _pending_bytes (the positions and depth count them already)
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self._recover()
 
     def put(self, data: bytes) -> None:
@@ -105,14 +117,24 @@ class DiskQueue:
                 f"maxMsgSize={self._max_msg_size}"
             )
         total = 4 + size
+        record = _HEADER.pack(size) + data
+        commit = self._commit
         with self._lock:
             self._check_open()
             # Roll before writing so a file only exceeds the limit when one record alone does.
             if self._write_pos > 0 and self._write_pos + total > self._max_bytes_per_file:
+                self._flush()  # what is buffered belongs to the file being left
                 self._roll_write_file()
             try:
                 fd = self._write_fd if self._write_fd is not None else self._open_write_file()
-                _write_all(fd, _HEADER.pack(size) + data)
+                if commit.depth:
+                    if not self._pending:
+                        commit.enlist(self)
+                    self._pending.append(record)
+                    self._pending_bytes += total
+                    commit.appended += 1
+                else:
+                    _write_all(fd, record)
             except OSError as exc:
                 self._undo_partial_write()
                 raise DiskQueueError(f"DISKQUEUE({self.name}) write failed: {exc}") from exc
@@ -120,26 +142,109 @@ class DiskQueue:
             self._depth += 1
             self._count += 1
 
+    def flush(self) -> None:
+        """Write the buffered records (one write); on failure they are dropped, the file
+        truncated to its last whole record, and the commit and on_lost told."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        n, nbytes = len(pending), self._pending_bytes
+        data = pending[0] if n == 1 else b"".join(pending)
+        self._pending = []
+        self._pending_bytes = 0
+        try:
+            if self._write_fd is None:  # closed since: the records have no file any more
+                raise OSError("write file closed")
+            _write_all(self._write_fd, data)
+        except OSError as exc:
+            self._write_pos -= nbytes
+            self._depth -= n
+            self._undo_partial_write()
+            reason = f"DISKQUEUE({self.name}) write failed: {exc}"
+            self._logf(logging.ERROR, "write of %d records failed - %s", n, exc)
+            self._commit.failed(reason)
+            self._on_lost(n, reason)
+            raise DiskQueueError(reason) from exc
+
     def read(self) -> bytes | None:
         """Next record, or None when the reader has caught up with the writer."""
         with self._lock:
             self._check_open()
-            while (self._read_file_num, self._read_pos) < (self._write_file_num, self._write_pos):
-                try:
-                    data = self._read_one()
-                except (OSError, _Corrupt) as exc:
-                    self._handle_read_error(exc)
-                    continue
-                if data is None:
-                    self._finish_read_file()
-                    continue
-                self._depth -= 1
-                self._count += 1
-                if self._read_end is not None and self._read_pos >= self._read_end:
-                    self._finish_read_file()  # delete the file as soon as its last record is out
-                self._check_tail()
-                return data
-            return None
+            return self._read()
+
+    def read_many(self, n: int) -> list[bytes]:
+        """Up to n records; fewer only when the reader has caught up with the writer."""
+        out: list[bytes] = []
+        with self._lock:
+            self._check_open()
+            while len(out) < n:
+                self._read_run(out, n)
+                if len(out) >= n or (data := self._read()) is None:
+                    break
+                out.append(data)  # read() took the file's end, a damaged record, the tail
+        return out
+
+    def _read_run(self, out: list[bytes], n: int) -> None:
+        """The whole, valid records of the open read file from the read position on, up to
+        n in `out`, read ahead through its buffer; it stops before anything read() must judge
+        (the file's end, a damaged record), leaving the file at the read position."""
+        self._settle_reader()
+        reader = self._reader
+        if reader is None:
+            return
+        limit = self._write_pos if self._read_end is None else self._read_end
+        pos = start = self._read_pos
+        lo, hi = self._min_msg_size, self._max_msg_size
+        read, unpack = reader.read, _HEADER.unpack
+        k = k0 = len(out)
+        while k < n and pos < limit:
+            header = read(4)
+            size = unpack(header)[0] if len(header) == 4 else -1
+            end = pos + 4 + size
+            if not lo <= size <= hi or end > limit:
+                reader.seek(pos)
+                break
+            data = read(size)
+            if len(data) < size:
+                reader.seek(pos)
+                break
+            out.append(data)
+            pos = end
+            k += 1
+        if pos == start:
+            return
+        self._read_pos = pos
+        self._depth -= k - k0
+        self._count += k - k0
+        if self._read_end is not None and pos >= self._read_end:
+            self._finish_read_file()
+        if (self._read_file_num, self._read_pos) >= (self._write_file_num, self._write_pos):
+            self._check_tail()
+
+    def _read(self) -> bytes | None:
+        """The next record (the lock held), judging file ends and damage."""
+        while True:
+            self._settle_reader()
+            if (self._read_file_num, self._read_pos) >= (self._write_file_num, self._write_pos):
+                return None
+            try:
+                data = self._read_one()
+            except (OSError, _Corrupt) as exc:
+                self._handle_read_error(exc)
+                continue
+            if data is None:
+                self._finish_read_file()
+                continue
+            self._depth -= 1
+            self._count += 1
+            if self._read_end is not None and self._read_pos >= self._read_end:
+                self._finish_read_file()  # delete the file as soon as its last record is out
+            self._check_tail()
+            return data
 
     def peek(self, n: int) -> list[bytes]:
         """Up to n records from the read position on, leaving every position and file as it
@@ -147,6 +252,7 @@ class DiskQueue:
         out: list[bytes] = []
         with self._lock:
             self._check_open()
+            self._flush_quietly()
             num, pos = self._read_file_num, self._read_pos
             end_num, end_pos = self._write_file_num, self._write_pos
             while len(out) < n and (num, pos) < (end_num, end_pos):
@@ -192,6 +298,7 @@ class DiskQueue:
             if self._closed:
                 return
             self._logf(logging.INFO, "closing")
+            self._flush_quietly()
             job = self._snapshot()
             self._closed = True
             self._close_files()
@@ -202,6 +309,7 @@ class DiskQueue:
         with self._lock:
             self._check_open()
             self._logf(logging.INFO, "emptying")
+            self._drop_pending()  # written and emptied at once, as far as anyone can tell
             self._skip_to_next_rw_file()
             with self._meta_lock:
                 self._meta_written = self._meta_seq  # a sync already under way must not win
@@ -213,6 +321,7 @@ class DiskQueue:
         """Close without persisting and remove the data files and the metadata."""
         with self._lock:
             self._logf(logging.INFO, "deleting")
+            self._drop_pending()
             self._closed = True
             self._skip_to_next_rw_file()  # closes and removes the data files
             for fd in self._unsynced_fds:
@@ -221,6 +330,24 @@ class DiskQueue:
             with self._meta_lock:
                 self._meta_written = 1 << 62  # later snapshots of a running sync are dropped
                 _remove(self._meta_path, self._log)
+
+    def _settle_reader(self) -> None:
+        """Buffered records are written before the reader, in their file, may reach them
+        (or a damaged record there moves the write file on)."""
+        if self._pending and self._read_file_num == self._write_file_num:
+            self._flush_quietly()
+
+    def _flush_quietly(self) -> None:
+        try:
+            self._flush()
+        except DiskQueueError:
+            pass  # told to the commit, whose holder refuses the publishers
+
+    def _drop_pending(self) -> None:
+        self._write_pos -= self._pending_bytes
+        self._depth -= len(self._pending)
+        self._pending = []
+        self._pending_bytes = 0
 
     def _open_write_file(self) -> int:
         while True:
@@ -356,9 +483,10 @@ class DiskQueue:
         self._count = 0
         self._dirty = False
         self._last_sync = time.monotonic()
+        # buffered records are not in the file yet: the metadata must not claim them
         meta = (
-            f"{self._depth}\n{self._read_file_num},{self._read_pos}\n"
-            f"{self._write_file_num},{self._write_pos}\n"
+            f"{self._depth - len(self._pending)}\n{self._read_file_num},{self._read_pos}\n"
+            f"{self._write_file_num},{self._write_pos - self._pending_bytes}\n"
         )
         return _SyncJob(fds, meta, self._meta_seq)
 

@@ -12,6 +12,7 @@ from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
 from ..engine.message import Message
 from ..engine.policies.policy import ExpiringMessage
+from .commit import GroupCommit
 from .diskqueue import DiskQueue, DiskQueueError
 from .expiries import ExpiryFile
 
@@ -48,6 +49,7 @@ class DiskOverflow:
         sync_timeout: float,
         health: Health,
         sync_wanted: Callable[[], None],
+        commit: GroupCommit | None = None,
     ) -> None:
         self._health = health
         self._sync_wanted = sync_wanted
@@ -60,6 +62,8 @@ class DiskOverflow:
             sync_every=sync_every,
             sync_timeout=sync_timeout,
             logger=log,
+            commit=commit,
+            on_lost=self._lost,
         )
         self._count = max(self.queue.depth(), 0)
         self.closed = False
@@ -84,6 +88,11 @@ class DiskOverflow:
         if self.queue.needs_sync():
             self._sync_wanted()  # --sync-every reached: fsync now, not at the next poll
 
+    def _lost(self, n: int, reason: str) -> None:
+        """A group commit's write failed: its `n` buffered records are not in the queue."""
+        self._count = max(self._count - n, 0)
+        self._health.last_error = reason
+
     def get(self) -> Message | None:
         while True:
             data = self.queue.read()
@@ -101,6 +110,30 @@ class DiskOverflow:
                 if expires:
                     return ExpiringMessage(msg.id, msg.body, msg.timestamp, msg.attempts, expires)
             return msg
+
+    def get_many(self, n: int) -> list[Message]:
+        """Up to n messages, read ahead in one go (fewer only when the queue ran dry)."""
+        if self._expiries is not None:
+            return self._get_each(n)
+        out: list[Message] = []
+        unpack = MESSAGE_HEADER.unpack_from
+        records = self.queue.read_many(n)
+        # fewer than n: the reader caught up, and a count that was off after a crash ends here
+        self._count = max(self._count - len(records), 0) if len(records) == n else 0
+        for data in records:
+            try:
+                timestamp, attempts = unpack(data, 0)
+            except Exception as exc:  # a record nsqd could not have written: skip it
+                log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
+                continue
+            out.append(Message(data[10:26], data[26:], timestamp, attempts))
+        return out
+
+    def _get_each(self, n: int) -> list[Message]:
+        out: list[Message] = []
+        while len(out) < n and (msg := self.get()) is not None:
+            out.append(msg)
+        return out
 
     @property
     def has_expiries(self) -> bool:

@@ -16,6 +16,7 @@ from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
 from . import attributes, metadata
+from .commit import GroupCommit
 from .diskqueue import DiskQueueError
 from .overflow import DiskOverflow
 
@@ -49,11 +50,13 @@ class Storage:
         self._has_attributes = False  # the attributes file exists
         self._key_file: KeyFile | None = None  # --dedupe-window
         self._logs: list[KeyFile | RespLog] = []  # record logs the syncer keeps (but journals)
+        self.commit = GroupCommit()  # the disk queues' group commit (held by the reactors)
 
     def attach(self, broker: Broker) -> None:
         """The broker whose topics live here: nsqd.dat follows its changes (a Hooks listener)
         and disk failures set its health."""
         self._broker = broker
+        broker.commit = self.commit
         broker.hooks.append(self)
         broker.attribute_listeners.append(self.attributes_changed)
 
@@ -117,7 +120,11 @@ class Storage:
     def close(self) -> None:
         """Clean shutdown: nsqd.dat, then every queue flushed and closed, then the lock."""
         self.persist_now()
-        self.broker.close()
+        self.commit.hold()  # what memory held goes to each queue file in one write
+        try:
+            self.broker.close()
+        finally:
+            self.commit.release()
         if self._key_file is not None:
             self._key_file.close()
         if self._lock_fd is not None:
@@ -139,6 +146,7 @@ class Storage:
             opts.sync_timeout,
             self.broker,
             self.sync_wanted,
+            self.commit,
         )
         self._queues[id(queue)] = queue
         return queue

@@ -267,6 +267,11 @@ class Client:
     def out_mark(self) -> int:
         return len(self._out)
 
+    def retract(self, mark: int) -> None:
+        """Take back the frames queued since `out_mark()` returned `mark` (unsent)."""
+        del self._out[mark:]
+        self._out_size = sum(map(len, self._out))
+
     def _wake(self) -> None:
         if len(self._lot):
             self._lot.unpark_all()

@@ -10,7 +10,15 @@ of its own (SUB and the consumer commands, an IDENTIFY that starts TLS or compre
 an answer the socket does not take at once hands the connection over: it leaves the epoll set
 and its `Client.serve` task starts with that command, the parser's buffered bytes and any unsent
 output, so the client sees one ordered stream either way. Heartbeats and nsqd's read deadline
-(two heartbeat intervals without a command) are kept here by a heap of per-client deadlines."""
+(two heartbeat intervals without a command) are kept here by a heap of per-client deadlines.
+
+Group commit: each pass holds the store's `WriteBatch`, so what the pass's small publishers
+(PUB) append to the disk queues is written with one write per queue file when the pass ends, and
+their answers are sent only after that write; a client that appended many records (an MPUB) has
+them written when its commands are done and is answered then. A failed write turns the answers
+not yet sent of the pass's disk publishers into their command's E_PUB_FAILED (E_MPUB_FAILED,
+E_DPUB_FAILED), which closes the connection as nsqd's does (a publisher whose own records were
+written may be refused too: it retries, and at least once holds)."""
 
 from __future__ import annotations
 
@@ -34,7 +42,9 @@ from protocol.v2 import (
     Pub,
     encode_error,
 )
+from protocol.v2.errors import ErrorCode
 
+from ..engine.ports import WriteBatch
 from ..log import log
 from ..net.boundary import guarded
 from ..net.reactor import EpollReactor
@@ -45,15 +55,31 @@ from .connection import RECEIVE_SIZE, upgrades
 if TYPE_CHECKING:
     from .connection import Client
 
+# A client that appended this many records to disk queues (an MPUB) has them written at once
+# and is answered without waiting for the rest of the pass: its OK is not held up by the
+# other clients' work, and the pass still groups the small publishes (PUB).
+WRITE_NOW = 32
+# what a publisher whose write failed is told, by its first command that wrote
+_FAILED: dict[type, tuple[ErrorCode, str]] = {
+    Pub: (ErrorCode.E_PUB_FAILED, "PUB"),
+    MPub: (ErrorCode.E_MPUB_FAILED, "MPUB"),
+    DPub: (ErrorCode.E_DPUB_FAILED, "DPUB"),
+}
+
 # Commands run here; any other hands its connection to a task of its own.
 _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
 
 
 class Reactor(EpollReactor):
-    def __init__(self, spawn: Callable[..., Any]) -> None:
+    def __init__(self, spawn: Callable[..., Any], commit: WriteBatch) -> None:
         super().__init__()
         self._spawn = spawn  # start_soon of the clients nursery
         self.clients: dict[int, Client] = self.conns
+        self._commit = commit
+        # (client, its output's length before this read's commands, its first command that
+        # appended to a disk queue): answered after the pass's write
+        self._held: list[tuple[Client, int, type]] = []
+        self._wrote: type | None = None  # that first command, of the client being served
 
     # -- connections in and out ----------------------------------------------------------
 
@@ -94,6 +120,31 @@ class Reactor(EpollReactor):
     def _ready(self, client: Client, fd: int) -> None:
         self._read(client, fd)
 
+    def _pass(self, events: list[tuple[int, int]]) -> None:
+        self._commit.hold()
+        try:
+            super()._pass(events)
+        finally:
+            error = self._commit.release()
+            held, self._held = self._held, []
+            for client, mark, wrote in held:
+                if error is None:
+                    self._write(client)
+                else:
+                    self._refuse(client, mark, error, wrote)
+
+    def _refuse(self, client: Client, mark: int, error: str, wrote: type) -> None:
+        """The pass's write failed: this client's answers since `mark` never go out."""
+        if client.reactor is not self:
+            return
+        client.retract(mark)
+        code, verb = _FAILED[wrote]
+        err = NSQError(code, f"{verb} failed {error}")
+        log.error("[%s] - %s", client, err)
+        client.respond(encode_error(bytes(err)))
+        self._write(client)
+        self._end(client)
+
     def _read(self, client: Client, fd: int) -> None:
         transport = client.transport
         size = RECEIVE_SIZE if transport._more else SMALL_READ  # type: ignore[attr-defined]
@@ -106,30 +157,47 @@ class Reactor(EpollReactor):
         transport._more = len(data) == size  # type: ignore[attr-defined]
         client._last_read = self.now
         client.conn.receive_data(data)
+        commit = self._commit
+        mark, appended = client.out_mark(), commit.appended
+        self._wrote = None
         if self._run(client):
-            self._write(client)
+            appended = commit.appended - appended
+            if not appended:
+                self._write(client)
+            elif appended < WRITE_NOW:
+                # a small publish: answered once the pass's one write has this one's too
+                self._held.append((client, mark, self._wrote or Pub))
+            elif (error := commit.flush()) is None:
+                self._write(client)  # an MPUB is a write of its own: no wait for the pass
+            else:
+                self._refuse(client, mark, error, self._wrote or Pub)
 
     def _run(self, client: Client) -> bool:
         """Run the complete commands; False when the connection is closed or handed over."""
         conn = client.conn
         execute = commands.execute
+        commit = self._commit
         try:
             while True:
                 cmd = conn.next_command()
                 if cmd is NEED_DATA:
                     return True
                 if cmd is CLOSED:
+                    self._commit.flush()  # its answers go now: what they confirm first
                     self._write(client)
                     self._end(client)
                     return False
                 kind = type(cmd)
                 if kind in _HERE:
+                    appended = commit.appended
                     try:
                         execute(client, cmd)
                     except NSQError as err:
                         if err.fatal:
                             raise
                         client.respond(encode_error(bytes(err)))
+                    if commit.appended != appended and self._wrote is None:
+                        self._wrote = kind
                 elif kind is not Identify or not self._identify(client, cmd):
                     # answers so far stay queued: the task sends them before this one's
                     self._hand_over(client, cmd)
@@ -138,6 +206,7 @@ class Reactor(EpollReactor):
             err.__traceback__ = None  # its frames hold the parser's buffer
             log.error("[%s] - %s", client, err)
             client.respond(encode_error(bytes(err)))
+            self._commit.flush()
             self._write(client)
             self._end(client)
         except ProtocolClosed as exc:

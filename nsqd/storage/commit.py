@@ -1,0 +1,66 @@
+"""Group commit: what the disk queues are given between `hold()` and the outermost `release()`
+(one pass of a reactor's loop, one MPUB) is written with one `write()` per queue file at that
+release. The publishers of the stretch are answered after it, so "written before OK" holds
+with one system call for many messages, as a database's group commit.
+
+Holding must begin and end in one synchronous stretch (no await in between): then no other
+task ever sees a buffered record, and a reader of the queue flushes before it reads into one.
+A write that fails is undone (the file truncated to its last whole record) and its reason
+kept for the release to return, so whoever held can refuse what it has not yet answered."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..engine.ports import StoreError
+
+__all__ = ["GroupCommit"]
+
+
+class _Buffered(Protocol):
+    def flush(self) -> None: ...
+
+
+class GroupCommit:
+    """One per store (a worker's partition). Never held, it writes nothing itself: each
+    append goes to its file at once (a DiskQueue built without one gets this)."""
+
+    __slots__ = ("_dirty", "_error", "appended", "depth")
+
+    def __init__(self) -> None:
+        self.depth = 0  # nested holds; > 0: appends are buffered
+        self.appended = 0  # records buffered so far (a holder compares it before and after)
+        self._dirty: list[_Buffered] = []
+        self._error: str | None = None
+
+    def hold(self) -> None:
+        self.depth += 1
+
+    def release(self) -> str | None:
+        """End a hold; the outermost writes what was buffered and returns the first write
+        failure since the hold began (None when everything is on its file)."""
+        self.depth -= 1
+        if self.depth:
+            return None
+        self.flush()
+        error, self._error = self._error, None
+        return error
+
+    def enlist(self, queue: _Buffered) -> None:
+        """`queue` buffered its first record of this hold."""
+        self._dirty.append(queue)
+
+    def flush(self) -> str | None:
+        """Write what is buffered now (the hold goes on); the first failure since the hold
+        began, or None."""
+        dirty, self._dirty = self._dirty, []
+        for queue in dirty:
+            try:
+                queue.flush()
+            except StoreError:
+                pass  # the queue reported it through failed()
+        return self._error
+
+    def failed(self, reason: str) -> None:
+        if self._error is None:
+            self._error = reason
