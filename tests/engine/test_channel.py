@@ -36,6 +36,10 @@ class ListOverflow:
     def get(self) -> Message | None:
         return self.msgs.pop(0) if self.msgs else None
 
+    def get_many(self, n: int) -> list[Message]:
+        taken, self.msgs[:n] = self.msgs[:n], []
+        return taken
+
     def peek(self, n: int) -> list[Message]:
         return self.msgs[:n]
 
