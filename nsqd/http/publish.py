@@ -9,11 +9,18 @@ from typing import TYPE_CHECKING
 from protocol.v2.bodies import PackedBodies
 from protocol.v2.names import is_valid_name
 
-from ..engine.broker import PublishFailed
-from ..engine.policies.policy import MessageTooBig, QueueFull
+from ..engine.api import Refused
 from ..log import log
 from .server import BodyError
-from .v1 import HTTPError, Request, parse_int64, parse_query, topic_from, topic_from_query
+from .v1 import (
+    HTTPError,
+    Request,
+    parse_int64,
+    parse_query,
+    refused,
+    topic_from,
+    topic_from_query,
+)
 
 if TYPE_CHECKING:
     from ..config.options import Options
@@ -66,8 +73,8 @@ class PublishHandlers:
                 raise HTTPError(400, "INVALID_TOPIC")
             try:
                 self.broker.publish(name, [body])
-            except (PublishFailed, QueueFull, MessageTooBig) as exc:
-                raise _publish_failed(exc) from exc
+            except Refused as exc:
+                raise refused(exc) from exc
             return "OK"
         name, query = topic_from(parse_query(qs))
         ttl_ms = _ttl(query)
@@ -88,8 +95,8 @@ class PublishHandlers:
                 raise HTTPError(400, "INVALID_TTL", {"detail": "ttl and defer together"})
             else:
                 self.broker.publish(name, [body], ttl_ms, [key[0]] if key else None)
-        except (PublishFailed, QueueFull, MessageTooBig) as exc:
-            raise _publish_failed(exc) from exc
+        except Refused as exc:
+            raise refused(exc) from exc
         return "OK"
 
     # -- /mpub --------------------------------------------------------------------------------
@@ -141,8 +148,8 @@ class PublishHandlers:
             keys = _batch_keys(query, len(bodies))
             try:
                 self.broker.publish(name, bodies, ttl_ms, keys)
-            except (PublishFailed, QueueFull, MessageTooBig) as exc:
-                raise _publish_failed(exc) from exc
+            except Refused as exc:
+                raise refused(exc) from exc
         return "OK"
 
     def _text_bodies(self, body: bytes) -> Sequence[bytes]:
@@ -232,15 +239,6 @@ def _uniform_lines(body: bytes, max_msg: int) -> PackedBodies | None:
     if body[size::stride] != b"\n" * newlines:
         return None
     return PackedBodies(body, size, count, 0, stride)
-
-
-def _publish_failed(exc: Exception) -> HTTPError:
-    if isinstance(exc, QueueFull):  # a bound with overflow=reject (policies; not nsqd's)
-        return HTTPError(503, "QUEUE_FULL", {"detail": str(exc)})
-    if isinstance(exc, MessageTooBig):  # the topic's max_msg_size, as nsqd's own limit
-        return HTTPError(413, "MSG_TOO_BIG")
-    # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
-    return HTTPError(503, "EXITING")
 
 
 def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:

@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import trio
 
+from ..engine.api import Refused
 from ..gocompat.json import go_json
 from ..gocompat.timefmt import go_duration
 from ..log import log
@@ -49,6 +50,7 @@ from .v1 import (
     http_date,
     json_headers,
     plain_headers,
+    refused,
     render_v1,
     respond_ok,
 )
@@ -298,7 +300,8 @@ class API:
         status = 200
         try:
             data = await handler(req)
-        except HTTPError as err:
+        except (HTTPError, Refused) as exc:
+            err = exc if isinstance(exc, HTTPError) else refused(exc)
             status, data = err.status, err.message
             if err.extra:
                 data = JSONBody(go_json({"message": err.message, **err.extra}))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.v2.names import is_valid_name
 
 from ..config.options import FLAGS
+from ..engine.api import Refused
 from ..gocompat.json import go_float, go_json
 from . import server as http_server
 from .server import BodyError
@@ -33,6 +34,11 @@ class HTTPError(Exception):
         self.status = status
         self.message = message
         self.extra = extra  # more keys beside "message" (as nsqd's TLS_REQUIRED has)
+
+
+def refused(exc: Refused) -> HTTPError:
+    """The engine's refusal in HTTP's words (its status, nsqd's message, maybe a detail)."""
+    return HTTPError(exc.http_status, exc.http_message, exc.http_detail)
 
 
 class JSONBody(bytes):

@@ -1,0 +1,126 @@
+"""The door into the engine: the value types and the one refusal every front-end sees.
+
+Front-ends (TCP, HTTP, RESP) call the `Broker` and the `ChannelHandle` it gives
+(`Broker.existing_channel`), and see what they answer: `Refused`, which carries each front-end's
+words for the same refusal (nsqd's E_* code and text, HTTP status and text, a Redis -ERR), and
+`Delivery` / `Outcome` values instead of the engine's message records and in-flight sets. The
+refusal kinds are a table, not a branch per front-end."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from protocol.v2.errors import ErrorCode, NSQError
+
+from .policies.attributes import ChannelAttributes, TopicAttributes
+
+__all__ = [
+    "ChannelAttributes",
+    "ChannelFigures",
+    "Delivery",
+    "Failure",
+    "Outcome",
+    "Refused",
+    "TopicAttributes",
+]
+
+# kind -> (HTTP status, HTTP message or None for the refusal's own code, detail shown over HTTP)
+_HTTP: dict[str, tuple[int, str | None, bool]] = {
+    "store": (503, "EXITING", False),  # nsqd answers any enqueue failure so; /ping says why
+    "full": (503, "QUEUE_FULL", True),  # a bound with overflow=reject (policies; not nsqd's)
+    "too_big": (413, "MSG_TOO_BIG", False),  # the topic's max_msg_size, as nsqd's own limit
+    "invalid": (400, None, True),  # an attribute's name or value (INVALID_VALUE, ...)
+    "not_found": (404, None, False),  # TOPIC_NOT_FOUND / CHANNEL_NOT_FOUND
+    "internal": (500, "INTERNAL_ERROR", False),  # a store failed outside a publish (an empty)
+}
+
+
+class Refused(Exception):
+    """A request the engine refuses, whoever asked. `kind` is a key of the table above;
+    str() is the reason (the store's error, which queue is full and its bound...)."""
+
+    def __init__(self, kind: str, reason: str, code: str = "", size: int = 0, limit: int = 0):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+        self.code = code  # HTTP's message where the table has none (INVALID_VALUE, ...)
+        self.size = size  # too_big: the body's size and the limit it passed
+        self.limit = limit
+
+    @classmethod
+    def too_big(cls, size: int, limit: int) -> Refused:
+        return cls("too_big", f"message too big {size} > {limit}", size=size, limit=limit)
+
+    def nsq(self, verb: str) -> NSQError:
+        """nsqd's error for a PUB / MPUB / DPUB: a store failure is fatal (as nsqd), a full
+        queue is not (the publisher may retry on the same connection), a body over the topic's
+        max_msg_size is nsqd's E_BAD_MESSAGE."""
+        if self.kind == "too_big":
+            return NSQError(ErrorCode.E_BAD_MESSAGE, f"{verb} {self.reason}")
+        code = ErrorCode[f"E_{verb}_FAILED"]
+        return NSQError(code, f"{verb} failed {self.reason}", fatal=self.kind == "store")
+
+    @property
+    def http_status(self) -> int:
+        return _HTTP[self.kind][0]
+
+    @property
+    def http_message(self) -> str:
+        return _HTTP[self.kind][1] or self.code
+
+    @property
+    def http_detail(self) -> dict[str, str] | None:
+        """The keys an HTTP answer carries beside "message" (None: just the message)."""
+        return {"detail": self.reason} if _HTTP[self.kind][2] else None
+
+    @property
+    def redis(self) -> str:
+        """The -ERR text a Redis client gets (the connection stays open)."""
+        if self.kind not in ("store", "full"):
+            return f"ERR {self.reason}"
+        return f"ERR publish failed {self.reason}"
+
+
+class Delivery(NamedTuple):
+    """A message as a front-end shows it: peeked, received or popped."""
+
+    id: bytes  # 16 ASCII hex bytes
+    timestamp: int  # ns at publish
+    attempts: int
+    body: bytes
+    due: int | None  # unix ms it times out or is released (in flight, deferred); else None
+    expires: int  # unix ms its TTL ends; 0 when none applies
+
+
+class Failure(NamedTuple):
+    """One id a FIN / REQ / TOUCH could not act on, in nsqd's words."""
+
+    id: bytes
+    code: str  # E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED
+    reason: str  # "FIN <id> failed ID not in flight", "... client does not own message"
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.reason}"
+
+
+class Outcome(NamedTuple):
+    """FIN / REQ / TOUCH of several ids: how many took effect, and each failed id (each
+    distinct id once, in the order given within its holder) with nsqd's reason."""
+
+    done: int
+    failed: list[Failure]
+
+
+class ChannelFigures(NamedTuple):
+    """What /channel/config shows of a channel beside its attributes (RSMQ's figures)."""
+
+    depth: int
+    in_flight: int
+    deferred: int
+    message_count: int
+    delivery_count: int
+    created_at: int  # unix ms
+    modified_at: int
+    dead_letter_count: int
+    expired_count: int
+    dropped_count: int
