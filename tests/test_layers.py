@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,4 +21,27 @@ def test_import_contracts_kept() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout, result.stdout
-    assert "Contracts: 5 kept" in result.stdout, result.stdout
+    assert "Contracts: 6 kept" in result.stdout, result.stdout
+
+
+DOOR = {"nsqd.engine.api", "nsqd.engine.broker", "nsqd.engine.handle"}
+
+
+def test_every_engine_module_is_the_door_or_behind_it() -> None:
+    """The door contract lists the engine's modules front-ends may not import: a module added
+    to the engine is either part of the door or listed there, never silently open."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    door = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"].startswith("front-ends use the engine through its door")
+    )
+    assert set(door["source_modules"]) == {"nsqd.tcp", "nsqd.http", "nsqd.resp"}
+    engine = REPO / "nsqd" / "engine"
+    modules = {
+        f"nsqd.engine.{p.stem if p.is_file() else p.name}"
+        for p in engine.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert modules - DOOR == set(door["forbidden_modules"])
+    assert modules >= DOOR

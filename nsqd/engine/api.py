@@ -4,7 +4,10 @@ Front-ends (TCP, HTTP, RESP) call the `Broker` and the `ChannelHandle` it gives
 (`Broker.existing_channel`), and see what they answer: `Refused`, which carries each front-end's
 words for the same refusal (nsqd's E_* code and text, HTTP status and text, a Redis -ERR), and
 `Delivery` / `Outcome` values instead of the engine's message records and in-flight sets. The
-refusal kinds are a table, not a branch per front-end."""
+refusal kinds are a table, not a branch per front-end. The ports a front-end implements or holds
+(`Consumer`, `Subscription`) and the `Message` record a consumer is sent are named here too:
+front-ends import this module, `broker` and `handle` of the engine, nothing else (the
+import-linter contract in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -12,17 +15,25 @@ from typing import NamedTuple
 
 from protocol.v2.errors import ErrorCode, NSQError
 
+from .message import Message  # a record handed to a Consumer: read it, the channel owns it
 from .policies.attributes import ChannelAttributes, TopicAttributes
+from .ports import Consumer, Subscription
 
 __all__ = [
+    "STATES",
     "ChannelAttributes",
     "ChannelFigures",
+    "Consumer",
     "Delivery",
     "Failure",
+    "Message",
     "Outcome",
     "Refused",
+    "Subscription",
     "TopicAttributes",
 ]
+
+STATES = ("queued", "in_flight", "deferred")  # what a peek can look at
 
 # kind -> (HTTP status, HTTP message or None for the refusal's own code, detail shown over HTTP)
 _HTTP: dict[str, tuple[int, str | None, bool]] = {

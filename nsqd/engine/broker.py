@@ -21,7 +21,7 @@ from .channel import Channel
 from .handle import ChannelHandle
 from .policies import attributes as attrs
 from .policies.policy import MessageTooBig, QueueFull
-from .ports import Consumer, JournalFactory, OverflowFactory, Peer, StoreError
+from .ports import Consumer, JournalFactory, OverflowFactory, Peer, StoreError, Subscription
 from .settings import Settings
 from .topic import Topic
 
@@ -94,7 +94,7 @@ class Broker:
     def channel(self, topic: str, channel: str) -> Channel:
         return self.topic(topic).get_channel(channel)
 
-    def subscribe(self, topic: str, channel: str, consumer: Consumer) -> Channel:
+    def subscribe(self, topic: str, channel: str, consumer: Consumer) -> Subscription:
         """SUB: `consumer` joins the channel (both made if missing); the channel is the TCP
         consumer's hot path (FIN / REQ / TOUCH / RDY) from then on."""
         target = self.topic(topic).get_channel(channel)
@@ -208,6 +208,13 @@ class Broker:
 
     def topic_unused(self, topic: Topic) -> None:
         self.delete_topic(topic.name)
+
+    @staticmethod
+    def batch_keys(prefix: str, first: int, count: int) -> Sequence[str]:
+        """The de-duplication keys `<prefix>/<first>` .. of a batch (publish's `keys`)."""
+        from .dedupe import KeyRange  # only publishes with keys pay for the module
+
+        return KeyRange(prefix, first, count)
 
     def republish(self, topic: str, bodies: list[bytes]) -> None:
         self.publish(topic, bodies)

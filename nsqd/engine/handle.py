@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from .policies.attributes import ChannelAttributes
     from .ports import Consumer
 
-STATES = leases.STATES
-
 
 class ChannelHandle:
     __slots__ = ("_channel", "_lease_timeout")
@@ -59,7 +57,7 @@ class ChannelHandle:
     # -- seeing and taking ------------------------------------------------------------------
 
     def peek(self, state: str, n: int) -> list[Delivery]:
-        """Up to n messages of `state` (one of STATES), oldest first; nothing changes."""
+        """Up to n messages of `state` (one of api.STATES), oldest first; nothing changes."""
         return self._deliveries(leases.peek(self._channel, state, n))
 
     def receive(

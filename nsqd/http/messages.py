@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.names import is_valid_name
 
-from ..engine.handle import STATES
+from ..engine.api import STATES
 from ..gocompat.json import go_json
 from .v1 import BinaryBody, HTTPError, JSONBody, Request, parse_int64
 

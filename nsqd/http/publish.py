@@ -10,6 +10,7 @@ from protocol.v2.bodies import PackedBodies
 from protocol.v2.names import is_valid_name
 
 from ..engine.api import Refused
+from ..engine.broker import Broker
 from ..log import log
 from .server import BodyError
 from .v1 import (
@@ -24,8 +25,6 @@ from .v1 import (
 
 if TYPE_CHECKING:
     from ..config.options import Options
-    from ..engine.broker import Broker
-    from ..engine.dedupe import KeyRange
 
 # a binary /mpub reader: yields sizes to read, is sent the bytes (None: the body ended first)
 BinaryReader = Generator[int, bytes | None, list[bytes]]
@@ -241,7 +240,7 @@ def _uniform_lines(body: bytes, max_msg: int) -> PackedBodies | None:
     return PackedBodies(body, size, count, 0, stride)
 
 
-def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:
+def _batch_keys(query: dict[str, list[str]], n: int) -> Sequence[str] | None:
     """/mpub's de-duplication keys (ours): message i gets `<dedupe_key>/<dedupe_offset + i>`
     (a producer that sends a partition's rows in several requests gives each its first row's
     number, so a row's key does not depend on how the rows were split)."""
@@ -254,9 +253,7 @@ def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:
         if parsed is None or parsed < 0:
             raise HTTPError(400, "INVALID_DEDUPE_OFFSET")
         offset = parsed
-    from ..engine.dedupe import KeyRange  # only requests with a dedupe_key pay for the module
-
-    return KeyRange(prefix[0], offset, n)
+    return Broker.batch_keys(prefix[0], offset, n)
 
 
 def _ttl(query: dict[str, list[str]]) -> int:

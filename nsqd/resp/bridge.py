@@ -20,8 +20,8 @@ from ..engine.broker import Broker
 from .protocol import ReplyError
 
 if TYPE_CHECKING:
+    from ..engine.api import Message
     from ..engine.handle import ChannelHandle
-    from ..engine.message import Message
     from .blocking import Waiter
 
 TOPIC, CHANNEL = b"topic:", b"channel:"
