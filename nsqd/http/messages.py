@@ -35,7 +35,8 @@ from protocol.v2.names import is_valid_name
 
 from ..engine.api import STATES
 from ..gocompat.json import go_json
-from .v1 import BinaryBody, HTTPError, JSONBody, Request, parse_int64
+from ..gocompat.strconv import parse_int64
+from .v1 import BinaryBody, HTTPError, JSONBody, Request
 
 if TYPE_CHECKING:
     from ..engine.api import Delivery, Outcome

@@ -11,12 +11,12 @@ from protocol.v2.names import is_valid_name
 
 from ..engine.api import Refused
 from ..engine.broker import Broker
+from ..gocompat.strconv import parse_int64
 from ..log import log
 from .server import BodyError
 from .v1 import (
     HTTPError,
     Request,
-    parse_int64,
     parse_query,
     refused,
     topic_from,

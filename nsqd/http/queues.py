@@ -14,7 +14,8 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .v1 import HTTPError, Request, parse_int64
+from ..gocompat.strconv import parse_int64
+from .v1 import HTTPError, Request
 
 if TYPE_CHECKING:
     from ..engine.handle import ChannelHandle

@@ -224,8 +224,6 @@ def config_value(node: Node, name: str) -> Any:
 
 # -- reading parameters --------------------------------------------------------------------------
 
-_INT64 = re.compile(r"[+-]?[0-9]+\Z")
-
 
 async def read_params(req: Request) -> None:
     """http_api.NewReqParams reads the whole body: one it cannot read is INVALID_REQUEST."""
@@ -248,11 +246,3 @@ def topic_from(query: dict[str, list[str]]) -> tuple[str, dict[str, list[str]]]:
     if not is_valid_name(names[0].encode("utf-8", "surrogateescape")):
         raise HTTPError(400, "INVALID_TOPIC")
     return names[0], query
-
-
-def parse_int64(text: str) -> int | None:
-    """strconv.ParseInt(s, 10, 64)."""
-    if not _INT64.match(text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
