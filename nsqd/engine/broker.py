@@ -91,6 +91,10 @@ class Broker:
                 hook.topic_created(topic)
         return topic
 
+    def create_topic(self, name: str) -> None:
+        """The topic made if missing (/topic/create; MPUB and /mpub before their body)."""
+        self.topic(name)
+
     def channel(self, topic: str, channel: str) -> Channel:
         return self.topic(topic).get_channel(channel)
 

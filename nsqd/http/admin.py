@@ -43,7 +43,7 @@ class AdminHandlers:
 
     async def topic_create(self, req: Request) -> None:
         name, _ = topic_from_query(req)
-        self.broker.topic(name)
+        self.broker.create_topic(name)
 
     async def topic_delete(self, req: Request) -> None:
         self.broker.remove_topic(await self._topic_arg(req, validate=False))

@@ -128,7 +128,7 @@ class PublishHandlers:
     def _mpub_start(self, name: str, query: dict[str, list[str]]) -> tuple[int, bool]:
         """(ttl, binary) of an /mpub; its topic is made before the body is read, as nsqd."""
         ttl_ms = _ttl(query)
-        self.broker.topic(name)
+        self.broker.create_topic(name)
         binary = query.get("binary")
         binary_mode = False
         if binary is not None:

@@ -70,7 +70,7 @@ def pub(client: Client, cmd: Pub) -> None:
 
 def mpub_start(client: Client, cmd: MPubStart) -> None:
     # nsqd creates the topic before it reads MPUB's body.
-    client.broker.topic(cmd.topic)
+    client.broker.create_topic(cmd.topic)
 
 
 def mpub(client: Client, cmd: MPub) -> None:
