@@ -32,10 +32,6 @@ class ChannelHandle:
     # -- what it is ---------------------------------------------------------------------------
 
     @property
-    def depth(self) -> int:
-        return self._channel.depth
-
-    @property
     def attributes(self) -> ChannelAttributes:
         return self._channel.attributes
 
