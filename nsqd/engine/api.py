@@ -50,7 +50,9 @@ class Refused(Exception):
     """A request the engine refuses, whoever asked. `kind` is a key of the table above;
     str() is the reason (the store's error, which queue is full and its bound...)."""
 
-    def __init__(self, kind: str, reason: str, code: str = "", size: int = 0, limit: int = 0):
+    def __init__(
+        self, kind: str, reason: str, code: str = "", size: int = 0, limit: int = 0
+    ) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
