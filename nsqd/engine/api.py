@@ -11,9 +11,12 @@ import-linter contract in pyproject.toml)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, overload
 
 from protocol.v2.errors import ErrorCode, NSQError
+from protocol.v2.message import MESSAGE_FRAME_HEADER, MESSAGE_HEADER_SIZE
 
 from .message import Message  # a record handed to a Consumer: read it, the channel owns it
 from .policies.attributes import ChannelAttributes, TopicAttributes
@@ -24,6 +27,7 @@ __all__ = [
     "ChannelAttributes",
     "ChannelFigures",
     "Consumer",
+    "Deliveries",
     "Delivery",
     "Failure",
     "Message",
@@ -103,6 +107,57 @@ class Delivery(NamedTuple):
     body: bytes
     due: int | None  # unix ms it times out or is released (in flight, deferred); else None
     expires: int  # unix ms its TTL ends; 0 when none applies
+
+
+# A message frame up to its body (size, frame type 2, timestamp, attempts, id) in one pack.
+_FRAME_HEAD = struct.Struct(MESSAGE_FRAME_HEADER.format + "16s")
+_FRAME_SIZE_BASE = MESSAGE_HEADER_SIZE + 4  # the size field counts the frame type and on
+
+
+class Deliveries(Sequence[Delivery]):
+    """Messages handed to a front-end (peeked, received, popped), oldest first: a `Delivery`
+    value for each one read, or nsqd's message frames back to back (`frames`) in one pass with
+    no value per message (a Spark task receives tens of thousands at a time). Made by the
+    engine; what it holds is the engine's, and is not read until asked."""
+
+    __slots__ = ("_due", "_msgs", "_ttl_ns")
+
+    def __init__(self, msgs: list[Message], due: list[int | None] | int | None, ttl_ns: int):
+        self._msgs = msgs
+        self._due = due  # one for all, or one per message
+        self._ttl_ns = ttl_ns  # the channel's TTL (0: none); a message may carry its own
+
+    def __len__(self) -> int:
+        return len(self._msgs)
+
+    @overload
+    def __getitem__(self, i: int) -> Delivery: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Delivery]: ...
+    def __getitem__(self, i: int | slice) -> Delivery | list[Delivery]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        m = self._msgs[i]
+        due = self._due[i] if isinstance(self._due, list) else self._due
+        ttl = self._ttl_ns
+        expiry = [e for e in (getattr(m, "expires", 0), ttl and m.timestamp + ttl) if e]
+        expires = min(expiry) // 1_000_000 if expiry else 0
+        return Delivery(m.id, m.timestamp, m.attempts, m.body, due, expires)
+
+    def __iter__(self) -> Iterator[Delivery]:
+        return map(self.__getitem__, range(len(self._msgs)))
+
+    def frames(self) -> bytes:
+        """nsqd's message frames (protocol.v2.message's layout), back to back: one pack per
+        message for its head with its id, each body copied once, by the join."""
+        pack = _FRAME_HEAD.pack
+        parts: list[bytes] = []
+        append = parts.append
+        for m in self._msgs:
+            body = m.body
+            append(pack(len(body) + _FRAME_SIZE_BASE, 2, m.timestamp, m.attempts, m.id))
+            append(body)
+        return b"".join(parts)
 
 
 class Failure(NamedTuple):

@@ -1,6 +1,6 @@
 """A channel as a front-end sees it: `ChannelHandle`, given by `Broker.existing_channel` (and
 `Broker.channel_handle`), acts on one channel by message id and lease name and answers values
-(api.Delivery, api.Outcome, api.ChannelFigures), never the channel's own records or sets.
+(api.Deliveries, api.Outcome, api.ChannelFigures), never the channel's own records or sets.
 
 HTTP's peek / receive / pop / fin / req / touch / cancel / defer and the Redis bridge's pops go
 through it; TCP consumers keep the channel's own hot path (Broker.subscribe)."""
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from protocol.v2 import NSQError
 
 from . import leases
-from .api import ChannelFigures, Delivery, Failure, Outcome
+from .api import ChannelFigures, Deliveries, Failure, Outcome
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -52,26 +52,26 @@ class ChannelHandle:
 
     # -- seeing and taking ------------------------------------------------------------------
 
-    def peek(self, state: str, n: int) -> list[Delivery]:
+    def peek(self, state: str, n: int) -> Deliveries:
         """Up to n messages of `state` (one of api.STATES), oldest first; nothing changes."""
-        return self._deliveries(leases.peek(self._channel, state, n))
+        pairs = leases.peek(self._channel, state, n)
+        return self._deliveries([m for m, _ in pairs], [due for _, due in pairs])
 
     def receive(
         self, lease: str, n: int, timeout: float, max_bytes: int = 0, again: bool = False
-    ) -> list[Delivery]:
+    ) -> Deliveries:
         """Up to n messages in flight under the named lease for `timeout` s (leases.receive)."""
         channel = self._channel
         msgs = leases.receive(channel, self._lease(lease), n, timeout, max_bytes, again)
-        due = leases.due_ms(msgs[0].deadline) if msgs else 0
-        return self._deliveries([(m, due) for m in msgs])
+        return self._deliveries(msgs, leases.due_ms(msgs[0].deadline) if msgs else 0)
 
-    def pop(self, lease: str, n: int, timeout: float) -> list[Delivery]:
+    def pop(self, lease: str, n: int, timeout: float) -> Deliveries:
         """Up to n queued messages, received and finished at once."""
         channel, holder = self._channel, self._lease(lease)
         msgs = channel.lend(holder, n, timeout)
         if msgs:
             channel.finish(holder, [m.id for m in msgs])
-        return self._deliveries([(m, None) for m in msgs])
+        return self._deliveries(msgs, None)
 
     def held(self, lease: str) -> list[bytes]:
         """The ids the named lease holds in flight now."""
@@ -161,12 +161,6 @@ class ChannelHandle:
     def _lease(self, name: str) -> leases.Lease:
         return leases.lease_of(self._channel, self._lease_timeout, name)
 
-    def _deliveries(self, msgs: list[tuple[Message, int | None]]) -> list[Delivery]:
+    def _deliveries(self, msgs: list[Message], due: list[int | None] | int | None) -> Deliveries:
         policy = self._channel.policy
-        ttl_ns = policy.ttl_ns if policy is not None else 0
-        out = []
-        for m, due in msgs:
-            expiry = [e for e in (getattr(m, "expires", 0), ttl_ns and m.timestamp + ttl_ns) if e]
-            expires = min(expiry) // 1_000_000 if expiry else 0
-            out.append(Delivery(m.id, m.timestamp, m.attempts, m.body, due, expires))
-        return out
+        return Deliveries(msgs, due, policy.ttl_ns if policy is not None else 0)
