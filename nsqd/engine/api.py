@@ -39,20 +39,47 @@ __all__ = [
 
 STATES = ("queued", "in_flight", "deferred")  # what a peek can look at
 
-# kind -> (HTTP status, HTTP message or None for the refusal's own code, detail shown over HTTP)
-_HTTP: dict[str, tuple[int, str | None, bool]] = {
-    "store": (503, "EXITING", False),  # nsqd answers any enqueue failure so; /ping says why
-    "full": (503, "QUEUE_FULL", True),  # a bound with overflow=reject (policies; not nsqd's)
-    "too_big": (413, "MSG_TOO_BIG", False),  # the topic's max_msg_size, as nsqd's own limit
-    "invalid": (400, None, True),  # an attribute's name or value (INVALID_VALUE, ...)
-    "not_found": (404, None, False),  # TOPIC_NOT_FOUND / CHANNEL_NOT_FOUND
-    "internal": (500, "INTERNAL_ERROR", False),  # a store failed outside a publish (an empty)
+
+class _Words(NamedTuple):
+    """What each front-end answers to one kind of refusal ({verb}: PUB, MPUB, DPUB)."""
+
+    status: int  # HTTP
+    message: str | None  # HTTP's message; None: the refusal's own code (INVALID_VALUE, ...)
+    detail: bool  # HTTP shows the reason as "detail"
+    redis: str  # after "ERR "
+    nsq_code: str  # nsqd's E_* code
+    nsq_text: str
+    fatal: bool  # nsqd closes the connection after it
+
+
+_FAILED = "E_{verb}_FAILED"
+_WORDS: dict[str, _Words] = {
+    # a store failure: nsqd answers 503 EXITING and closes a TCP publisher; /ping says why
+    "store": _Words(
+        503, "EXITING", False, "publish failed {reason}", _FAILED, "{verb} failed {reason}", True
+    ),
+    # a bound with overflow=reject (policies; not nsqd's): the publisher may retry as it is
+    "full": _Words(
+        503, "QUEUE_FULL", True, "publish failed {reason}", _FAILED, "{verb} failed {reason}", False
+    ),
+    # the topic's max_msg_size, answered as nsqd answers its own --max-msg-size (and closes)
+    "too_big": _Words(
+        413, "MSG_TOO_BIG", False, "{reason}", "E_BAD_MESSAGE", "{verb} {reason}", True
+    ),
+    # an attribute's name or value (HTTP's /topic/config, /channel/config)
+    "invalid": _Words(400, None, True, "{reason}", "E_INVALID", "{verb} {reason}", True),
+    # TOPIC_NOT_FOUND / CHANNEL_NOT_FOUND
+    "not_found": _Words(404, None, False, "{reason}", "E_INVALID", "{verb} {reason}", True),
+    # a store failed outside a publish (an empty)
+    "internal": _Words(
+        500, "INTERNAL_ERROR", False, "{reason}", "E_INVALID", "{verb} {reason}", True
+    ),
 }
 
 
 class Refused(Exception):
-    """A request the engine refuses, whoever asked. `kind` is a key of the table above;
-    str() is the reason (the store's error, which queue is full and its bound...)."""
+    """A request the engine refuses, whoever asked: `kind` is a key of _WORDS, str() the
+    reason (the store's error, which queue is full and its bound...)."""
 
     def __init__(
         self, kind: str, reason: str, code: str = "", size: int = 0, limit: int = 0
@@ -60,7 +87,7 @@ class Refused(Exception):
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
-        self.code = code  # HTTP's message where the table has none (INVALID_VALUE, ...)
+        self.code = code  # HTTP's message where _WORDS has none (INVALID_VALUE, ...)
         self.size = size  # too_big: the body's size and the limit it passed
         self.limit = limit
 
@@ -69,33 +96,28 @@ class Refused(Exception):
         return cls("too_big", f"message too big {size} > {limit}", size=size, limit=limit)
 
     def nsq(self, verb: str) -> NSQError:
-        """nsqd's error for a PUB / MPUB / DPUB: a store failure is fatal (as nsqd), a full
-        queue is not (the publisher may retry on the same connection), a body over the topic's
-        max_msg_size is nsqd's E_BAD_MESSAGE."""
-        if self.kind == "too_big":
-            return NSQError(ErrorCode.E_BAD_MESSAGE, f"{verb} {self.reason}")
-        code = ErrorCode[f"E_{verb}_FAILED"]
-        return NSQError(code, f"{verb} failed {self.reason}", fatal=self.kind == "store")
+        """nsqd's error frame for a PUB / MPUB / DPUB."""
+        w = _WORDS[self.kind]
+        code = ErrorCode[w.nsq_code.format(verb=verb)]
+        return NSQError(code, w.nsq_text.format(verb=verb, reason=self.reason), fatal=w.fatal)
 
     @property
     def http_status(self) -> int:
-        return _HTTP[self.kind][0]
+        return _WORDS[self.kind].status
 
     @property
     def http_message(self) -> str:
-        return _HTTP[self.kind][1] or self.code
+        return _WORDS[self.kind].message or self.code
 
     @property
     def http_detail(self) -> dict[str, str] | None:
         """The keys an HTTP answer carries beside "message" (None: just the message)."""
-        return {"detail": self.reason} if _HTTP[self.kind][2] else None
+        return {"detail": self.reason} if _WORDS[self.kind].detail else None
 
     @property
     def redis(self) -> str:
         """The -ERR text a Redis client gets (the connection stays open)."""
-        if self.kind not in ("store", "full"):
-            return f"ERR {self.reason}"
-        return f"ERR publish failed {self.reason}"
+        return "ERR " + _WORDS[self.kind].redis.format(reason=self.reason)
 
 
 class Delivery(NamedTuple):
