@@ -1,6 +1,7 @@
 """The daemon's layering (pyproject.toml [tool.importlinter]) holds: the engine imports no
-front-end, store or daemon, front-ends do not import each other, protocol knows no daemon, and
-no import cycle joins two packages. Type-only imports count."""
+front-end, store or daemon, front-ends do not import each other and reach the engine only
+through its door (engine.api, broker, handle; the Broker's door calls), protocol knows no
+daemon, and no import cycle joins two packages. Type-only imports count."""
 
 from __future__ import annotations
 
@@ -45,3 +46,34 @@ def test_every_engine_module_is_the_door_or_behind_it() -> None:
     }
     assert modules - DOOR == set(door["forbidden_modules"])
     assert modules >= DOOR
+
+
+# What front-ends may call on the broker: the door's calls, by name, answering values.
+BROKER_DOOR = {
+    "publish", "publish_deferred", "batch_keys", "subscribe", "channel_handle",
+    "existing_channel", "create_topic", "require_topic", "remove_topic", "create_channel",
+    "remove_channel", "empty", "pause", "configure_topic", "configure_channel", "topic_view",
+    "exists", "depth", "health", "start_time", "store_failed", "next_client_id",
+    "add_client", "remove_client",
+}  # fmt: skip
+
+
+def test_front_ends_call_only_the_broker_s_door() -> None:
+    """The contract keeps front-ends to the door's modules; this keeps them to the Broker's
+    door calls (no `broker.topics`, no Topic or Channel fetched and reached into)."""
+    import ast
+
+    calls: dict[str, set[str]] = {}
+    for package in ("tcp", "http", "resp"):
+        for path in (REPO / "nsqd" / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                base = node.value
+                if (isinstance(base, ast.Name) and base.id in ("broker", "Broker")) or (
+                    isinstance(base, ast.Attribute) and base.attr == "broker"
+                ):
+                    calls.setdefault(node.attr, set()).add(str(path.relative_to(REPO)))
+    outside = {name: sorted(paths) for name, paths in calls.items() if name not in BROKER_DOOR}
+    assert not outside, outside
+    assert {"publish", "subscribe", "existing_channel"} <= calls.keys()  # the check sees calls
