@@ -302,8 +302,9 @@ def test_bounded_channel_rejects_over_tcp_and_http_with_nothing_partial(
         conn.send(helpers.command("DPUB b 1000", b"later"))
         assert conn.expect_error().startswith("E_DPUB_FAILED DPUB failed")
     status, doc = call(daemon, "POST", "/pub?topic=b", b"http")
-    assert (status, doc["message"]) == (503, "QUEUE_FULL"), doc
-    assert call(daemon, "POST", "/mpub?topic=b", b"1\n2")[0] == 503
+    full = "channel b:c is full (100 of max_depth 100)"
+    assert (status, doc) == (503, {"message": "QUEUE_FULL", "detail": full})  # /pub as /mpub
+    assert call(daemon, "POST", "/mpub?topic=b", b"1\n2") == (503, doc)
     assert channel_stats(daemon, "b", "c")["depth"] == 100
     assert call(daemon, "GET", "/ping") == (200, "OK")  # a full queue is not a sick daemon
     msgs = drain_channel(daemon, "b", "c", 100)
