@@ -1,12 +1,14 @@
 """The daemon's layering (pyproject.toml [tool.importlinter]) holds: the engine imports no
-front-end, store or daemon, front-ends do not import each other, protocol knows no daemon, and
-no import cycle joins two packages. Type-only imports count."""
+front-end, store or daemon, front-ends do not import each other and reach the engine only
+through its door (engine.api, broker, handle; the Broker's door calls), protocol knows no
+daemon, and no import cycle joins two packages. Type-only imports count."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,4 +22,58 @@ def test_import_contracts_kept() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout, result.stdout
-    assert "Contracts: 5 kept" in result.stdout, result.stdout
+    assert "Contracts: 6 kept" in result.stdout, result.stdout
+
+
+DOOR = {"nsqd.engine.api", "nsqd.engine.broker", "nsqd.engine.handle"}
+
+
+def test_every_engine_module_is_the_door_or_behind_it() -> None:
+    """The door contract lists the engine's modules front-ends may not import: a module added
+    to the engine is either part of the door or listed there, never silently open."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    door = next(
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"].startswith("front-ends use the engine through its door")
+    )
+    assert set(door["source_modules"]) == {"nsqd.tcp", "nsqd.http", "nsqd.resp"}
+    engine = REPO / "nsqd" / "engine"
+    modules = {
+        f"nsqd.engine.{p.stem if p.is_file() else p.name}"
+        for p in engine.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert modules - DOOR == set(door["forbidden_modules"])
+    assert modules >= DOOR
+
+
+# What front-ends may call on the broker: the door's calls, by name, answering values.
+BROKER_DOOR = {
+    "publish", "publish_deferred", "batch_keys", "subscribe", "channel_handle",
+    "existing_channel", "create_topic", "require_topic", "remove_topic", "create_channel",
+    "remove_channel", "empty", "pause", "configure_topic", "configure_channel", "topic_view",
+    "exists", "depth", "health", "start_time", "store_failed", "next_client_id",
+    "add_client", "remove_client",
+}  # fmt: skip
+
+
+def test_front_ends_call_only_the_broker_s_door() -> None:
+    """The contract keeps front-ends to the door's modules; this keeps them to the Broker's
+    door calls (no `broker.topics`, no Topic or Channel fetched and reached into)."""
+    import ast
+
+    calls: dict[str, set[str]] = {}
+    for package in ("tcp", "http", "resp"):
+        for path in (REPO / "nsqd" / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                base = node.value
+                if (isinstance(base, ast.Name) and base.id in ("broker", "Broker")) or (
+                    isinstance(base, ast.Attribute) and base.attr == "broker"
+                ):
+                    calls.setdefault(node.attr, set()).add(str(path.relative_to(REPO)))
+    outside = {name: sorted(paths) for name, paths in calls.items() if name not in BROKER_DOOR}
+    assert not outside, outside
+    assert {"publish", "subscribe", "existing_channel"} <= calls.keys()  # the check sees calls

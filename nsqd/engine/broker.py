@@ -1,9 +1,12 @@
 """The broker: the registry of topics and the one API every front-end calls.
 
-TCP, HTTP (and RESP) publish through `publish`/`publish_deferred`, which fail with one error,
-`PublishFailed`, whatever the store behind said; each front-end renders it in its own words
-(nsqd's E_PUB_FAILED, a 500). Topics and channels are made and removed here, and every change
-is told to the `Hooks` listeners (nsqd.dat, nsqlookupd registration)."""
+TCP, HTTP and RESP publish through `publish`/`publish_deferred`, which fail with one error,
+`api.Refused`, whatever refused (the store behind, a full queue, a topic's max_msg_size); it
+carries each front-end's words (nsqd's E_PUB_FAILED, HTTP's 503 EXITING, a Redis -ERR). A
+channel is acted on through the `ChannelHandle` that `existing_channel`/`channel_handle` give
+(values in, values out); TCP consumers `subscribe` to the channel's own hot path. Topics and
+channels are made and removed here, and every change is told to the `Hooks` listeners
+(nsqd.dat, nsqlookupd registration)."""
 
 from __future__ import annotations
 
@@ -13,14 +16,19 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..log import log
+from .api import Refused
 from .channel import Channel
+from .handle import ChannelHandle
 from .policies import attributes as attrs
+from .policies.policy import MessageTooBig, QueueFull
 from .ports import (
+    Consumer,
     JournalFactory,
     NoBatch,
     OverflowFactory,
     Peer,
     StoreError,
+    Subscription,
     WriteBatch,
     no_journal,
 )
@@ -44,8 +52,8 @@ class Hooks(Protocol):
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None: ...
 
 
-class PublishFailed(Exception):
-    """A publish the store could not take; str() is the store's reason."""
+# what a topic's publish may raise: the store's error and the policies' refusals
+_REFUSALS = (StoreError, QueueFull, MessageTooBig)
 
 
 class Broker:
@@ -94,8 +102,54 @@ class Broker:
                 hook.topic_created(topic)
         return topic
 
+    def create_topic(self, name: str) -> None:
+        """The topic made if missing (/topic/create; MPUB and /mpub before their body)."""
+        self.topic(name)
+
     def channel(self, topic: str, channel: str) -> Channel:
         return self.topic(topic).get_channel(channel)
+
+    def subscribe(self, topic: str, channel: str, consumer: Consumer) -> Subscription:
+        """SUB: `consumer` joins the channel (both made if missing); the channel is the TCP
+        consumer's hot path (FIN / REQ / TOUCH / RDY) from then on."""
+        target = self.topic(topic).get_channel(channel)
+        target.add_consumer(consumer)
+        return target
+
+    def channel_handle(self, topic: str, channel: str) -> ChannelHandle:
+        """The channel (both made if missing), for a front-end."""
+        return ChannelHandle(self.channel(topic, channel), self.settings.msg_timeout)
+
+    def existing_channel(self, topic: str, channel: str) -> ChannelHandle:
+        """The channel if it exists; else Refused (404 TOPIC_NOT_FOUND / CHANNEL_NOT_FOUND)."""
+        return ChannelHandle(self._found(topic, channel)[1], self.settings.msg_timeout)
+
+    def _found(self, topic: str, channel: str) -> tuple[Topic, Channel]:
+        found = self._found_topic(topic)
+        target = found.channels.get(channel)
+        if target is None:
+            raise Refused("not_found", f"no channel {channel}", code="CHANNEL_NOT_FOUND")
+        return found, target
+
+    def _found_topic(self, name: str) -> Topic:
+        found = self.topics.get(name)
+        if found is None:
+            raise Refused("not_found", f"no topic {name}", code="TOPIC_NOT_FOUND")
+        return found
+
+    def exists(self, topic: str, channel: str | None = None) -> bool:
+        found = self.topics.get(topic)
+        return found is not None and (channel is None or channel in found.channels)
+
+    def depth(self, topic: str, channel: str | None = None) -> int:
+        """A topic's or channel's queued messages (0 when it does not exist)."""
+        found = self.topics.get(topic)
+        if found is None:
+            return 0
+        if channel is None:
+            return found.depth
+        target = found.channels.get(channel)
+        return target.depth if target is not None else 0
 
     def delete_topic(self, name: str) -> None:
         topic = self.topics.pop(name, None)
@@ -104,6 +158,39 @@ class Broker:
             topic.delete()
             for hook in self.hooks:
                 hook.topic_deleted(topic)
+
+    # -- nsqd's administrative calls, by name (Refused 404 when the topic or channel is missing)
+
+    def require_topic(self, name: str) -> None:
+        self._found_topic(name)
+
+    def remove_topic(self, name: str) -> None:
+        self.delete_topic(self._found_topic(name).name)
+
+    def create_channel(self, topic: str, channel: str) -> None:
+        """A channel of an existing topic (nsqd's /channel/create)."""
+        self._found_topic(topic).get_channel(channel)
+
+    def remove_channel(self, topic: str, channel: str) -> None:
+        found, _ = self._found(topic, channel)
+        found.delete_channel(channel)
+
+    def empty(self, topic: str, channel: str | None = None) -> None:
+        """Drop what the topic (or channel) holds; a store failure is Refused (500)."""
+        target: Topic | Channel = (
+            self._found_topic(topic) if channel is None else self._found(topic, channel)[1]
+        )
+        try:
+            target.empty()
+        except StoreError as exc:
+            log.error("%r: failed to empty - %s", target, exc)
+            raise Refused("internal", str(exc)) from exc
+
+    def pause(self, topic: str, channel: str | None, paused: bool) -> None:
+        if channel is None:
+            self.set_paused(self._found_topic(topic), None, paused)
+        else:
+            self.set_paused(*self._found(topic, channel), paused)
 
     def set_paused(self, topic: Topic, channel: Channel | None, paused: bool) -> None:
         target = channel if channel is not None else topic
@@ -137,31 +224,54 @@ class Broker:
     def topic_unused(self, topic: Topic) -> None:
         self.delete_topic(topic.name)
 
+    @staticmethod
+    def batch_keys(prefix: str, first: int, count: int) -> Sequence[str]:
+        """The de-duplication keys `<prefix>/<first>` .. of a batch (publish's `keys`)."""
+        from .dedupe import KeyRange  # only publishes with keys pay for the module
+
+        return KeyRange(prefix, first, count)
+
     def republish(self, topic: str, bodies: list[bytes]) -> None:
         self.publish(topic, bodies)
 
     # -- attributes (policies) -------------------------------------------------------------
 
     def configure_topic(self, name: str, params: Mapping[str, str]) -> attrs.TopicAttributes:
-        """Set a topic's attributes (creating it, like RSMQ's createQueue); AttributeRefused
-        leaves everything as it was."""
+        """Set a topic's attributes (creating it, like RSMQ's createQueue); a refusal
+        (Refused 400) changes nothing, not even the topic's existence."""
+        found = self.topics.get(name)
+        current = found.attributes if found is not None else attrs.TopicAttributes()
+        new = self._checked(current, params, name)
         topic = self.topic(name)
         if params:
-            topic.configure(attrs.update(topic.attributes, params, self.attribute_limits, name))
+            topic.configure(new)
             self._attributes_changed()
         return topic.attributes
 
     def configure_channel(
         self, topic_name: str, name: str, params: Mapping[str, str]
     ) -> attrs.ChannelAttributes:
+        found = self.topics.get(topic_name)
+        existing = found.channels.get(name) if found is not None else None
+        current = existing.attributes if existing is not None else attrs.ChannelAttributes()
+        new = self._checked(current, params, topic_name)
         topic = self.topic(topic_name)
         channel = topic.get_channel(name)
         if params:
-            limits = self.attribute_limits
-            new = attrs.update(channel.attributes, params, limits, topic_name)
             topic.configure_channel(channel, new)
             self._attributes_changed()
         return channel.attributes
+
+    def _checked(self, current: attrs.A, params: Mapping[str, str], topic: str) -> attrs.A:
+        try:
+            return attrs.update(current, params, self.attribute_limits, topic)
+        except attrs.AttributeRefused as exc:
+            raise Refused("invalid", str(exc), code=exc.code) from exc
+
+    def topic_view(self, name: str) -> tuple[attrs.TopicAttributes, dict[str, int]]:
+        """An existing topic's attributes and what its policies did (Refused 404 if none)."""
+        topic = self._found_topic(name)
+        return topic.attributes, {"expired": topic.expired_count, "dropped": topic.dropped_count}
 
     def restore_attributes(
         self,
@@ -185,8 +295,8 @@ class Broker:
     def publish(
         self, topic: str, bodies: list[bytes], ttl_ms: int = 0, keys: Sequence[str] | None = None
     ) -> None:
-        """PUB / MPUB: raises PublishFailed when the store refused the messages, and the
-        policies' QueueFull / MessageTooBig when a topic's attributes refuse them. With
+        """PUB / MPUB: raises Refused when the store refused the messages or a topic's
+        attributes did (a full queue, a body over max_msg_size). With
         de-duplication keys (one per body) and --dedupe-window, bodies whose key was seen
         are acknowledged and not stored."""
         deduper = self.deduper
@@ -207,15 +317,15 @@ class Broker:
         commit.hold()
         try:
             self.topic(topic).publish(bodies, ttl_ms)
-        except StoreError as exc:
+        except _REFUSALS as exc:
             commit.release()
-            raise self._failed(exc) from exc
+            raise self._refused(exc) from exc
         except BaseException:
             commit.release()
             raise
         error = commit.release()
         if error is not None:
-            raise self._failed(StoreError(error))
+            raise self._refused(StoreError(error))
 
     def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
         deduper = self.deduper if key else None
@@ -223,14 +333,19 @@ class Broker:
             return
         try:
             self.topic(topic).publish_deferred(body, delay_ms)
-        except StoreError as exc:
-            raise self._failed(exc) from exc
+        except _REFUSALS as exc:
+            raise self._refused(exc) from exc
         if deduper is not None:
             deduper.remember(topic, [key])
 
-    def _failed(self, exc: StoreError) -> PublishFailed:
-        self.last_error = str(exc)  # /ping says NOK until the next start, as nsqd
-        return PublishFailed(str(exc))
+    def _refused(self, exc: Exception) -> Refused:
+        """What refused a publish, as the one refusal the front-ends answer."""
+        if isinstance(exc, MessageTooBig):
+            return Refused.too_big(exc.size, exc.limit)
+        if isinstance(exc, QueueFull):
+            return Refused("full", str(exc))
+        self.last_error = str(exc)  # a store failure: /ping says NOK until the next start
+        return Refused("store", str(exc))
 
     def store_failed(self, reason: str) -> None:
         """A store failed outside a publish (an fsync): health turns NOK."""

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from .channel import Channel
     from .message import Message
 
-STATES = ("queued", "in_flight", "deferred")
-
 
 class Lease:
     """The holder of a channel's messages received over HTTP."""

@@ -6,7 +6,7 @@ disk queue is an `Overflow`; nsqd.dat and nsqlookupd registration are `Hooks` li
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any, Protocol
 
 from .message import Message
@@ -125,6 +125,23 @@ class Consumer(Protocol):
     def stats(self, topic_filter: str = "") -> dict[str, Any]:
         """Its /stats entry (nsqd's ClientV2Stats keys)."""
         ...
+
+
+class Subscription(Protocol):
+    """A TCP consumer's channel as `Broker.subscribe` gives it: the delivery hot path, called
+    directly (FIN / REQ / TOUCH by id with the consumer as owner, `refresh` when its credit
+    changes). The errors are nsqd's (E_FIN_FAILED ...), for the connection to send as they are."""
+
+    backlog: Sized  # what waits for a consumer (truthy when there is any)
+
+    def finish(self, consumer: Consumer, msg_ids: list[bytes]) -> list[Any]:
+        """FIN each id; the NSQErrors of those that failed (not fatal), in order."""
+        ...
+
+    def requeue(self, consumer: Consumer, msg_id: bytes, delay_ms: int) -> None: ...
+    def touch(self, consumer: Consumer, msg_id: bytes, timeout: float | None = None) -> None: ...
+    def refresh(self, consumer: Consumer) -> None: ...
+    def remove_consumer(self, consumer: Consumer) -> None: ...
 
 
 class Journal(Protocol):

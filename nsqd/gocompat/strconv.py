@@ -1,5 +1,9 @@
-"""Go's text forms of values, as nsqd's flags and config files take and show them:
-time.ParseDuration, strconv.ParseBool/ParseInt, Duration.String, %v of a float64."""
+"""Go's text forms of values, as nsqd's flags, config files and query strings take and show
+them: time.ParseDuration, strconv.ParseBool/ParseInt, Duration.String, %v of a float64.
+
+Every number a user writes goes through `parse_int64` or `parse_int`: ASCII digits only, as
+Go. Python's int() and str.isdigit() also take other scripts' digits ("١٢" is 12, "²" is a
+digit that int() refuses), which nsqd never accepts."""
 
 from __future__ import annotations
 
@@ -55,12 +59,26 @@ def parse_bool(text: str) -> bool:
     raise OptionError(f'parse error: invalid boolean "{text}"')
 
 
+_DECIMAL = re.compile(r"[+-]?[0-9]+\Z")  # [0-9], not \d: ASCII only
+
+
+def parse_int64(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64): None where Go answers an error (not a number in ASCII
+    digits with an optional sign, or out of int64's range)."""
+    if not _DECIMAL.match(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 def parse_int(text: str, *, base_prefixes: bool = True) -> int:
     """Go's strconv.ParseInt: base 0 (0x.., 0o.., 0b.. too) for flags, base 10 in config files."""
     try:
+        if not text.isascii():
+            raise ValueError(text)
         if base_prefixes and text.lstrip("+-").lower().startswith(("0x", "0o", "0b")):
             return int(text, 0)
-        if not text.lstrip("+-").isdigit():
+        if not _DECIMAL.match(text):
             raise ValueError(text)
         return int(text)
     except ValueError:

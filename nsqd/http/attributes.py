@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.names import is_valid_name
 
-from ..engine.policies.attributes import AttributeRefused
 from ..gocompat.json import go_json
 from .v1 import HTTPError, JSONBody, Request, read_params
 
 if TYPE_CHECKING:
+    from ..engine.api import ChannelAttributes, ChannelFigures, TopicAttributes
     from ..engine.broker import Broker
-    from ..engine.channel import Channel
-    from ..engine.topic import Topic
     from ..node import Node
 
 
@@ -45,56 +43,45 @@ class AttributeHandlers:
 
     async def topic_config(self, req: Request) -> JSONBody:
         topic_name, _, params = await self._names(req, channel=False)
-        if req.method == "GET":
-            topic = self.broker.topics.get(topic_name)
-            if topic is None:
-                raise HTTPError(404, "TOPIC_NOT_FOUND")
-        else:
-            with _refusals():
-                self.broker.configure_topic(topic_name, params)
-            topic = self.broker.topics[topic_name]
-        counts = {"expired": topic.expired_count, "dropped": topic.dropped_count}
-        return _json({"attributes": topic.attributes.to_json(), "counts": counts})
+        if req.method == "POST":
+            self.broker.configure_topic(topic_name, params)  # Refused: 400, nothing changed
+        attributes, counts = self.broker.topic_view(topic_name)  # Refused: 404 on a GET
+        return _json({"attributes": attributes.to_json(), "counts": counts})
 
     async def channel_config(self, req: Request) -> JSONBody:
         topic_name, name, params = await self._names(req, channel=True)
-        if req.method == "GET":
-            topic = self.broker.topics.get(topic_name)
-            if topic is None:
-                raise HTTPError(404, "TOPIC_NOT_FOUND")
-            channel = topic.channels.get(name)
-            if channel is None:
-                raise HTTPError(404, "CHANNEL_NOT_FOUND")
-        else:
-            with _refusals():
-                self.broker.configure_channel(topic_name, name, params)
-            topic = self.broker.topics[topic_name]
-            channel = topic.channels[name]
+        if req.method == "POST":
+            self.broker.configure_channel(topic_name, name, params)
+        channel = self.broker.existing_channel(topic_name, name)
+        topic_attributes, _ = self.broker.topic_view(topic_name)
+        f = channel.figures()
         counts = {
-            "dead_lettered": channel.dead_letter_count,
-            "expired": channel.expired_count,
-            "dropped": channel.dropped_count,
+            "dead_lettered": f.dead_letter_count,
+            "expired": f.expired_count,
+            "dropped": f.dropped_count,
         }
         return _json(
             {
                 "attributes": channel.attributes.to_json(),
                 "counts": counts,
-                "queue": self._rsmq(topic, channel),
+                "queue": self._rsmq(topic_attributes, channel.attributes, f),
             }
         )
 
-    def _rsmq(self, topic: Topic, channel: Channel) -> dict[str, Any]:
+    def _rsmq(
+        self, topic: TopicAttributes, channel: ChannelAttributes, f: ChannelFigures
+    ) -> dict[str, Any]:
         """RSMQ's getQueueAttributes figures for this channel (times in unix seconds)."""
-        hidden = len(channel.in_flight) + len(channel.deferred)
+        hidden = f.in_flight + f.deferred
         return {
-            "vt": channel.attributes.msg_timeout or self.msg_timeout_ms,
-            "delay": channel.attributes.delay or topic.attributes.delay,
-            "maxsize": topic.attributes.max_msg_size or self.max_msg_size,
-            "totalrecv": channel.delivery_count,
-            "totalsent": channel.message_count,
-            "created": channel.created_at // 1000,
-            "modified": channel.modified_at // 1000,
-            "msgs": channel.depth + hidden,
+            "vt": channel.msg_timeout or self.msg_timeout_ms,
+            "delay": channel.delay or topic.delay,
+            "maxsize": topic.max_msg_size or self.max_msg_size,
+            "totalrecv": f.delivery_count,
+            "totalsent": f.message_count,
+            "created": f.created_at // 1000,
+            "modified": f.modified_at // 1000,
+            "msgs": f.depth + hidden,
             "hiddenmsgs": hidden,
         }
 
@@ -110,14 +97,3 @@ def _name(query: dict[str, list[str]], key: str, what: str) -> str:
 
 def _json(data: dict[str, Any]) -> JSONBody:
     return JSONBody(go_json(data))
-
-
-class _refusals:
-    """AttributeRefused -> 400 {"message": "INVALID_VALUE", "detail": "max_depth=..."}."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        if isinstance(exc, AttributeRefused):
-            raise HTTPError(400, exc.code, {"detail": str(exc)}) from exc

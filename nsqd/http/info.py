@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.gostr import go_quote
 
+from ..gocompat.strconv import parse_int64
 from ..metrics import render, snapshot
 from ..metrics.memory import memory_stats
 from ..version import VERSION
@@ -19,7 +20,6 @@ from .v1 import (
     HTTPError,
     Request,
     Response,
-    parse_int64,
     parse_query,
     raw_headers,
     read_params,

@@ -28,27 +28,22 @@ from __future__ import annotations
 
 import base64
 import re
-import struct
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocol.v2 import NSQError
 from protocol.v2.names import is_valid_name
 
-from ..engine import leases
+from ..engine.api import STATES
 from ..gocompat.json import go_json
-from .v1 import BinaryBody, HTTPError, JSONBody, Request, parse_int64
+from ..gocompat.strconv import parse_int64
+from .v1 import BinaryBody, HTTPError, JSONBody, Request
 
 if TYPE_CHECKING:
+    from ..engine.api import Deliveries, Outcome
     from ..engine.broker import Broker
-    from ..engine.channel import Channel
-    from ..engine.message import Message
+    from ..engine.handle import ChannelHandle
     from ..node import Node
 
 _ID = re.compile(rb"[0-9a-f]{16}")
-# A message frame up to its body: size, frame type 2, timestamp, attempts, id.
-_FRAME_HEAD = struct.Struct(">iiqH16s")
-_FRAME_SIZE_BASE = _FRAME_HEAD.size - 4  # the size field counts what follows it
 MAX_N = 1_000_000  # messages per peek, receive or pop
 
 
@@ -61,9 +56,9 @@ class MessageHandlers:
         self.max_req_timeout_ms = round(opts.max_req_timeout * 1000)
         self.max_body_size = opts.max_body_size
 
-    def _existing_channel(self, req: Request) -> Channel:
+    def _existing_channel(self, req: Request) -> ChannelHandle:
         """nsqd's checks of topic and channel arguments (the body is left unread: it may
-        hold ids)."""
+        hold ids); a missing topic or channel is the broker's Refused (404)."""
         query = req.query()
         names = []
         for key, what in (("topic", "TOPIC"), ("channel", "CHANNEL")):
@@ -73,58 +68,40 @@ class MessageHandlers:
             if not is_valid_name(values[0].encode("utf-8", "surrogateescape")):
                 raise HTTPError(400, f"INVALID_ARG_{what}")
             names.append(values[0])
-        topic = self.broker.topics.get(names[0])
-        if topic is None:
-            raise HTTPError(404, "TOPIC_NOT_FOUND")
-        channel = topic.channels.get(names[1])
-        if channel is None:
-            raise HTTPError(404, "CHANNEL_NOT_FOUND")
-        return channel
+        return self.broker.existing_channel(names[0], names[1])
 
     # -- peek, receive, pop ------------------------------------------------------------------
 
     async def peek(self, req: Request) -> JSONBody:
         channel = self._existing_channel(req)
         state = (req.query().get("state") or ["queued"])[0]
-        if state not in leases.STATES:
+        if state not in STATES:
             raise HTTPError(400, "INVALID_STATE")
-        return _json(leases.peek(channel, state, self._n(req)), channel)
+        return _json(channel.peek(state, self._n(req)))
 
     async def receive(self, req: Request) -> JSONBody | BinaryBody:
         channel = self._existing_channel(req)
         n, vt_ms = self._n(req), self._vt(req, channel)
-        lease = self._lease(req, channel)
+        lease = self._lease(req)
         query = req.query()
         again = (query.get("again") or ["false"])[0]
         if again not in ("true", "false", "1", "0"):
             raise HTTPError(400, "INVALID_AGAIN")
         max_bytes = self._ms(req, "max_bytes", 0, 1 << 62, "INVALID_MAX_BYTES")
-        msgs = leases.receive(channel, lease, n, vt_ms / 1000, max_bytes, again in ("true", "1"))
-        if _binary(req):  # no (message, due) pairs: a Spark task takes tens of thousands
-            return BinaryBody(_frames(msgs))
-        due = leases.due_ms(msgs[0].deadline) if msgs else 0
-        return self._answer(req, channel, [(m, due) for m in msgs])
+        msgs = channel.receive(lease, n, vt_ms / 1000, max_bytes, again in ("true", "1"))
+        return _answer(req, msgs)
 
     async def pop(self, req: Request) -> JSONBody | BinaryBody:
         channel = self._existing_channel(req)
-        lease = self._lease(req, channel)
-        msgs = channel.lend(lease, self._n(req), self.max_msg_timeout_ms / 1000)
-        if msgs:
-            channel.finish(lease, [m.id for m in msgs])
-        return self._answer(req, channel, [(m, None) for m in msgs])
+        lease = self._lease(req)
+        return _answer(req, channel.pop(lease, self._n(req), self.max_msg_timeout_ms / 1000))
 
-    def _answer(
-        self, req: Request, channel: Channel, msgs: list[tuple[Message, int | None]]
-    ) -> JSONBody | BinaryBody:
-        if _binary(req):
-            return BinaryBody(_frames([m for m, _ in msgs]))
-        return _json(msgs, channel)
-
-    def _lease(self, req: Request, channel: Channel) -> leases.Lease:
+    @staticmethod
+    def _lease(req: Request) -> str:
         name = (req.query().get("lease") or [""])[0]
         if len(name) > 256:
             raise HTTPError(400, "INVALID_LEASE")
-        return leases.lease_of(channel, self.msg_timeout_ms / 1000, name)
+        return name
 
     def _n(self, req: Request) -> int:
         values = req.query().get("n")
@@ -135,7 +112,7 @@ class MessageHandlers:
             raise HTTPError(400, "INVALID_N")
         return n
 
-    def _vt(self, req: Request, channel: Channel) -> int:
+    def _vt(self, req: Request, channel: ChannelHandle) -> int:
         values = req.query().get("vt")
         if not values:
             return channel.attributes.msg_timeout or self.msg_timeout_ms
@@ -148,59 +125,22 @@ class MessageHandlers:
 
     async def fin(self, req: Request) -> Any:
         channel, ids, single = await self._ids(req)
-        errors: dict[str, NSQError] = {}
-        for lease, group in self._holders(req, channel, ids).items():
-            for err in channel.finish(lease, group):
-                errors[err.desc.split()[1]] = err  # type: ignore[union-attr]
-        return self._results(ids, errors, single)
-
-    def _holders(self, req: Request, channel: Channel, ids: list[bytes]) -> dict[Any, list[bytes]]:
-        """Ids grouped by the lease they act through: the named one (`lease=`), else the HTTP
-        lease that holds each (a message held by a TCP consumer fails with nsqd's reason)."""
-        if req.query().get("lease"):
-            return {self._lease(req, channel): ids}
-        default = self._lease(req, channel)
-        by_id = channel.in_flight.by_id
-        groups: dict[Any, list[bytes]] = {}
-        for msg_id in ids:
-            msg = by_id.get(msg_id)
-            owner = msg.owner if msg is not None and isinstance(msg.owner, leases.Lease) else None
-            groups.setdefault(owner or default, []).append(msg_id)
-        return groups
+        return _results(channel.finish(ids, self._lease(req) or None), single)
 
     async def req(self, req: Request) -> Any:
         delay = self._ms(req, "delay", 0, self.max_req_timeout_ms, "INVALID_DELAY")
-        return await self._each(req, lambda c, lease, i: c.requeue(lease, i, delay))
+        channel, ids, single = await self._ids(req)
+        return _results(channel.requeue(ids, delay, self._lease(req) or None), single)
 
     async def touch(self, req: Request) -> Any:
-        channel = self._existing_channel(req)
-        vt = self._vt(req, channel) / 1000
-        return await self._each(req, lambda c, lease, i: c.touch(lease, i, vt))
-
-    async def _each(self, req: Request, act: Callable[[Any, Any, bytes], None]) -> Any:
+        vt = self._vt(req, self._existing_channel(req)) / 1000
         channel, ids, single = await self._ids(req)
-        errors = {}
-        for lease, group in self._holders(req, channel, ids).items():
-            for msg_id in group:
-                try:
-                    act(channel, lease, msg_id)
-                except NSQError as exc:
-                    errors[msg_id.decode()] = exc
-        return self._results(ids, errors, single)
+        return _results(channel.touch(ids, vt, self._lease(req) or None), single)
 
-    @staticmethod
-    def _results(ids: list[bytes], errors: dict[str, NSQError], single: bool) -> Any:
-        if single:
-            if errors:
-                (error,) = errors.values()
-                raise HTTPError(404, "MESSAGE_NOT_IN_FLIGHT", {"detail": error.desc})
-            return "OK"
-        failed = [{"id": i, "error": str(e)} for i, e in errors.items()]
-        return _json_doc({"ok": len(ids) - len(failed), "failed": failed})
-
-    async def _ids(self, req: Request) -> tuple[Any, list[bytes], bool]:
+    async def _ids(self, req: Request) -> tuple[ChannelHandle, list[bytes], bool]:
         """The channel, the ids (query `id`, the body's lines, or with `lease=NAME` and
-        neither, all that lease holds) and whether it was one."""
+        neither, all that lease holds) and whether it was one. A bad line refuses the whole
+        request, naming the line (1-based) and what it holds."""
         channel = self._existing_channel(req)
         query = req.query()
         values = query.get("id")
@@ -211,14 +151,14 @@ class MessageHandlers:
             return channel, [raw], True
         body = await req.read(self.max_body_size + 1)
         if not body.strip() and query.get("lease"):
-            return channel, leases.held_by(channel, self._lease(req, channel)), False
+            return channel, channel.held(self._lease(req)), False
         if len(body) > self.max_body_size:
             raise HTTPError(413, "BODY_TOO_BIG")
         ids = body.split()
         if not ids:
             raise HTTPError(400, "MISSING_ARG_ID")
-        if not all(_ID.fullmatch(i) for i in ids):
-            raise HTTPError(400, "INVALID_ID")
+        if not all(map(_ID.fullmatch, ids)):
+            raise _bad_line(body)
         return channel, ids, False
 
     @staticmethod
@@ -232,39 +172,50 @@ class MessageHandlers:
         return ms
 
 
+def _bad_line(body: bytes) -> HTTPError:
+    """400 INVALID_ID naming the first line whose id is not 16 hex digits."""
+    for number, line in enumerate(body.splitlines(), 1):
+        for word in line.split():
+            if not _ID.fullmatch(word):
+                shown = word[:64].decode("utf-8", "replace")
+                return HTTPError(400, "INVALID_ID", {"line": number, "id": shown})
+    return HTTPError(400, "INVALID_ID")  # pragma: no cover - a bad id is on some line
+
+
+def _results(outcome: Outcome, single: bool) -> Any:
+    """One id: OK, or 404 with nsqd's reason. Several: how many took effect (each distinct
+    id counted once) and each that failed, once."""
+    if single:
+        if outcome.failed:
+            raise HTTPError(404, "MESSAGE_NOT_IN_FLIGHT", {"detail": outcome.failed[0].reason})
+        return "OK"
+    failed = [{"id": f.id.decode(), "error": str(f)} for f in outcome.failed]
+    return _json_doc({"ok": outcome.done, "failed": failed})
+
+
+def _answer(req: Request, msgs: Deliveries) -> JSONBody | BinaryBody:
+    if _binary(req):  # nsqd's frames, no value per message: a Spark task takes 10,000s
+        return BinaryBody(msgs.frames())
+    return _json(msgs)
+
+
 def _binary(req: Request) -> bool:
     return b"application/octet-stream" in (req.header(b"accept") or b"")
 
 
-def _frames(msgs: list[Message]) -> bytes:
-    """nsqd's message frames back to back (protocol.v2.message.encode_message_frame's bytes):
-    one pack per message for the frame's head with its id, and each body copied once, by the
-    join (a Spark task receives tens of thousands at a time)."""
-    pack = _FRAME_HEAD.pack
-    parts: list[bytes] = []
-    append = parts.append
-    for m in msgs:
-        body = m.body
-        append(pack(len(body) + _FRAME_SIZE_BASE, 2, m.timestamp, m.attempts, m.id))
-        append(body)
-    return b"".join(parts)
-
-
-def _json(msgs: list[tuple[Message, int | None]], channel: Channel) -> JSONBody:
-    ttl_ns = channel.policy.ttl_ns
+def _json(msgs: Deliveries) -> JSONBody:
     out = []
-    for m, due in msgs:
+    for m in msgs:
         entry: dict[str, Any] = {
             "id": m.id.decode(),
             "timestamp": m.timestamp,
             "attempts": m.attempts,
             "body": base64.b64encode(m.body).decode(),
         }
-        if due is not None:
-            entry["due"] = due
-        expiry = [e for e in (getattr(m, "expires", 0), ttl_ns and m.timestamp + ttl_ns) if e]
-        if expiry:
-            entry["expires"] = min(expiry) // 1_000_000  # unix ms (a TTL: policies)
+        if m.due is not None:
+            entry["due"] = m.due
+        if m.expires:
+            entry["expires"] = m.expires  # unix ms (a TTL: policies)
         out.append(entry)
     return _json_doc({"messages": out})
 

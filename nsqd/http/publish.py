@@ -9,16 +9,22 @@ from typing import TYPE_CHECKING
 from protocol.v2.bodies import PackedBodies
 from protocol.v2.names import is_valid_name
 
-from ..engine.broker import PublishFailed
-from ..engine.policies.policy import MessageTooBig, QueueFull
+from ..engine.api import Refused
+from ..engine.broker import Broker
+from ..gocompat.strconv import parse_int64
 from ..log import log
 from .server import BodyError
-from .v1 import HTTPError, Request, parse_int64, parse_query, topic_from, topic_from_query
+from .v1 import (
+    HTTPError,
+    Request,
+    parse_query,
+    refused,
+    topic_from,
+    topic_from_query,
+)
 
 if TYPE_CHECKING:
     from ..config.options import Options
-    from ..engine.broker import Broker
-    from ..engine.dedupe import KeyRange
 
 # a binary /mpub reader: yields sizes to read, is sent the bytes (None: the body ended first)
 BinaryReader = Generator[int, bytes | None, list[bytes]]
@@ -66,8 +72,8 @@ class PublishHandlers:
                 raise HTTPError(400, "INVALID_TOPIC")
             try:
                 self.broker.publish(name, [body])
-            except (PublishFailed, QueueFull, MessageTooBig) as exc:
-                raise _publish_failed(exc) from exc
+            except Refused as exc:
+                raise refused(exc) from exc
             return "OK"
         name, query = topic_from(parse_query(qs))
         ttl_ms = _ttl(query)
@@ -88,8 +94,8 @@ class PublishHandlers:
                 raise HTTPError(400, "INVALID_TTL", {"detail": "ttl and defer together"})
             else:
                 self.broker.publish(name, [body], ttl_ms, [key[0]] if key else None)
-        except (PublishFailed, QueueFull, MessageTooBig) as exc:
-            raise _publish_failed(exc) from exc
+        except Refused as exc:
+            raise refused(exc) from exc
         return "OK"
 
     # -- /mpub --------------------------------------------------------------------------------
@@ -122,7 +128,7 @@ class PublishHandlers:
     def _mpub_start(self, name: str, query: dict[str, list[str]]) -> tuple[int, bool]:
         """(ttl, binary) of an /mpub; its topic is made before the body is read, as nsqd."""
         ttl_ms = _ttl(query)
-        self.broker.topic(name)
+        self.broker.create_topic(name)
         binary = query.get("binary")
         binary_mode = False
         if binary is not None:
@@ -141,8 +147,8 @@ class PublishHandlers:
             keys = _batch_keys(query, len(bodies))
             try:
                 self.broker.publish(name, bodies, ttl_ms, keys)
-            except (PublishFailed, QueueFull, MessageTooBig) as exc:
-                raise _publish_failed(exc) from exc
+            except Refused as exc:
+                raise refused(exc) from exc
         return "OK"
 
     def _text_bodies(self, body: bytes) -> Sequence[bytes]:
@@ -234,16 +240,7 @@ def _uniform_lines(body: bytes, max_msg: int) -> PackedBodies | None:
     return PackedBodies(body, size, count, 0, stride)
 
 
-def _publish_failed(exc: Exception) -> HTTPError:
-    if isinstance(exc, QueueFull):  # a bound with overflow=reject (policies; not nsqd's)
-        return HTTPError(503, "QUEUE_FULL", {"detail": str(exc)})
-    if isinstance(exc, MessageTooBig):  # the topic's max_msg_size, as nsqd's own limit
-        return HTTPError(413, "MSG_TOO_BIG")
-    # nsqd answers any enqueue failure with 503 EXITING; /ping and /stats report it
-    return HTTPError(503, "EXITING")
-
-
-def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:
+def _batch_keys(query: dict[str, list[str]], n: int) -> Sequence[str] | None:
     """/mpub's de-duplication keys (ours): message i gets `<dedupe_key>/<dedupe_offset + i>`
     (a producer that sends a partition's rows in several requests gives each its first row's
     number, so a row's key does not depend on how the rows were split)."""
@@ -256,9 +253,7 @@ def _batch_keys(query: dict[str, list[str]], n: int) -> KeyRange | None:
         if parsed is None or parsed < 0:
             raise HTTPError(400, "INVALID_DEDUPE_OFFSET")
         offset = parsed
-    from ..engine.dedupe import KeyRange  # only requests with a dedupe_key pay for the module
-
-    return KeyRange(prefix[0], offset, n)
+    return Broker.batch_keys(prefix[0], offset, n)
 
 
 def _ttl(query: dict[str, list[str]]) -> int:

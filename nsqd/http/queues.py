@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .v1 import HTTPError, Request, parse_int64
+from ..gocompat.strconv import parse_int64
+from .v1 import HTTPError, Request
+
+if TYPE_CHECKING:
+    from ..engine.handle import ChannelHandle
 
 _ID = re.compile(r"[0-9a-f]{16}")
 
@@ -22,14 +26,14 @@ _ID = re.compile(r"[0-9a-f]{16}")
 class QueueHandlers:
     def __init__(
         self,
-        existing_channel: Callable[[Request], Awaitable[tuple[Any, Any]]],
+        existing_channel: Callable[[Request], Awaitable[ChannelHandle]],
         max_req_timeout: float,
     ) -> None:
         self._existing_channel = existing_channel  # admin's: nsqd's topic/channel checks
         self._max_ms = round(max_req_timeout * 1000)
 
-    async def _channel_and_id(self, req: Request) -> tuple[Any, bytes]:
-        _, channel = await self._existing_channel(req)
+    async def _channel_and_id(self, req: Request) -> tuple[ChannelHandle, bytes]:
+        channel = await self._existing_channel(req)
         values = req.query().get("id")
         if not values:
             raise HTTPError(400, "MISSING_ARG_ID")

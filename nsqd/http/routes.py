@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import trio
 
+from ..engine.api import Refused
 from ..gocompat.json import go_json
 from ..gocompat.timefmt import go_duration
 from ..log import log
@@ -49,6 +50,7 @@ from .v1 import (
     http_date,
     json_headers,
     plain_headers,
+    refused,
     render_v1,
     respond_ok,
 )
@@ -135,7 +137,7 @@ class API:
             try:
                 await self.publish.pub(req)
             except HTTPError as err:
-                return err.status, *render_v1(err.status, err.message)
+                return err.status, *render_v1(err.status, _error_data(err))
             except BodyError:
                 return 500, *render_v1(500, "INTERNAL_ERROR")
             except Exception:
@@ -167,7 +169,7 @@ class API:
         try:
             self.publish.pub_now(query_string, length, body)
         except HTTPError as err:
-            return err.status, *render_v1(err.status, err.message)
+            return err.status, *render_v1(err.status, _error_data(err))
         except Exception:
             log.exception("HTTP: error in POST /pub")
             return 500, *render_v1(500, "INTERNAL_ERROR")
@@ -179,9 +181,7 @@ class API:
         try:
             data: Any = self.publish.mpub_now(query_string, length, body)
         except HTTPError as err:
-            status, data = err.status, err.message
-            if err.extra:
-                data = JSONBody(go_json({"message": err.message, **err.extra}))
+            status, data = err.status, _error_data(err)
         except Exception:
             log.exception("HTTP: error in POST /mpub")
             return 500, *render_v1(500, "INTERNAL_ERROR")
@@ -298,10 +298,9 @@ class API:
         status = 200
         try:
             data = await handler(req)
-        except HTTPError as err:
-            status, data = err.status, err.message
-            if err.extra:
-                data = JSONBody(go_json({"message": err.message, **err.extra}))
+        except (HTTPError, Refused) as exc:
+            err = exc if isinstance(exc, HTTPError) else refused(exc)
+            status, data = err.status, _error_data(err)
         if rendering == RAW:
             if logged:
                 _log_request(req, data[0], start)
@@ -420,3 +419,11 @@ class HTTPServer:
             if self.https_address is not None:
                 log.info("HTTPS: closing %s:%d", *self.https_address)
         self.server.close()
+
+
+def _error_data(err: HTTPError) -> Any:
+    """An error's V1 data: nsqd's message, or {"message", ...} with its extra keys (ours: the
+    detail of a QUEUE_FULL, of an INVALID_VALUE), on every path alike."""
+    if not err.extra:
+        return err.message
+    return JSONBody(go_json({"message": err.message, **err.extra}))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.v2.names import is_valid_name
 
 from ..config.options import FLAGS
+from ..engine.api import Refused
 from ..gocompat.json import go_float, go_json
 from . import server as http_server
 from .server import BodyError
@@ -33,6 +34,11 @@ class HTTPError(Exception):
         self.status = status
         self.message = message
         self.extra = extra  # more keys beside "message" (as nsqd's TLS_REQUIRED has)
+
+
+def refused(exc: Refused) -> HTTPError:
+    """The engine's refusal in HTTP's words (its status, nsqd's message, maybe a detail)."""
+    return HTTPError(exc.http_status, exc.http_message, exc.http_detail)
 
 
 class JSONBody(bytes):
@@ -218,8 +224,6 @@ def config_value(node: Node, name: str) -> Any:
 
 # -- reading parameters --------------------------------------------------------------------------
 
-_INT64 = re.compile(r"[+-]?[0-9]+\Z")
-
 
 async def read_params(req: Request) -> None:
     """http_api.NewReqParams reads the whole body: one it cannot read is INVALID_REQUEST."""
@@ -242,11 +246,3 @@ def topic_from(query: dict[str, list[str]]) -> tuple[str, dict[str, list[str]]]:
     if not is_valid_name(names[0].encode("utf-8", "surrogateescape")):
         raise HTTPError(400, "INVALID_TOPIC")
     return names[0], query
-
-
-def parse_int64(text: str) -> int | None:
-    """strconv.ParseInt(s, 10, 64)."""
-    if not _INT64.match(text):
-        return None
-    value = int(text)
-    return value if -(2**63) <= value < 2**63 else None

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.names import is_valid_name
 
-from ..engine.broker import Broker, PublishFailed
+from ..engine.api import Refused
+from ..engine.broker import Broker
 from .protocol import ReplyError
 
 if TYPE_CHECKING:
-    from ..engine.channel import Channel
-    from ..engine.message import Message
+    from ..engine.api import Message
+    from ..engine.handle import ChannelHandle
     from .blocking import Waiter
 
 TOPIC, CHANNEL = b"topic:", b"channel:"
@@ -39,7 +40,7 @@ class PopConsumer:
     msg_timeout_explicit = False
     sample_rate = 0
 
-    def __init__(self, client_id: int, channel: Channel, want: int, remote: str) -> None:
+    def __init__(self, client_id: int, channel: ChannelHandle, want: int, remote: str) -> None:
         self.id = client_id
         self.channel = channel
         self.want = want
@@ -60,7 +61,7 @@ class PopConsumer:
     def send(self, msgs: list[Message]) -> None:
         self.want -= len(msgs)
         # a pop takes and finishes: nothing stays in flight to this consumer
-        self.channel.finish(self, [m.id for m in msgs])
+        self.channel.finish_for(self, [m.id for m in msgs])
         bodies = [m.body for m in msgs]
         waiter = self.waiter
         if waiter is None:
@@ -144,8 +145,8 @@ class Bridge:
             raise ReplyError(f"ERR bridge: message too big (--max-msg-size {self.max_msg_size})")
         try:
             self.broker.publish(topic, list(elems))
-        except PublishFailed as exc:
-            raise ReplyError(f"ERR bridge: publish failed {exc}") from None
+        except Refused as exc:  # any refusal (a full queue too) is answered, never a close
+            raise ReplyError(exc.redis.replace("ERR ", "ERR bridge: ", 1)) from None
         return len(elems)
 
     def pop(self, key: bytes, count: int, remote: str = "resp") -> list[bytes]:
@@ -153,56 +154,50 @@ class Bridge:
         topic, name = self._channel(key)
         if count <= 0:
             return []
-        channel = self.broker.channel(topic, name)
+        channel = self.broker.channel_handle(topic, name)
         consumer = PopConsumer(self.broker.next_client_id(), channel, count, remote)
         self._join(channel, consumer)
         try:
-            channel.refresh(consumer)
+            channel.offer(consumer)
         finally:
-            channel.remove_consumer(consumer)
+            channel.leave(consumer)
         return consumer.bodies
 
-    def _join(self, channel: Channel, consumer: PopConsumer) -> None:
+    def _join(self, channel: ChannelHandle, consumer: PopConsumer) -> None:
         try:
-            channel.add_consumer(consumer)
+            channel.join(consumer)
         except Exception as exc:  # --max-channel-consumers reached
             raise ReplyError(f"ERR bridge: {exc}") from None
 
     def length(self, key: bytes) -> int:
         if key.startswith(TOPIC):
-            topic = self.broker.topics.get(self._topic(key))
-            return topic.depth if topic is not None else 0
-        topic_name, name = self._channel(key)
-        topic = self.broker.topics.get(topic_name)
-        channel = topic.channels.get(name) if topic is not None else None
-        return channel.depth if channel is not None else 0
+            return self.broker.depth(self._topic(key))
+        return self.broker.depth(*self._channel(key))
 
     def exists(self, key: bytes) -> bool:
         """Whether the topic (topic:) or channel (channel:) exists: TYPE says list then."""
         try:
             if key.startswith(TOPIC):
-                return self._topic(key) in self.broker.topics
-            topic_name, name = self._channel(key)
+                return self.broker.exists(self._topic(key))
+            return self.broker.exists(*self._channel(key))
         except ReplyError:
             return False
-        topic = self.broker.topics.get(topic_name)
-        return topic is not None and name in topic.channels
 
     def watch(self, waiter: Waiter, remote: str) -> None:
         """Make a blocked client a consumer (credit 1) of each channel key it waits on."""
         keys = [k for k in dict.fromkeys(waiter.keys) if is_bridged(k)]
         names = [self._channel(k) for k in keys]  # every error before anything is joined
         for key, (topic, name) in zip(keys, names, strict=True):
-            channel = self.broker.channel(topic, name)
+            channel = self.broker.channel_handle(topic, name)
             consumer = PopConsumer(self.broker.next_client_id(), channel, 1, remote)
             consumer.waiter, consumer.key = waiter, key
             self._join(channel, consumer)
             waiter.consumers.append(consumer)
         for consumer in waiter.consumers:
             if not waiter.done:
-                consumer.channel.refresh(consumer)
+                consumer.channel.offer(consumer)
 
     def unwatch(self, waiter: Waiter) -> None:
         for consumer in waiter.consumers:
-            consumer.channel.remove_consumer(consumer)
+            consumer.channel.leave(consumer)
         waiter.consumers.clear()

@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import trio
 
-from ..engine.broker import Broker, PublishFailed
+from ..engine.api import Refused
+from ..engine.broker import Broker
 from ..log import log
 from .keyspace import Keyspace, Value, now_ms
 
@@ -68,7 +69,7 @@ def publisher(broker: Broker, topic: str) -> Callable[[bytes, Value], None]:
         if isinstance(value, bytes | dict):
             try:
                 broker.publish(topic, [frame(key, value)])
-            except PublishFailed as exc:
+            except Refused as exc:  # a full or failing topic: the event is lost, logged
                 log.error("RESP: expiry event for a key lost - publish failed %s", exc)
 
     return expired

@@ -28,10 +28,8 @@ from protocol.v2 import (
     encode_error,
     negotiate,
 )
-from protocol.v2.errors import ErrorCode, NSQError
 
-from ..engine.broker import PublishFailed
-from ..engine.policies.policy import MessageTooBig, QueueFull
+from ..engine.api import Refused
 
 if TYPE_CHECKING:
     from .connection import Client
@@ -55,43 +53,32 @@ def identify(client: Client, cmd: Identify) -> Negotiation | None:
 
 
 def sub(client: Client, cmd: Sub) -> None:
-    channel = client.broker.channel(cmd.topic, cmd.channel)
-    channel.add_consumer(client)
-    client.channel = channel
+    client.channel = client.broker.subscribe(cmd.topic, cmd.channel, client)
     client.accepting = True
     client.respond(OK_FRAME)
-
-
-def _publish_failed(verb: str, code: ErrorCode, exc: Exception) -> NSQError:
-    """The store refused the write (the broker marked /ping NOK; fatal, as in nsqd), or a
-    queue's policy did: a bound with overflow=reject (not fatal: the publisher may retry on
-    the same connection) or the topic's max_msg_size (E_BAD_MESSAGE, as nsqd's own limit)."""
-    if isinstance(exc, MessageTooBig):
-        return NSQError(ErrorCode.E_BAD_MESSAGE, f"{verb} message too big {exc.size} > {exc.limit}")
-    return NSQError(code, f"{verb} failed {exc}", fatal=isinstance(exc, PublishFailed))
 
 
 def pub(client: Client, cmd: Pub) -> None:
     mark = client.out_mark()
     try:
         client.broker.publish(cmd.topic, [cmd.body])
-    except (PublishFailed, QueueFull, MessageTooBig) as exc:
-        raise _publish_failed("PUB", ErrorCode.E_PUB_FAILED, exc) from exc
+    except Refused as exc:
+        raise exc.nsq("PUB") from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME, before=mark)
 
 
 def mpub_start(client: Client, cmd: MPubStart) -> None:
     # nsqd creates the topic before it reads MPUB's body.
-    client.broker.topic(cmd.topic)
+    client.broker.create_topic(cmd.topic)
 
 
 def mpub(client: Client, cmd: MPub) -> None:
     mark = client.out_mark()
     try:
         client.broker.publish(cmd.topic, cmd.bodies)
-    except (PublishFailed, QueueFull, MessageTooBig) as exc:
-        raise _publish_failed("MPUB", ErrorCode.E_MPUB_FAILED, exc) from exc
+    except Refused as exc:
+        raise exc.nsq("MPUB") from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
     client.respond(OK_FRAME, before=mark)
 
@@ -100,8 +87,8 @@ def dpub(client: Client, cmd: DPub) -> None:
     mark = client.out_mark()
     try:
         client.broker.publish_deferred(cmd.topic, cmd.body, cmd.delay_ms)
-    except (PublishFailed, QueueFull, MessageTooBig) as exc:
-        raise _publish_failed("DPUB", ErrorCode.E_DPUB_FAILED, exc) from exc
+    except Refused as exc:
+        raise exc.nsq("DPUB") from exc
     client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
     client.respond(OK_FRAME, before=mark)
 

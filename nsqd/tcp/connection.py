@@ -44,9 +44,8 @@ from .upgrade import upgrade
 
 if TYPE_CHECKING:
     from ..auth.session import ClientAuth, Identity
+    from ..engine.api import Message, Subscription
     from ..engine.broker import Broker
-    from ..engine.channel import Channel
-    from ..engine.message import Message
     from ..net.tls_stream import TLSStream
     from ..node import Node
     from .reactor import Reactor
@@ -87,7 +86,7 @@ class Client:
         self.conn = V2Connection(
             node.limits, remote_ip=remote[0], tls_required=opts.tls_required_tcp
         )
-        self.channel: Channel | None = None
+        self.channel: Subscription | None = None
         self.connect_ts = int(time.time())
         self.identified = False
         # credit and counters

@@ -98,6 +98,10 @@ PUB: list[Case] = [
     ("POST", "/pub?topic=pub&defer=5_0", b"x"),
     ("POST", "/pub?topic=pub&defer=0x10", b"x"),
     ("POST", "/pub?topic=pub&defer=99999999999999999999", b"x"),
+    # digits of other scripts: superscript two, Arabic-Indic 12, fullwidth 12 (Go: ASCII only)
+    ("POST", "/pub?topic=pub&defer=%C2%B2", b"x"),
+    ("POST", "/pub?topic=pub&defer=%D9%A1%D9%A2", b"x"),
+    ("POST", "/pub?topic=pub&defer=%EF%BC%91%EF%BC%92", b"x"),
     ("POST", "/pub?topic=pub&defer=9223372036854775807", b"x"),
     ("POST", "/pub?topic=p%zzb", b"x"),
     ("POST", "/pub?topic=pub;x=1", b"x"),

@@ -415,3 +415,32 @@ def test_receive_stops_at_max_bytes(daemon: helpers.Daemon) -> None:
     assert status == 200 and len(bodies) == 10
     assert bodies[:4] == [m["body"] for m in got]
     assert call(daemon, "POST", f"/channel/receive?{Q}&max_bytes=-1")[0] == 400
+
+
+def test_batch_answers_count_each_id_once_and_name_the_bad_line(daemon: helpers.Daemon) -> None:
+    """/message/fin (and req, touch) with many ids: an id given twice is acted on and counted
+    once; a body with one bad line among thousands is refused whole, naming that line."""
+    setup_queue(daemon, "dup", [b"a", b"b"])
+    got = msgs(daemon, "/channel/receive?topic=dup&channel=c&n=2&vt=60000")
+    a, b = (m["id"].encode() for m in got)
+    absent = b"0123456789abcdef"
+    # nothing of these is in flight: nothing is finished, and each failure is listed once
+    status, doc = call(daemon, "POST", "/message/fin?topic=dup&channel=c", absent + b"\n" + absent)
+    assert status == 200, doc
+    assert doc["ok"] == 0
+    assert [f["id"] for f in doc["failed"]] == [absent.decode()]
+    # one held id twice, one absent id: one finished, one failed
+    body = b"\n".join([a, a, absent])
+    status, doc = call(daemon, "POST", "/message/fin?topic=dup&channel=c", body)
+    assert (status, doc["ok"], [f["id"] for f in doc["failed"]]) == (200, 1, [absent.decode()])
+    assert "ID not in flight" in doc["failed"][0]["error"]
+    status, doc = call(daemon, "POST", "/message/touch?topic=dup&channel=c&vt=5000", b + b"\n" + b)
+    assert (status, doc) == (200, {"ok": 1, "failed": []})
+    # 10,000 lines, the 7,778th bad: refused whole, that line named, nothing finished
+    lines = [b"%016x" % i for i in range(10_000)]
+    lines[7777] = b"not-an-id"
+    status, doc = call(daemon, "POST", "/message/fin?topic=dup&channel=c", b"\n".join(lines))
+    assert (status, doc) == (400, {"message": "INVALID_ID", "line": 7778, "id": "not-an-id"})
+    assert channel_stats(daemon, "dup", "c")["in_flight_count"] == 1
+    status, doc = call(daemon, "POST", "/message/fin?topic=dup&channel=c", b + b"\n" + b)
+    assert (status, doc) == (200, {"ok": 1, "failed": []})

@@ -112,6 +112,11 @@ def test_attributes_set_read_and_refused(daemon: helpers.Daemon, data_dir: Path)
         "/topic/config?topic=q&expired_topic=q": "INVALID_VALUE",
         "/channel/config?topic=q&channel=c&msg_timeout=10": "INVALID_VALUE",  # < 1 s
         "/channel/config?topic=q&channel=c&delay=999999999999": "INVALID_VALUE",
+        # ASCII digits only, as Go's parser: superscript two, Arabic-Indic 12, fullwidth 12
+        "/channel/config?topic=q&channel=c&max_depth=%C2%B2": "INVALID_VALUE",
+        "/channel/config?topic=q&channel=c&max_depth=%D9%A1%D9%A2": "INVALID_VALUE",
+        "/topic/config?topic=q&ttl=%EF%BC%91%EF%BC%92": "INVALID_VALUE",
+        "/topic/config?topic=q&ttl=99999999999999999999": "INVALID_VALUE",
         "/topic/config?topic=bad/name&ttl=1": "INVALID_TOPIC",
         "/topic/config?ttl=1": "MISSING_ARG_TOPIC",
         "/channel/config?topic=q&ttl=1": "MISSING_ARG_CHANNEL",
@@ -130,6 +135,27 @@ def test_attributes_set_read_and_refused(daemon: helpers.Daemon, data_dir: Path)
     # an empty value turns an attribute off
     doc = call(daemon, "POST", "/channel/config?topic=q&channel=c&ttl=")[1]
     assert doc["attributes"]["ttl"] == 0
+
+
+def test_a_refused_config_creates_no_topic_or_channel(daemon: helpers.Daemon) -> None:
+    """POST /topic/config and /channel/config make what they name only when they succeed: a
+    400 leaves no topic and no channel behind (and nsqlookupd is told of none)."""
+    refused = [
+        "/topic/config?topic=t1&ttl=%C2%B2",
+        "/topic/config?topic=t2&colour=red",
+        "/channel/config?topic=t3&channel=c&max_depth=%D9%A1%D9%A2",
+        "/channel/config?topic=t4&channel=c&overflow=spill",
+    ]
+    for path in refused:
+        status, doc = call(daemon, "POST", path)
+        assert status == 400, (path, doc)
+    call(daemon, "POST", "/topic/create?topic=t5")
+    status, doc = call(daemon, "POST", "/channel/config?topic=t5&channel=c&max_attempts=-1")
+    assert status == 400, doc
+    topics = stats(daemon)
+    assert sorted(topics) == ["t5"]
+    assert topics["t5"]["channels"] == []
+    assert call(daemon, "GET", "/channel/config?topic=t5&channel=c")[0] == 404
 
 
 def test_attributes_survive_restart_and_kill_9_and_go_with_their_queue(data_dir: Path) -> None:
@@ -276,8 +302,9 @@ def test_bounded_channel_rejects_over_tcp_and_http_with_nothing_partial(
         conn.send(helpers.command("DPUB b 1000", b"later"))
         assert conn.expect_error().startswith("E_DPUB_FAILED DPUB failed")
     status, doc = call(daemon, "POST", "/pub?topic=b", b"http")
-    assert (status, doc["message"]) == (503, "QUEUE_FULL"), doc
-    assert call(daemon, "POST", "/mpub?topic=b", b"1\n2")[0] == 503
+    full = "channel b:c is full (100 of max_depth 100)"
+    assert (status, doc) == (503, {"message": "QUEUE_FULL", "detail": full})  # /pub as /mpub
+    assert call(daemon, "POST", "/mpub?topic=b", b"1\n2") == (503, doc)
     assert channel_stats(daemon, "b", "c")["depth"] == 100
     assert call(daemon, "GET", "/ping") == (200, "OK")  # a full queue is not a sick daemon
     msgs = drain_channel(daemon, "b", "c", 100)

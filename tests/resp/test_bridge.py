@@ -110,3 +110,34 @@ def test_bridge_errors(ours) -> None:
         r.blpop(["a", "topic:orders"], 0.1)
     assert r.ping()
     r.close()
+
+
+def _configure(http_port: int, path: str) -> None:
+    req = urllib.request.Request(f"http://127.0.0.1:{http_port}{path}", data=b"", method="POST")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def test_a_refused_push_is_answered_and_the_client_stays(ours) -> None:
+    """RPUSH to a bridged topic that a policy refuses (a channel's max_depth with
+    overflow=reject, the topic's max_msg_size) answers -ERR on the same connection; the
+    connection goes on, and nothing of the refused push was stored."""
+    server = ours.start()
+    _configure(server.http_port, "/channel/config?topic=jobs&channel=c&max_depth=2")
+    _configure(server.http_port, "/topic/config?topic=jobs&max_msg_size=8")
+    r = client(server.port, single_connection_client=True)
+    first = r.client_id()  # a new connection would have another id
+    assert r.rpush("topic:jobs", "a", "b") == 2
+    with pytest.raises(redis.ResponseError) as full:
+        r.rpush("topic:jobs", "c")
+    assert str(full.value) == "bridge: publish failed channel jobs:c is full (2 of max_depth 2)"
+    assert r.lpop("channel:jobs:c") == b"a"  # room for one more now
+    with pytest.raises(redis.ResponseError) as big:
+        r.rpush("topic:jobs", "123456789")
+    assert str(big.value) == "bridge: message too big 9 > 8"
+    assert r.ping() is True
+    assert r.llen("channel:jobs:c") == 1
+    assert r.rpush("topic:jobs", "d") == 1
+    assert r.lpop("channel:jobs:c", 5) == [b"b", b"d"]
+    assert r.client_id() == first
+    r.close()

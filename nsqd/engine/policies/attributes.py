@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 from protocol.v2.names import is_valid_name
 
+from ...gocompat.strconv import parse_int64
+
 OVERFLOW_MODES = ("", "reject", "drop_oldest")
 
 
@@ -79,9 +81,10 @@ def dead_letter_name(topic: str) -> str:
 
 
 def _int(name: str, raw: str, low: int, high: int) -> int:
-    if not raw.isdigit():  # digits only: no sign, no spaces, no "1e3"
+    # ASCII digits only (Go's parser): no sign, no spaces, no "1e3", no "²" or "١٢"
+    value = parse_int64(raw) if raw[:1] not in ("+", "-") else None
+    if value is None:
         raise AttributeRefused("INVALID_VALUE", f"{name}={raw!r} is not a whole number")
-    value = int(raw)
     if value != 0 and not low <= value <= high:
         raise AttributeRefused("INVALID_VALUE", f"{name}={value} is outside {low}..{high}")
     return value

@@ -1,0 +1,166 @@
+"""A channel as a front-end sees it: `ChannelHandle`, given by `Broker.existing_channel` (and
+`Broker.channel_handle`), acts on one channel by message id and lease name and answers values
+(api.Deliveries, api.Outcome, api.ChannelFigures), never the channel's own records or sets.
+
+HTTP's peek / receive / pop / fin / req / touch / cancel / defer and the Redis bridge's pops go
+through it; TCP consumers keep the channel's own hot path (Broker.subscribe)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from protocol.v2 import NSQError
+
+from . import leases
+from .api import ChannelFigures, Deliveries, Failure, Outcome
+
+if TYPE_CHECKING:
+    from .channel import Channel
+    from .message import Message
+    from .policies.attributes import ChannelAttributes
+    from .ports import Consumer
+
+
+class ChannelHandle:
+    __slots__ = ("_channel", "_lease_timeout")
+
+    def __init__(self, channel: Channel, lease_timeout: float) -> None:
+        self._channel = channel
+        self._lease_timeout = lease_timeout  # a new lease's own timeout (--msg-timeout)
+
+    # -- what it is ---------------------------------------------------------------------------
+
+    @property
+    def attributes(self) -> ChannelAttributes:
+        return self._channel.attributes
+
+    def figures(self) -> ChannelFigures:
+        c = self._channel
+        return ChannelFigures(
+            c.depth,
+            len(c.in_flight),
+            len(c.deferred),
+            c.message_count,
+            c.delivery_count,
+            c.created_at,
+            c.modified_at,
+            c.dead_letter_count,
+            c.expired_count,
+            c.dropped_count,
+        )
+
+    # -- seeing and taking ------------------------------------------------------------------
+
+    def peek(self, state: str, n: int) -> Deliveries:
+        """Up to n messages of `state` (one of api.STATES), oldest first; nothing changes."""
+        pairs = leases.peek(self._channel, state, n)
+        return self._deliveries([m for m, _ in pairs], [due for _, due in pairs])
+
+    def receive(
+        self, lease: str, n: int, timeout: float, max_bytes: int = 0, again: bool = False
+    ) -> Deliveries:
+        """Up to n messages in flight under the named lease for `timeout` s (leases.receive)."""
+        channel = self._channel
+        msgs = leases.receive(channel, self._lease(lease), n, timeout, max_bytes, again)
+        return self._deliveries(msgs, leases.due_ms(msgs[0].deadline) if msgs else 0)
+
+    def pop(self, lease: str, n: int, timeout: float) -> Deliveries:
+        """Up to n queued messages, received and finished at once."""
+        channel, holder = self._channel, self._lease(lease)
+        msgs = channel.lend(holder, n, timeout)
+        if msgs:
+            channel.finish(holder, [m.id for m in msgs])
+        return self._deliveries(msgs, None)
+
+    def held(self, lease: str) -> list[bytes]:
+        """The ids the named lease holds in flight now."""
+        return leases.held_by(self._channel, self._lease(lease))
+
+    # -- by id: FIN, REQ, TOUCH (each id once; a TCP consumer's message is never HTTP's) ------
+
+    def finish(self, ids: Iterable[bytes], lease: str | None = None) -> Outcome:
+        """FIN: one channel call per holder (a Spark driver finishes tens of thousands)."""
+        channel = self._channel
+        done, failed = 0, list[Failure]()
+        for holder, group in self._holders(ids, lease).items():
+            by_id = channel.in_flight.by_id
+            bad = [i for i in group if (m := by_id.get(i)) is None or m.owner is not holder]
+            errors = channel.finish(holder, group)
+            failed += [
+                Failure(i, e.code.value, e.desc or "") for i, e in zip(bad, errors, strict=True)
+            ]
+            done += len(group) - len(bad)
+        return Outcome(done, failed)
+
+    def requeue(self, ids: Iterable[bytes], delay_ms: int, lease: str | None = None) -> Outcome:
+        channel = self._channel
+        return self._each(ids, lease, lambda holder, i: channel.requeue(holder, i, delay_ms))
+
+    def touch(self, ids: Iterable[bytes], timeout: float, lease: str | None = None) -> Outcome:
+        channel = self._channel
+        return self._each(ids, lease, lambda holder, i: channel.touch(holder, i, timeout))
+
+    def _each(
+        self, ids: Iterable[bytes], lease: str | None, act: Callable[[Consumer, bytes], None]
+    ) -> Outcome:
+        done, failed = 0, list[Failure]()
+        for holder, group in self._holders(ids, lease).items():
+            for msg_id in group:
+                try:
+                    act(holder, msg_id)
+                except NSQError as exc:
+                    failed.append(Failure(msg_id, exc.code.value, exc.desc or ""))
+                else:
+                    done += 1
+        return Outcome(done, failed)
+
+    def _holders(self, ids: Iterable[bytes], lease: str | None) -> dict[Consumer, list[bytes]]:
+        """Each distinct id under the holder it acts through: the named lease (`lease`), else
+        the HTTP lease that holds it (a message a TCP consumer holds fails with nsqd's
+        reason, through the default lease)."""
+        unique = list(dict.fromkeys(ids))
+        if lease:
+            return {self._lease(lease): unique}
+        default = self._lease("")
+        by_id = self._channel.in_flight.by_id
+        groups: dict[Consumer, list[bytes]] = {}
+        for msg_id in unique:
+            msg = by_id.get(msg_id)
+            owner = msg.owner if msg is not None else None
+            holder = owner if isinstance(owner, leases.Lease) else default
+            groups.setdefault(holder, []).append(msg_id)
+        return groups
+
+    # -- deferred messages by id ------------------------------------------------------------
+
+    def cancel_deferred(self, msg_id: bytes) -> bool:
+        return self._channel.cancel_deferred(msg_id)
+
+    def reschedule_deferred(self, msg_id: bytes, delay_ms: int) -> bool:
+        return self._channel.reschedule_deferred(msg_id, delay_ms)
+
+    # -- consumers that ask (the Redis bridge's pops) ---------------------------------------
+
+    def join(self, consumer: Consumer) -> None:
+        self._channel.add_consumer(consumer)
+
+    def leave(self, consumer: Consumer) -> None:
+        self._channel.remove_consumer(consumer)
+
+    def offer(self, consumer: Consumer) -> None:
+        """Hand `consumer` what its credit allows now."""
+        self._channel.refresh(consumer)
+
+    def finish_for(self, consumer: Consumer, ids: list[bytes]) -> None:
+        """FIN what was just sent to `consumer` (a pop takes and finishes)."""
+        self._channel.finish(consumer, ids)
+
+    # -- inside -----------------------------------------------------------------------------
+
+    def _lease(self, name: str) -> leases.Lease:
+        return leases.lease_of(self._channel, self._lease_timeout, name)
+
+    def _deliveries(self, msgs: list[Message], due: list[int | None] | int | None) -> Deliveries:
+        policy = self._channel.policy
+        return Deliveries(msgs, due, policy.ttl_ns if policy is not None else 0)
