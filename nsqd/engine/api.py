@@ -162,7 +162,7 @@ class Deliveries(Sequence[Delivery]):
         m = self._msgs[i]
         due = self._due[i] if isinstance(self._due, list) else self._due
         ttl = self._ttl_ns
-        expiry = [e for e in (getattr(m, "expires", 0), ttl and m.timestamp + ttl) if e]
+        expiry = [e for e in (m.expires, ttl and m.timestamp + ttl) if e]
         expires = min(expiry) // 1_000_000 if expiry else 0
         return Delivery(m.id, m.timestamp, m.attempts, m.body, due, expires)
 

@@ -162,5 +162,4 @@ class ChannelHandle:
         return leases.lease_of(self._channel, self._lease_timeout, name)
 
     def _deliveries(self, msgs: list[Message], due: list[int | None] | int | None) -> Deliveries:
-        policy = self._channel.policy
-        return Deliveries(msgs, due, policy.ttl_ns if policy is not None else 0)
+        return Deliveries(msgs, due, self._channel.policy.ttl_ns)

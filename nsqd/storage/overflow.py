@@ -79,7 +79,7 @@ class DiskOverflow:
             raise
         if self._health.last_error is not None:
             self._health.last_error = None  # as nsqd: the next good write makes it healthy
-        expires = getattr(msg, "expires", 0)
+        expires = msg.expires
         if expires:
             if self._expiries is None:
                 self._expiries = ExpiryFile(self.queue.name_path("ttl"))
