@@ -71,7 +71,10 @@ Handler = Callable[[Any], Awaitable[Response]]
 
 
 class Connection:
-    """One client connection: reads requests with h11, answers them in order."""
+    """One client connection: reads requests with the parser (parser.py), answers them in
+    order."""
+
+    socket: SocketTransport  # plain TCP only: what the reactor reads and writes
 
     __slots__ = (
         "body_deadline",
@@ -79,13 +82,14 @@ class Connection:
         "client",
         "due",
         "eof",
-        "h11",
+        "http",
         "idle",
         "last_active",
         "pending",
         "resume",
         "scope",
         "server",
+        "socket",
         "stream",
         "tls",
         "transport",
@@ -98,10 +102,13 @@ class Connection:
     ) -> None:
         self.server = server
         self.stream = stream
-        self.transport: Transport = transport_for(stream)
+        transport = transport_for(stream)
+        self.transport: Transport = transport
+        if isinstance(transport, SocketTransport):
+            self.socket = transport
         self.client = client
         self.tls = tls
-        self.h11 = parser.server_connection(MAX_HEADER_BYTES)
+        self.http = parser.server_connection(MAX_HEADER_BYTES)
         self.scope = trio.CancelScope()  # its deadline is the read timeout of the moment
         self.idle = False  # waiting for the next request: close() may end it at once
         self.unread = b""  # body bytes read past a handler's limit
@@ -117,14 +124,14 @@ class Connection:
         self.pending = b""
 
     async def _fill(self, deadline: float) -> None:
-        """Feed h11 the next bytes from the client (b"" at end of stream), if they come before
-        `deadline` (else the connection's scope is cancelled)."""
+        """Feed the parser the next bytes from the client (b"" at end of stream), if they come
+        before `deadline` (else the connection's scope is cancelled)."""
         scope = self.scope
         scope.deadline = deadline
         data = await self.transport.receive(RECEIVE_SIZE)
         scope.deadline = math.inf
         self.eof = not data
-        self.h11.receive_data(data)
+        self.http.receive_data(data)
 
     async def body_chunk(self, deadline: float | None = None) -> bytes:
         """The next piece of the request body, waiting for bytes until `deadline` (by default
@@ -132,7 +139,7 @@ class Connection:
         if self.unread:
             data, self.unread = self.unread, b""
             return data
-        conn = self.h11
+        conn = self.http
         if conn.their_state is _DONE:
             return b""
         while True:
@@ -150,7 +157,7 @@ class Connection:
             if kind is _EndOfMessage:
                 return b""
             if event is _NEED_DATA:
-                if parser.chunk_too_large(conn):  # never wait for what Go would refuse
+                if conn.chunk_too_large():  # never wait for what Go would refuse
                     raise BodyError("http chunk length too large")
                 if conn.they_are_waiting_for_100_continue:
                     try:
@@ -171,7 +178,7 @@ class Connection:
     async def _next_request(self, begun: bool) -> parser.RequestHead | None:
         """The next request's head; None when the connection is done. `begun`: its first
         bytes are already buffered (the head's timeout applies, not the idle one)."""
-        conn = self.h11
+        conn = self.http
         event = conn.next_event()
         if event is _NEED_DATA:
             server = self.server
@@ -194,7 +201,8 @@ class Connection:
     async def run(self) -> None:
         """Serve requests until the connection is done: in the server's reactor while it can,
         in this task otherwise."""
-        reactor = self.server.reactor if type(self.transport) is SocketTransport else None
+        plain = type(self.transport) is SocketTransport and self.http.fast.on
+        reactor = self.server.reactor if plain else None
         begun = False
         while True:
             if reactor is not None:
@@ -211,7 +219,7 @@ class Connection:
     async def _serve(self, begun: bool, give_back: bool) -> bool:
         """Answer requests in this task; True when the connection goes back to the reactor
         (`give_back`, after a request, while the parser is on its fast path)."""
-        conn = self.h11
+        conn = self.http
         server = self.server
         handler = server.handler
         request_class = server.request_class
@@ -255,13 +263,13 @@ class Connection:
                 return False
             conn.start_next_cycle()
             self.unread = b""
-            if give_back and conn.h11 is None and not server.closing:
+            if give_back and conn.fast.on and not server.closing:
                 return True
 
     async def _finish_body(self, request: Request) -> bool:
         """After the handler: discard what is left of the body as net/http does; False if the
         connection cannot be kept (too much left, a malformed body, or no 100 Continue sent)."""
-        conn = self.h11
+        conn = self.http
         if conn.their_state is not _SEND_BODY:
             return False
         length = request.content_length()

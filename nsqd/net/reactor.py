@@ -1,12 +1,14 @@
-"""The generic part of a reactor (nsqd/tcp/reactor.py, nsqd/http/reactor.py): one task owns an
-epoll set of connection sockets, trio waits on the epoll fd itself, and each pass reads and
-answers every ready connection synchronously; a heap of per-connection deadlines (timeouts,
-heartbeats); a short adaptive spin before sleeping. What a connection's readiness or deadline
-means is the subclass's (`_ready`, `_expire`, `_fail`, `_shutdown`).
+"""The one reactor of the daemon's front-ends (nsqd/tcp/reactor.py, nsqd/http/reactor.py,
+nsqd/resp/reactor.py): one task owns an epoll set of connection sockets, trio waits on the
+epoll fd itself, and each pass reads and answers every ready connection synchronously; a heap
+of per-connection deadlines (timeouts, heartbeats, blocking commands); a short adaptive spin
+before sleeping. What a connection's readiness or deadline means is the subclass's (`_ready`,
+`_expire`, `_fail`, `_shutdown`, and `_passed` after each pass).
 
-A connection here is any object with a `due` attribute: the time of its one live timer entry
-(math.inf for none). Entries are never removed from the heap: an entry whose time is not its
-connection's `due` any more was superseded and is skipped."""
+A connection here is any object of the `Watched` interface: its plain socket and `due`, the
+time of its one live timer entry (math.inf for none). Entries are never removed from the heap
+one by one: an entry whose time is not its connection's `due` any more was superseded and is
+skipped (and dropped when such entries outnumber the connections)."""
 
 from __future__ import annotations
 
@@ -15,16 +17,25 @@ import math
 import select
 from itertools import count
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
 from ..log import log
+from .transport import SocketTransport
 
 _IN = select.EPOLLIN
+_OUT = select.EPOLLOUT
 SPIN_MAX_S = 100e-6
 SPIN_MIN_S = 2e-6
 SPIN_PAYS_S = 1e-3  # a wait shorter than this: spinning would have served it sooner
+
+
+class Watched(Protocol):
+    """What the reactor needs of a connection (its public interface to the loop)."""
+
+    socket: SocketTransport  # read and written by the subclass, watched by the loop
+    due: float  # its live timer entry's time, math.inf for none (the loop's to write)
 
 
 class EpollReactor:
@@ -37,17 +48,20 @@ class EpollReactor:
         self._seq = count()
         self._scope = trio.CancelScope()
         self.now = 0.0  # trio's clock at the start of the pass
+        self.again = False  # a subclass has work left for another pass: do not sleep
         self._spin_budget = SPIN_MAX_S
         self._sleep: trio.CancelScope | None = None  # the loop's wait, while it waits
 
     # -- the set -------------------------------------------------------------------------
 
-    def watch(self, fd: int, conn: Any) -> None:
+    def watch(self, conn: Watched) -> None:
+        fd = conn.socket.fd
         self.conns[fd] = conn
         self.ep.register(fd, _IN)
 
-    def unwatch(self, fd: int, conn: Any) -> bool:
+    def unwatch(self, conn: Watched) -> bool:
         """Take `conn` out of the set; False if it was not in it."""
+        fd = conn.socket.fd
         if self.conns.get(fd) is not conn:
             return False
         del self.conns[fd]
@@ -58,21 +72,40 @@ class EpollReactor:
             pass
         return True
 
-    def schedule(self, conn: Any, due: float) -> None:
+    def watching(self, conn: Watched) -> bool:
+        return self.conns.get(conn.socket.fd) is conn
+
+    def want_output(self, conn: Watched, on: bool) -> None:
+        """Also report `conn` ready when its socket takes output again (or stop)."""
+        self.ep.modify(conn.socket.fd, _IN | _OUT if on else _IN)
+
+    def schedule(self, conn: Watched, due: float) -> None:
         """Call `_expire(conn)` at `due`, unless an earlier call is already scheduled."""
         if due < conn.due:
             conn.due = due
-            heapq.heappush(self.timers, (due, next(self._seq), conn))
+            timers = self.timers
+            if len(timers) > 64 + 2 * len(self.conns):
+                # superseded entries (a deadline met early) outnumber the live ones
+                timers[:] = [t for t in timers if t[0] == t[2].due]
+                heapq.heapify(timers)
+            heapq.heappush(timers, (due, next(self._seq), conn))
             sleep = self._sleep
             if sleep is not None and due < sleep.deadline:
                 sleep.deadline = due  # scheduled from another task while the loop sleeps
+
+    def wake(self) -> None:
+        """Run a pass soon (work for `_passed` that came from another task)."""
+        sleep = self._sleep
+        if sleep is not None:
+            sleep.deadline = -math.inf
 
     def close(self) -> None:
         self._scope.cancel()
 
     # -- what subclasses define ----------------------------------------------------------
 
-    def _ready(self, conn: Any, fd: int) -> None:
+    def _ready(self, conn: Any, events: int) -> None:
+        """`conn`'s socket is readable (or writable, if asked for: `events` says which)."""
         raise NotImplementedError
 
     def _expire(self, conn: Any, now: float) -> None:
@@ -87,6 +120,9 @@ class EpollReactor:
         """The loop ends: end every connection still here."""
         raise NotImplementedError
 
+    def _passed(self) -> None:
+        """After each pass's connections and deadlines (nothing by default)."""
+
     # -- the loop ------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -96,7 +132,7 @@ class EpollReactor:
             with self._scope:
                 events: list[tuple[int, int]] = []
                 while True:
-                    if events:
+                    if events or self.again:
                         await trio.lowlevel.checkpoint()
                     else:
                         slept = perf_counter()
@@ -134,12 +170,12 @@ class EpollReactor:
     def _pass(self, events: list[tuple[int, int]]) -> None:
         self.now = now = trio.current_time()
         conns = self.conns
-        for fd, _ in events:
+        for fd, mask in events:
             conn = conns.get(fd)
             if conn is None:
                 continue
             try:
-                self._ready(conn, fd)
+                self._ready(conn, mask)
             except Exception:  # one connection must never take the others down
                 log.exception("[%s] unexpected error", conn)
                 self._fail(conn)
@@ -149,3 +185,4 @@ class EpollReactor:
             if due == conn.due:  # else an entry superseded by an earlier one
                 conn.due = math.inf  # this entry is spent
                 self._expire(conn, now)
+        self._passed()

@@ -69,6 +69,8 @@ def upgrades(negotiation: Negotiation | None) -> bool:
 
 
 class Client:
+    socket: SocketTransport  # plain TCP only: what the reactor and the inline writes use
+
     def __init__(
         self,
         node: Node,
@@ -81,7 +83,10 @@ class Client:
         self.broker = broker
         self.id = broker.next_client_id()
         self.stream = stream
-        self.transport: Transport = transport_for(stream)
+        transport = transport_for(stream)
+        self.transport: Transport = transport
+        if isinstance(transport, SocketTransport):
+            self.socket = transport  # the plain socket: the reactor's and inline writes' way
         self.remote_address = f"{remote[0]}:{remote[1]}" if remote[0] else ""
         opts = node.options
         self.conn = V2Connection(
@@ -118,8 +123,8 @@ class Client:
         self._urgent = False
         self._next_tick = math.inf
         self._lot = trio.lowlevel.ParkingLot()
-        self._next_heartbeat = trio.current_time() + self.heartbeat_interval
-        self._last_read = trio.current_time()
+        self.next_heartbeat = trio.current_time() + self.heartbeat_interval
+        self.last_read = trio.current_time()
         self.needs_refresh = False
         self.closed = False
         self.accepting = False  # subscribed, not closing, not closed
@@ -224,7 +229,7 @@ class Client:
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self._next_tick = math.inf
-        sent = write_now(self.transport._fd, data)  # type: ignore[attr-defined]
+        sent = write_now(self.socket.fd, data)
         if sent < len(data):
             rest = data[sent:]
             out.append(rest)
@@ -264,6 +269,11 @@ class Client:
         self._out_size += len(frame)
         self._urgent = True
 
+    @property
+    def has_output(self) -> bool:
+        """Frames queued and not yet sent."""
+        return bool(self._out)
+
     def out_mark(self) -> int:
         return len(self._out)
 
@@ -275,8 +285,9 @@ class Client:
 
     def adopted(self) -> bool:
         """Whether the publishers' reactor serves this new connection (else `run` it)."""
-        if self.reactor is not None and isinstance(self.transport, SocketTransport):
-            self.reactor.adopt(self)
+        transport = self.transport
+        if self.reactor is not None and isinstance(transport, SocketTransport):
+            self.reactor.adopt(self, transport)
             return True
         self.reactor = None
         return False
@@ -326,7 +337,7 @@ class Client:
             except ProtocolClosed as exc:  # a compressed stream Go's readers refuse
                 log.error("[%s] - %s", self, exc)
                 return
-            self._last_read = trio.current_time()
+            self.last_read = trio.current_time()
             conn.receive_data(data)
             if not await self._process() or not data:
                 return
@@ -391,7 +402,7 @@ class Client:
             # nsqd applies only the first IDENTIFY's timers and rates to the message pump.
             self.identified = True
             self._apply_settings(cmd.settings)
-            self._next_heartbeat = trio.current_time() + self.heartbeat_interval
+            self.next_heartbeat = trio.current_time() + self.heartbeat_interval
             self._wake()
         if negotiation is None:
             self.respond(OK_FRAME)
@@ -459,14 +470,14 @@ class Client:
         lot = self._lot
         while True:
             now = trio.current_time()
-            if now >= self._last_read + self.read_timeout:
+            if now >= self.last_read + self.read_timeout:
                 # nsqd's read deadline: nothing from the client for two heartbeat intervals
                 log.info("[%s] read timeout: no command for two heartbeats", self)
                 self.close()
                 return
-            if now >= self._next_heartbeat:
+            if now >= self.next_heartbeat:
                 self.respond(HEARTBEAT_FRAME)
-                self._next_heartbeat = now + self.heartbeat_interval
+                self.next_heartbeat = now + self.heartbeat_interval
             if self._out and not self._sending:
                 if self._next_tick == math.inf and self.flush_interval > 0:
                     # the next tick of nsqd's fixed flush ticker
@@ -476,7 +487,7 @@ class Client:
                 if self._urgent or now >= self._next_tick:
                     await self.flush()
                     continue
-            deadline = min(self._next_heartbeat, self._last_read + self.read_timeout)
+            deadline = min(self.next_heartbeat, self.last_read + self.read_timeout)
             if self._out and not self._sending:
                 deadline = min(deadline, self._next_tick)
             with trio.move_on_at(deadline):

@@ -14,7 +14,6 @@ output, so the client sees one ordered stream either way. Heartbeats and nsqd's 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ from protocol.v2 import (
 from ..log import log
 from ..net.boundary import guarded
 from ..net.reactor import EpollReactor
-from ..net.transport import SMALL_READ
+from ..net.transport import SocketTransport
 from . import commands
 from .connection import RECEIVE_SIZE, upgrades
 
@@ -57,8 +56,10 @@ class Reactor(EpollReactor):
 
     # -- connections in and out ----------------------------------------------------------
 
-    def adopt(self, client: Client) -> None:
-        self.watch(client.transport._fd, client)  # type: ignore[attr-defined]
+    def adopt(self, client: Client, socket: SocketTransport) -> None:
+        """Serve `client`, whose transport is the plain `socket`."""
+        client.socket = socket
+        self.watch(client)
         self._schedule(client)
 
     def drop(self, client: Client) -> None:
@@ -66,13 +67,10 @@ class Reactor(EpollReactor):
         if not self._forget(client):
             return
         client.ended()
-        try:
-            client.transport.stream.socket.close()  # type: ignore[attr-defined]
-        except OSError:
-            pass
+        client.socket.close_now()
 
     def _forget(self, client: Client) -> bool:
-        if not self.unwatch(client.transport._fd, client):  # type: ignore[attr-defined]
+        if not self.unwatch(client):
             return False
         client.reactor = None
         return True
@@ -91,20 +89,11 @@ class Reactor(EpollReactor):
     def _fail(self, client: Client) -> None:
         self.drop(client)
 
-    def _ready(self, client: Client, fd: int) -> None:
-        self._read(client, fd)
-
-    def _read(self, client: Client, fd: int) -> None:
-        transport = client.transport
-        size = RECEIVE_SIZE if transport._more else SMALL_READ  # type: ignore[attr-defined]
-        try:
-            data = os.read(fd, size)
-        except BlockingIOError:
+    def _ready(self, client: Client, events: int) -> None:
+        data = client.socket.read_now(RECEIVE_SIZE)
+        if data is None:
             return
-        except OSError:
-            data = b""
-        transport._more = len(data) == size  # type: ignore[attr-defined]
-        client._last_read = self.now
+        client.last_read = self.now
         client.conn.receive_data(data)
         if self._run(client):
             self._write(client)
@@ -164,7 +153,7 @@ class Reactor(EpollReactor):
     # -- output ----------------------------------------------------------------------------
 
     def _write(self, client: Client) -> None:
-        if not client._out or client.reactor is not self:
+        if not client.has_output or client.reactor is not self:
             return
         try:
             sent_all = client.send_now()
@@ -179,18 +168,18 @@ class Reactor(EpollReactor):
     # -- heartbeats and the read deadline ----------------------------------------------------
 
     def _schedule(self, client: Client) -> None:
-        self.schedule(client, min(client._next_heartbeat, client._last_read + client.read_timeout))
+        self.schedule(client, min(client.next_heartbeat, client.last_read + client.read_timeout))
 
     def _expire(self, client: Client, now: float) -> None:
         if client.reactor is not self:
             return
-        if now >= client._last_read + client.read_timeout:
+        if now >= client.last_read + client.read_timeout:
             log.info("[%s] read timeout: no command for two heartbeats", client)
             self.drop(client)
             return
-        if now >= client._next_heartbeat:
+        if now >= client.next_heartbeat:
             client.respond(HEARTBEAT_FRAME)
-            client._next_heartbeat = now + client.heartbeat_interval
+            client.next_heartbeat = now + client.heartbeat_interval
             self._write(client)
             if client.reactor is not self:
                 return
