@@ -1,6 +1,7 @@
 """The reactor under awkward clients: a big reply to a client that does not read waits for
 EPOLLOUT without holding up anyone else, then arrives whole; many short blocking waits served
-at once leave nothing behind (INFO's blocked_clients is 0)."""
+at once leave nothing behind (INFO's blocked_clients is 0), and the timeouts of the waits that
+come after them still fire (their deadlines share the reactor's heap with the spent ones)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ def test_many_short_waits_leave_nothing_behind(pair) -> None:
         assert waiter.reply() == b"*2\r\n$1\r\nw\r\n$%d\r\n%d\r\n" % (len(b"%d" % i), i)
     waiter.send(encode([b"INFO"]))
     assert b"blocked_clients:0\r\n" in waiter.reply()
+    for key in (b"w", b"w2"):  # then waits that nothing serves end at their timeout
+        waiter.send(encode([b"BLPOP", key, b"0.2"]))
+        assert waiter.reply(timeout=4) == b"*-1\r\n"
+    pusher.send(encode([b"RPUSH", b"w", b"late"]))  # no waiter left to take it
+    assert pusher.reply() == b":1\r\n"
+    waiter.send(encode([b"LPOP", b"w"]))
+    assert waiter.reply() == b"$4\r\nlate\r\n"
     waiter.close()
     pusher.close()
 
