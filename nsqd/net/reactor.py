@@ -41,6 +41,8 @@ class Watched(Protocol):
 class EpollReactor:
     """The loop; subclasses say what a ready socket and an expired deadline do."""
 
+    spins = True  # poll a while after a pass before sleeping (see _spin)
+
     def __init__(self) -> None:
         self.ep = select.epoll()
         self.conns: dict[int, Any] = {}  # fd -> connection
@@ -149,7 +151,7 @@ class EpollReactor:
                         else:
                             self._spin_budget = max(self._spin_budget / 2, SPIN_MIN_S)
                     self._pass(events)
-                    events = self._spin() if events else events
+                    events = self._spin() if events and self.spins else []
         finally:
             self._shutdown()
             self.ep.close()
