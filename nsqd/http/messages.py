@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import base64
 import re
-import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.v2 import NSQError
+from protocol.v2.message import append_message_frames
 from protocol.v2.names import is_valid_name
 
 from ..engine import leases
@@ -46,9 +46,6 @@ if TYPE_CHECKING:
     from ..node import Node
 
 _ID = re.compile(rb"[0-9a-f]{16}")
-# A message frame up to its body: size, frame type 2, timestamp, attempts, id.
-_FRAME_HEAD = struct.Struct(">iiqH16s")
-_FRAME_SIZE_BASE = _FRAME_HEAD.size - 4  # the size field counts what follows it
 MAX_N = 1_000_000  # messages per peek, receive or pop
 
 
@@ -237,16 +234,10 @@ def _binary(req: Request) -> bool:
 
 
 def _frames(msgs: list[Message]) -> bytes:
-    """nsqd's message frames back to back (protocol.v2.message.encode_message_frame's bytes):
-    one pack per message for the frame's head with its id, and each body copied once, by the
-    join (a Spark task receives tens of thousands at a time)."""
-    pack = _FRAME_HEAD.pack
+    """nsqd's message frames back to back, each body copied once, by the join (a Spark task
+    receives tens of thousands at a time)."""
     parts: list[bytes] = []
-    append = parts.append
-    for m in msgs:
-        body = m.body
-        append(pack(len(body) + _FRAME_SIZE_BASE, 2, m.timestamp, m.attempts, m.id))
-        append(body)
+    append_message_frames(parts, msgs)
     return b"".join(parts)
 
 

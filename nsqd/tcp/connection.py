@@ -33,7 +33,7 @@ from protocol.v2 import (
     encode_error,
     encode_response,
 )
-from protocol.v2.message import MESSAGE_FRAME_HEADER
+from protocol.v2.message import append_message_frames
 from protocol.v2.state import ClientState
 
 from ..log import log
@@ -55,7 +55,6 @@ RECEIVE_SIZE = 256 * 1024
 # A client whose unsent output passes this stops taking messages until its socket drains,
 # as nsqd's message pump stops while a write blocks.
 HIGH_WATER = 4 * 1024 * 1024
-_pack_header = MESSAGE_FRAME_HEADER.pack
 # Commands that need the AUTH server's permission, by the verb nsqd names in its errors.
 # MPUB is checked before its body is read, as nsqd does.
 _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
@@ -186,14 +185,7 @@ class Client:
         """`msgs` are in flight to this client: their frames go into its output buffer."""
         out = self._out
         was_empty = not out
-        append = out.append
-        size = 0
-        for msg in msgs:
-            body = msg.body
-            append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
-            append(msg.id)
-            append(body)
-            size += len(body) + 34
+        size = append_message_frames(out, msgs)
         count = len(msgs)
         self.in_flight += count
         self.message_count += count
