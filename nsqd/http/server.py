@@ -149,7 +149,7 @@ class Connection:
                 raise BodyError(str(exc)) from None
             kind = type(event)
             if kind is _Data:
-                if event.chunk_start and parser.chunk_too_large(conn):
+                if event.chunk_start and conn.chunk_too_large():
                     raise BodyError("http chunk length too large")
                 data = bytes(event.data)
                 self.body_read += len(data)
