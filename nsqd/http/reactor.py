@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..net.reactor import EpollReactor
+from ..net.reactor import EpollReactor, Loop
 from . import gonet, parser
 
 if TYPE_CHECKING:
@@ -32,8 +32,10 @@ READ_SIZE = 65536
 
 
 class HTTPReactor(EpollReactor):
-    def __init__(self, server: Server, route_now: RouteNow, max_body: int) -> None:
-        super().__init__()
+    def __init__(
+        self, server: Server, route_now: RouteNow, max_body: int, loop: Loop | None = None
+    ) -> None:
+        super().__init__(loop)
         self.server = server
         self.route_now = route_now
         # bodies up to this: whatever a route leaves unread, the task server would have
@@ -91,7 +93,7 @@ class HTTPReactor(EpollReactor):
         data = conn.socket.read_now(READ_SIZE)
         if data is None:
             return
-        conn.last_active = self.now
+        conn.last_active = self.loop.now
         if not data:
             conn.eof = True
         conn.http.receive_data(data)

@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from ..log import log
+from ..net.reactor import Loop
 from ..net.transport import SocketTransport, Transport, transport_for
 from . import gonet, parser
 from .reactor import HTTPReactor
@@ -345,6 +346,7 @@ class Server:
         write_timeout: float = WRITE_TIMEOUT,
         require_client_cert: bool = False,
         grace: float = 1.0,
+        loop: Loop | None = None,
     ) -> None:
         self.handler = handler
         self.request_class = request_class
@@ -361,6 +363,7 @@ class Server:
         # with synchronous routes, plain connections are served by a reactor while they can
         self.route_now = route_now
         self.reactor: HTTPReactor | None = None
+        self.loop = loop  # the daemon's reactor loop; None: the reactor runs one of its own
 
     async def serve(
         self,
@@ -372,7 +375,7 @@ class Server:
         under way get `grace` seconds to finish."""
         async with trio.open_nursery() as connections:
             if self.route_now is not None:
-                self.reactor = HTTPReactor(self, self.route_now, MAX_POST_HANDLER_READ)
+                self.reactor = HTTPReactor(self, self.route_now, MAX_POST_HANDLER_READ, self.loop)
                 connections.start_soon(self.reactor.run)
             async with trio.open_nursery() as acceptors:
                 for listener, context in listeners:

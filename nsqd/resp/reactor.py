@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..log import log
-from ..net.reactor import EpollReactor
+from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport, write_now
 from .commands import Block, ReplyError, Session, dispatch
 from .protocol import Parser, ProtocolError
@@ -66,8 +66,8 @@ class Client:
 
 
 class Reactor(EpollReactor):
-    def __init__(self, fe: Frontend) -> None:
-        super().__init__()
+    def __init__(self, fe: Frontend, loop: Loop | None = None) -> None:
+        super().__init__(loop)
         self.fe = fe
         self.clients: dict[int, Client] = self.conns
         self.runnable: list[Client] = []  # resumed, or with commands left over

@@ -36,7 +36,7 @@ from protocol.v2 import (
 
 from ..log import log
 from ..net.boundary import guarded
-from ..net.reactor import EpollReactor
+from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport
 from . import commands
 from .connection import RECEIVE_SIZE, upgrades
@@ -49,8 +49,8 @@ _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
 
 
 class Reactor(EpollReactor):
-    def __init__(self, spawn: Callable[..., Any]) -> None:
-        super().__init__()
+    def __init__(self, spawn: Callable[..., Any], loop: Loop | None = None) -> None:
+        super().__init__(loop)
         self._spawn = spawn  # start_soon of the clients nursery
         self.clients: dict[int, Client] = self.conns
 
@@ -93,7 +93,7 @@ class Reactor(EpollReactor):
         data = client.socket.read_now(RECEIVE_SIZE)
         if data is None:
             return
-        client.last_read = self.now
+        client.last_read = self.loop.now
         client.conn.receive_data(data)
         if self._run(client):
             self._write(client)

@@ -5,6 +5,7 @@ come after them still fire (their deadlines share the reactor's heap with the sp
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -74,3 +75,40 @@ def test_clean_stop_with_blocked_and_idle_clients(ours) -> None:
     assert blocked.until_closed(2).endswith(b"<closed>")
     blocked.close()
     idle.close()
+
+
+def _epolls(pid: int) -> dict[int, int]:
+    """The process's epoll fds -> how many fds each one watches (from /proc)."""
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target == "anon_inode:[eventpoll]":
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                found[int(fd)] = sum(line.startswith("tfd:") for line in info)
+    return found
+
+
+def test_one_reactor_serves_tcp_http_and_resp(ours) -> None:
+    """The daemon runs one epoll reactor for its three front-ends: with a publisher on each
+    (TCP PUB, HTTP /pub kept alive, RESP RPUSH) the process has two epoll sets, trio's and the
+    reactor's, and the reactor's watches the three connections."""
+    server = ours.start()
+    tcp = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
+    tcp.sendall(b"  V2PUB t\n\x00\x00\x00\x01x")
+    assert tcp.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    http = socket.create_connection(("127.0.0.1", server.http_port), timeout=5)
+    http.sendall(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\ny")
+    assert http.recv(1000).startswith(b"HTTP/1.1 200 OK")
+    resp = Conn(server.port)
+    resp.send(encode([b"RPUSH", b"k", b"v"]))
+    assert resp.reply() == b":1\r\n"
+    time.sleep(0.2)  # the HTTP connection goes back to the reactor after its answer
+    epolls = _epolls(server.proc.pid)
+    assert len(epolls) == 2, epolls
+    assert 3 in epolls.values(), epolls
+    for conn in (tcp, http):
+        conn.close()
+    resp.close()
