@@ -28,6 +28,7 @@ from .engine.settings import Settings
 from .http.routes import HTTPServer
 from .log import log
 from .net.listeners import open_listeners
+from .net.reactor import Loop
 from .node import Node
 from .storage.store import Storage
 from .tcp.connection import Client
@@ -115,17 +116,20 @@ class NSQD:
         tcp_listeners = await open_listeners(self.options.tcp_address)
         node.tcp_address = tcp_listeners[0].socket.getsockname()[:2]
         log.info("TCP: listening on %s:%d", *node.tcp_address)
+        # one reactor loop serves the plain connections of every front-end (net/reactor.py)
+        loop = Loop()
         http = (
-            HTTPServer(node, broker, self.lookupd.set_addresses)
+            HTTPServer(node, broker, self.lookupd.set_addresses, loop)
             if self.options.http_address
             else None
         )
         node.http_address = await http.bind() if http is not None else None
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
-        resp, resp_listeners = await self._open_resp()
+        resp, resp_listeners = await self._open_resp(loop)
         async with trio.open_nursery() as root:
             self._nursery = root
+            root.start_soon(loop.run)
             self.storage.load()
             if resp is not None:
                 resp.load()
@@ -145,7 +149,7 @@ class NSQD:
                 await root.start(http.serve)
             async with trio.open_nursery() as clients:
                 accepting = trio.CancelScope()
-                reactor = self._tcp_reactor = Reactor(clients.start_soon, broker.commit)
+                reactor = self._tcp_reactor = Reactor(clients.start_soon, broker.commit, loop)
                 clients.start_soon(reactor.run)
                 clients.start_soon(serve_tcp, self.new_client, tcp_listeners, clients, accepting)
                 task_status.started(self)
@@ -170,14 +174,14 @@ class NSQD:
                 await auth_http.aclose()
         log.info("exiting")
 
-    async def _open_resp(self) -> tuple[Any, list[trio.SocketListener]]:
+    async def _open_resp(self, loop: Loop) -> tuple[Any, list[trio.SocketListener]]:
         """The Redis front-end, imported only when --resp-address is set (idle memory)."""
         if not self.options.resp_address:
             return None, []
         from .resp.server import Frontend
 
         listeners = await open_listeners(self.options.resp_address)
-        self.resp = Frontend(self.options, self.broker, self.storage.new_resp_log())
+        self.resp = Frontend(self.options, self.broker, self.storage.new_resp_log(), loop)
         self.node.resp_list_lengths = self.resp.list_lengths  # for /metrics
         address = listeners[0].socket.getsockname()[:2]
         log.info("RESP: listening on %s:%d", *address)

@@ -11,7 +11,8 @@ a truncated answer, an id that is not ASCII, a negative timestamp, an answer of 
 and the reference the tests compare the columns with.
 
 A frame: size (4, big-endian, counts what follows), frame type (4; 2 = message), timestamp
-(8, ns), attempts (2), id (16), body (the rest)."""
+(8, ns), attempts (2), id (16), body (the rest): protocol/v2/message.py's layout, whose offsets
+this module reads."""
 
 from __future__ import annotations
 
@@ -21,12 +22,21 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-_FRAME = struct.Struct(">ii")
-_MSG = struct.Struct(">qH")
+from protocol.v2.frames import FRAME_HEADER, FrameType
+from protocol.v2.message import (
+    ATTEMPTS_AT,
+    FRAME_TYPE_AT,
+    ID_AT,
+    MESSAGE_FRAME_HEAD_SIZE,
+    MESSAGE_HEADER,
+    TIMESTAMP_AT,
+)
+
 _SIZE = struct.Struct(">i")
-HEAD = 34  # the bytes of a message frame before its body
+HEAD = MESSAGE_FRAME_HEAD_SIZE  # the bytes of a message frame before its body
 MIN_SIZE = HEAD - 4  # a message frame's size field with an empty body
-_MESSAGE_TYPE = b"\x00\x00\x00\x02"
+_MESSAGE = FrameType.MESSAGE
+_MESSAGE_TYPE = _SIZE.pack(_MESSAGE)
 _MAX_OFFSET = (1 << 31) - 1  # Arrow binary arrays have 32-bit offsets
 
 
@@ -51,13 +61,14 @@ def decode_rows(raw: bytes) -> Rows:
     timestamps: list[int] = []
     attempts: list[int] = []
     view = memoryview(raw)
+    unpack_frame, unpack_message = FRAME_HEADER.unpack_from, MESSAGE_HEADER.unpack_from
     pos, end = 0, len(raw)
     while pos < end:
-        size, frame_type = _FRAME.unpack_from(raw, pos)
-        if frame_type == 2:
-            ts, att = _MSG.unpack_from(raw, pos + 8)
-            ids.append(raw[pos + 18 : pos + 34].decode("ascii", "replace"))
-            bodies.append(bytes(view[pos + 34 : pos + 4 + size]))
+        size, frame_type = unpack_frame(raw, pos)
+        if frame_type == _MESSAGE:
+            ts, att = unpack_message(raw, pos + TIMESTAMP_AT)
+            ids.append(raw[pos + ID_AT : pos + HEAD].decode("ascii", "replace"))
+            bodies.append(bytes(view[pos + HEAD : pos + 4 + size]))
             timestamps.append(ts // 1000)
             attempts.append(att)
         pos += 4 + size
@@ -123,15 +134,15 @@ def decode_columns(raw: bytes) -> Rows | None:
             pa.array([], pa.int32()),
         )
     frames = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw)])
-    if not _all_equal(pc.binary_slice(frames, 4, 8), _MESSAGE_TYPE):
+    if not _all_equal(pc.binary_slice(frames, FRAME_TYPE_AT, TIMESTAMP_AT), _MESSAGE_TYPE):
         return None
     try:
-        ids = pc.binary_slice(frames, 18, HEAD).cast(pa.string())
+        ids = pc.binary_slice(frames, ID_AT, HEAD).cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8
         return None
     if not pc.all(pc.string_is_ascii(ids)).as_py():
         return None  # decode_rows gives U+FFFD for each byte above 127
-    timestamps = _big_endian(frames, 8, pa.int64())
+    timestamps = _big_endian(frames, TIMESTAMP_AT, pa.int64())
     if pc.min(timestamps).as_py() < 0:
         return None  # Arrow's integer division truncates; Python's floors
     return Rows(
@@ -139,7 +150,7 @@ def decode_columns(raw: bytes) -> Rows | None:
         # (binary_slice without a stop sizes its output wrongly; this cuts the heads off)
         bodies=pc.binary_replace_slice(frames, 0, HEAD, b""),
         timestamps_us=pc.divide(timestamps, 1000),
-        attempts=_big_endian(frames, 16, pa.uint16()).cast(pa.int32()),
+        attempts=_big_endian(frames, ATTEMPTS_AT, pa.uint16()).cast(pa.int32()),
     )
 
 

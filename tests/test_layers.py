@@ -22,7 +22,7 @@ def test_import_contracts_kept() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout, result.stdout
-    assert "Contracts: 6 kept" in result.stdout, result.stdout
+    assert "Contracts: 7 kept" in result.stdout, result.stdout
 
 
 DOOR = {"nsqd.engine.api", "nsqd.engine.broker", "nsqd.engine.handle"}
@@ -77,3 +77,36 @@ def test_front_ends_call_only_the_broker_s_door() -> None:
     outside = {name: sorted(paths) for name, paths in calls.items() if name not in BROKER_DOOR}
     assert not outside, outside
     assert {"publish", "subscribe", "existing_channel"} <= calls.keys()  # the check sees calls
+
+
+def test_protocol_contract_refuses_io(tmp_path: Path) -> None:
+    """The sans-IO contract sees the standard library: a copy of protocol/ with a socket and an
+    os import in one module breaks it, naming both (and the copy as it is keeps it)."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["name"].startswith("protocol is sans-IO:")]
+    modules = ", ".join(f'"{m}"' for m in contract["forbidden_modules"])
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.importlinter]\nroot_packages = ["protocol"]\n'
+        f"include_external_packages = {str(config['include_external_packages']).lower()}\n"
+        '[[tool.importlinter.contracts]]\nname = "sans-IO"\ntype = "forbidden"\n'
+        f'source_modules = ["protocol"]\nforbidden_modules = [{modules}]\n'
+    )
+    shutil.copytree(REPO / "protocol", tmp_path / "protocol")
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    env = {"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(tmp_path)}
+
+    def lint() -> str:
+        result = subprocess.run(
+            [exe, "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env
+        )
+        return result.stdout + result.stderr
+
+    out = lint()
+    assert "1 kept, 0 broken" in out, out
+    names = tmp_path / "protocol" / "v2" / "names.py"
+    names.write_text(names.read_text() + "\nimport os.path  # noqa\nimport socket  # noqa\n")
+    out = lint()
+    assert "0 kept, 1 broken" in out, out
+    assert "protocol.v2.names -> socket" in out and "protocol.v2.names -> os" in out, out

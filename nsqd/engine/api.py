@@ -11,12 +11,11 @@ import-linter contract in pyproject.toml)."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, overload
 
 from protocol.v2.errors import ErrorCode, NSQError
-from protocol.v2.message import MESSAGE_FRAME_HEADER, MESSAGE_HEADER_SIZE
+from protocol.v2.message import append_message_frames
 
 from .message import Message  # a record handed to a Consumer: read it, the channel owns it
 from .policies.attributes import ChannelAttributes, TopicAttributes
@@ -131,11 +130,6 @@ class Delivery(NamedTuple):
     expires: int  # unix ms its TTL ends; 0 when none applies
 
 
-# A message frame up to its body (size, frame type 2, timestamp, attempts, id) in one pack.
-_FRAME_HEAD = struct.Struct(MESSAGE_FRAME_HEADER.format + "16s")
-_FRAME_SIZE_BASE = MESSAGE_HEADER_SIZE + 4  # the size field counts the frame type and on
-
-
 class Deliveries(Sequence[Delivery]):
     """Messages handed to a front-end (peeked, received, popped), oldest first: a `Delivery`
     value for each one read, or nsqd's message frames back to back (`frames`) in one pass with
@@ -172,13 +166,8 @@ class Deliveries(Sequence[Delivery]):
     def frames(self) -> bytes:
         """nsqd's message frames (protocol.v2.message's layout), back to back: one pack per
         message for its head with its id, each body copied once, by the join."""
-        pack = _FRAME_HEAD.pack
         parts: list[bytes] = []
-        append = parts.append
-        for m in self._msgs:
-            body = m.body
-            append(pack(len(body) + _FRAME_SIZE_BASE, 2, m.timestamp, m.attempts, m.id))
-            append(body)
+        append_message_frames(parts, self._msgs)
         return b"".join(parts)
 
 

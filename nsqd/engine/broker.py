@@ -324,6 +324,8 @@ class Broker:
             commit.release()
             raise
         error = commit.release()
+        if commit.depth and not commit.deferring:
+            error = commit.flush()  # inside another's hold, but answered at once: written now
         if error is not None:
             raise self._refused(StoreError(error))
 

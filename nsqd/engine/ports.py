@@ -49,6 +49,8 @@ class WriteBatch(Protocol):
     per file. Hold and release in one synchronous stretch, and answer after the release."""
 
     appended: int  # records buffered so far: a holder compares it before and after a client
+    deferring: bool  # the publisher now answers after the outermost release, not at once
+    depth: int  # nested holds; 0: nothing is buffered
 
     def hold(self) -> None: ...
     def release(self) -> str | None:
@@ -64,10 +66,12 @@ class WriteBatch(Protocol):
 class NoBatch:
     """No store behind the queues: nothing is ever buffered."""
 
-    __slots__ = ("appended",)
+    __slots__ = ("appended", "deferring", "depth")
 
     def __init__(self) -> None:
         self.appended = 0
+        self.deferring = False
+        self.depth = 0
 
     def hold(self) -> None:
         pass

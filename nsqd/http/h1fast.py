@@ -13,7 +13,8 @@ takes requests h11 would accept, and gives them the same events (see tests/http,
 Go nsqd as well).
 
 It offers the verbs of parser.ServerConnection and returns h11's event types, except for the
-request head: a `Head` with the attributes the server reads from h11's Request."""
+request head: a `Head` with the attributes the server reads from h11's Request; and it is its
+own fast path (parser.FastPath: `fast` is itself) while requests are plain."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ _parsed: dict[bytes, tuple[Head, int] | None] = {}
 _UNSEEN = object()
 # id(Response event) -> (the event, its head bytes, body length, chunked, keep-alive)
 _heads: dict[int, tuple[h11.Response, bytes, int, bool, bool]] = {}
+_MAX_CHUNK = 1 << 64  # Go's chunked reader takes at most 16 hex digits of chunk size
 
 
 class Head:
@@ -135,6 +137,21 @@ class FastConnection:
     def h11(self) -> Any:
         """The h11 connection once the fast path handed over, else None."""
         return self._h11
+
+    @property
+    def fast(self) -> FastConnection:
+        return self
+
+    @property
+    def on(self) -> bool:
+        """Still on the fast path (h11 has not taken over)."""
+        return self._h11 is None
+
+    def chunk_too_large(self) -> bool:
+        """The chunk being read declared a size Go's net/http refuses (h11 takes 20 digits);
+        only h11 reads chunked bodies, and it keeps the declared size to itself."""
+        reader = getattr(self._h11, "_reader", None)
+        return getattr(reader, "_bytes_in_chunk", 0) >= _MAX_CHUNK
 
     @property
     def our_state(self) -> Any:

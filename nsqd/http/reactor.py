@@ -15,17 +15,14 @@ and the server's close() ends the connections here (they are idle: parked, betwe
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import trio
 
-from ..net.reactor import EpollReactor
-from ..net.transport import write_now
+from ..net.reactor import EpollReactor, Loop
 from . import gonet, parser
 
 if TYPE_CHECKING:
-    from .h1fast import FastConnection, Head
     from .server import Connection, RouteNow, Server
 
 _DONE = parser.DONE
@@ -35,8 +32,10 @@ READ_SIZE = 65536
 
 
 class HTTPReactor(EpollReactor):
-    def __init__(self, server: Server, route_now: RouteNow, max_body: int) -> None:
-        super().__init__()
+    def __init__(
+        self, server: Server, route_now: RouteNow, max_body: int, loop: Loop | None = None
+    ) -> None:
+        super().__init__(loop)
         self.server = server
         self.route_now = route_now
         # bodies up to this: whatever a route leaves unread, the task server would have
@@ -51,27 +50,26 @@ class HTTPReactor(EpollReactor):
             return None
         conn.wake = wake = trio.Event()
         conn.last_active = now = trio.current_time()
-        fd = conn.transport._fd  # type: ignore[attr-defined]
-        self.watch(fd, conn)
+        self.watch(conn)
         conn.idle = True
         try:
             self.schedule(conn, now + self.server.idle_timeout)
-            if conn.h11.buffered or conn.eof:  # what the task left: a pipelined request
+            if conn.http.fast.buffered or conn.eof:  # the task left a pipelined request
                 self._serve_buffered(conn)
             await wake.wait()
         finally:
             conn.idle = False
-            self.unwatch(fd, conn)
+            self.unwatch(conn)
         return conn.resume
 
     def _hand_over(self, conn: Connection, begun: bool) -> None:
-        if self.unwatch(conn.transport._fd, conn):  # type: ignore[attr-defined]
+        if self.unwatch(conn):
             conn.resume = begun
             conn.wake.set()
 
     def _end(self, conn: Connection) -> None:
         """Its task returns, closing the socket."""
-        if self.unwatch(conn.transport._fd, conn):  # type: ignore[attr-defined]
+        if self.unwatch(conn):
             conn.resume = None
             conn.wake.set()
 
@@ -88,20 +86,17 @@ class HTTPReactor(EpollReactor):
         due = conn.last_active + self.server.idle_timeout
         if now >= due:
             self._end(conn)  # as the task server: closed without an answer
-        elif self.conns.get(conn.transport._fd) is conn:  # type: ignore[attr-defined]
+        elif self.watching(conn):
             self.schedule(conn, due)
 
-    def _ready(self, conn: Connection, fd: int) -> None:
-        try:
-            data = os.read(fd, READ_SIZE)
-        except BlockingIOError:
+    def _ready(self, conn: Connection, events: int) -> None:
+        data = conn.socket.read_now(READ_SIZE)
+        if data is None:
             return
-        except OSError:
-            data = b""
-        conn.last_active = self.now
+        conn.last_active = self.loop.now
         if not data:
             conn.eof = True
-        conn.h11.receive_data(data)
+        conn.http.receive_data(data)
         self._serve_buffered(conn)
 
     # -- requests ------------------------------------------------------------------------
@@ -109,21 +104,22 @@ class HTTPReactor(EpollReactor):
     def _serve_buffered(self, conn: Connection) -> None:
         """Answer the wholly buffered requests with a route here, in one write; hand the
         connection over at the first other one, or end it at the end of its stream."""
-        fast = conn.h11
+        http = conn.http
+        fast = http.fast
         answers = []
         close = False
         while True:
             found = fast.buffered_request()
             if found is None:
                 break
-            answer = self._answer(fast, *found)
+            answer = self._answer(http, *found)
             if answer is None:
                 break
             answers.append(answer)
-            if fast.our_state is not _DONE:  # a route's answer ended keep-alive
+            if http.our_state is not _DONE:  # a route's answer ended keep-alive
                 close = True
                 break
-            fast.start_next_cycle()
+            http.start_next_cycle()
         if answers and not self._write(conn, b"".join(answers)):
             return
         if close or (not fast.buffered and (conn.eof or self.server.closing)):
@@ -131,7 +127,9 @@ class HTTPReactor(EpollReactor):
         elif fast.buffered or conn.eof:
             self._hand_over(conn, True)
 
-    def _answer(self, fast: FastConnection, head: Head, end: int, length: int) -> bytes | None:
+    def _answer(
+        self, http: parser.ServerConnection, head: parser.RequestHead, end: int, length: int
+    ) -> bytes | None:
         """The answer to a buffered request with a route here, None to leave it to the task
         (which then parses it again: nothing is consumed)."""
         if length >= self.max_body:
@@ -142,23 +140,23 @@ class HTTPReactor(EpollReactor):
         # a route here (HTTP/1.1, a path from the root, printable values; no escapes in it)
         if route is None or gonet.bad_host(head.headers):
             return None
-        body = fast.take_request(end, length)
+        body = http.fast.take_request(end, length)
         status, headers, content = route(query, length, body)
-        data = fast.send(gonet.response(status, headers))
+        data = http.send(gonet.response(status, headers))
         if content:
-            data += fast.send(_Data(data=content))
-        return data + fast.send(_END)
+            data += http.send(_Data(data=content))
+        return data + http.send(_END)
 
     def _write(self, conn: Connection, data: bytes) -> bool:
         """False when the connection left (a write error ends it; what the socket does not
         take now its task sends, with the write timeout)."""
         try:
-            sent = write_now(conn.transport._fd, data)  # type: ignore[attr-defined]
+            sent = conn.socket.write_now(data)
         except trio.BrokenResourceError:
             self._end(conn)
             return False
         if sent < len(data):
             conn.pending = data[sent:]
-            self._hand_over(conn, bool(conn.h11.buffered))
+            self._hand_over(conn, bool(conn.http.fast.buffered))
             return False
         return True

@@ -57,6 +57,7 @@ from .v1 import (
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
+    from ..net.reactor import Loop
     from ..node import Node
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -376,7 +377,11 @@ class HTTPServer:
     the daemon has a TLS context (--tls-cert and --tls-key), as nsqd does."""
 
     def __init__(
-        self, node: Node, broker: Broker, set_lookupd: Callable[[list[str]], None]
+        self,
+        node: Node,
+        broker: Broker,
+        set_lookupd: Callable[[list[str]], None],
+        loop: Loop | None = None,
     ) -> None:
         self.node = node
         self.api = API(node, broker, set_lookupd)
@@ -389,6 +394,7 @@ class HTTPServer:
             request_class=Request,
             route_now=self.api.route_now,
             require_client_cert=opts.tls_client_auth_policy == "require",
+            loop=loop,
         )
         track_gc_pauses()
 

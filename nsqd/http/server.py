@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from ..log import log
+from ..net.reactor import Loop
 from ..net.transport import SocketTransport, Transport, transport_for
 from . import gonet, parser
 from .reactor import HTTPReactor
@@ -71,7 +72,10 @@ Handler = Callable[[Any], Awaitable[Response]]
 
 
 class Connection:
-    """One client connection: reads requests with h11, answers them in order."""
+    """One client connection: reads requests with the parser (parser.py), answers them in
+    order."""
+
+    socket: SocketTransport  # plain TCP only: what the reactor reads and writes
 
     __slots__ = (
         "body_deadline",
@@ -79,13 +83,14 @@ class Connection:
         "client",
         "due",
         "eof",
-        "h11",
+        "http",
         "idle",
         "last_active",
         "pending",
         "resume",
         "scope",
         "server",
+        "socket",
         "stream",
         "tls",
         "transport",
@@ -98,10 +103,13 @@ class Connection:
     ) -> None:
         self.server = server
         self.stream = stream
-        self.transport: Transport = transport_for(stream)
+        transport = transport_for(stream)
+        self.transport: Transport = transport
+        if isinstance(transport, SocketTransport):
+            self.socket = transport
         self.client = client
         self.tls = tls
-        self.h11 = parser.server_connection(MAX_HEADER_BYTES)
+        self.http = parser.server_connection(MAX_HEADER_BYTES)
         self.scope = trio.CancelScope()  # its deadline is the read timeout of the moment
         self.idle = False  # waiting for the next request: close() may end it at once
         self.unread = b""  # body bytes read past a handler's limit
@@ -117,14 +125,14 @@ class Connection:
         self.pending = b""
 
     async def _fill(self, deadline: float) -> None:
-        """Feed h11 the next bytes from the client (b"" at end of stream), if they come before
-        `deadline` (else the connection's scope is cancelled)."""
+        """Feed the parser the next bytes from the client (b"" at end of stream), if they come
+        before `deadline` (else the connection's scope is cancelled)."""
         scope = self.scope
         scope.deadline = deadline
         data = await self.transport.receive(RECEIVE_SIZE)
         scope.deadline = math.inf
         self.eof = not data
-        self.h11.receive_data(data)
+        self.http.receive_data(data)
 
     async def body_chunk(self, deadline: float | None = None) -> bytes:
         """The next piece of the request body, waiting for bytes until `deadline` (by default
@@ -132,7 +140,7 @@ class Connection:
         if self.unread:
             data, self.unread = self.unread, b""
             return data
-        conn = self.h11
+        conn = self.http
         if conn.their_state is _DONE:
             return b""
         while True:
@@ -142,7 +150,7 @@ class Connection:
                 raise BodyError(str(exc)) from None
             kind = type(event)
             if kind is _Data:
-                if event.chunk_start and parser.chunk_too_large(conn):
+                if event.chunk_start and conn.chunk_too_large():
                     raise BodyError("http chunk length too large")
                 data = bytes(event.data)
                 self.body_read += len(data)
@@ -150,7 +158,7 @@ class Connection:
             if kind is _EndOfMessage:
                 return b""
             if event is _NEED_DATA:
-                if parser.chunk_too_large(conn):  # never wait for what Go would refuse
+                if conn.chunk_too_large():  # never wait for what Go would refuse
                     raise BodyError("http chunk length too large")
                 if conn.they_are_waiting_for_100_continue:
                     try:
@@ -171,7 +179,7 @@ class Connection:
     async def _next_request(self, begun: bool) -> parser.RequestHead | None:
         """The next request's head; None when the connection is done. `begun`: its first
         bytes are already buffered (the head's timeout applies, not the idle one)."""
-        conn = self.h11
+        conn = self.http
         event = conn.next_event()
         if event is _NEED_DATA:
             server = self.server
@@ -194,7 +202,8 @@ class Connection:
     async def run(self) -> None:
         """Serve requests until the connection is done: in the server's reactor while it can,
         in this task otherwise."""
-        reactor = self.server.reactor if type(self.transport) is SocketTransport else None
+        plain = type(self.transport) is SocketTransport and self.http.fast.on
+        reactor = self.server.reactor if plain else None
         begun = False
         while True:
             if reactor is not None:
@@ -211,7 +220,7 @@ class Connection:
     async def _serve(self, begun: bool, give_back: bool) -> bool:
         """Answer requests in this task; True when the connection goes back to the reactor
         (`give_back`, after a request, while the parser is on its fast path)."""
-        conn = self.h11
+        conn = self.http
         server = self.server
         handler = server.handler
         request_class = server.request_class
@@ -255,13 +264,13 @@ class Connection:
                 return False
             conn.start_next_cycle()
             self.unread = b""
-            if give_back and conn.h11 is None and not server.closing:
+            if give_back and conn.fast.on and not server.closing:
                 return True
 
     async def _finish_body(self, request: Request) -> bool:
         """After the handler: discard what is left of the body as net/http does; False if the
         connection cannot be kept (too much left, a malformed body, or no 100 Continue sent)."""
-        conn = self.h11
+        conn = self.http
         if conn.their_state is not _SEND_BODY:
             return False
         length = request.content_length()
@@ -337,6 +346,7 @@ class Server:
         write_timeout: float = WRITE_TIMEOUT,
         require_client_cert: bool = False,
         grace: float = 1.0,
+        loop: Loop | None = None,
     ) -> None:
         self.handler = handler
         self.request_class = request_class
@@ -353,6 +363,7 @@ class Server:
         # with synchronous routes, plain connections are served by a reactor while they can
         self.route_now = route_now
         self.reactor: HTTPReactor | None = None
+        self.loop = loop  # the daemon's reactor loop; None: the reactor runs one of its own
 
     async def serve(
         self,
@@ -364,7 +375,7 @@ class Server:
         under way get `grace` seconds to finish."""
         async with trio.open_nursery() as connections:
             if self.route_now is not None:
-                self.reactor = HTTPReactor(self, self.route_now, MAX_POST_HANDLER_READ)
+                self.reactor = HTTPReactor(self, self.route_now, MAX_POST_HANDLER_READ, self.loop)
                 connections.start_soon(self.reactor.run)
             async with trio.open_nursery() as acceptors:
                 for listener, context in listeners:

@@ -1,12 +1,20 @@
-"""The generic part of a reactor (nsqd/tcp/reactor.py, nsqd/http/reactor.py): one task owns an
-epoll set of connection sockets, trio waits on the epoll fd itself, and each pass reads and
-answers every ready connection synchronously; a heap of per-connection deadlines (timeouts,
-heartbeats); a short adaptive spin before sleeping. What a connection's readiness or deadline
-means is the subclass's (`_ready`, `_expire`, `_fail`, `_shutdown`).
+"""The daemon's one epoll reactor, shared by its front-ends (nsqd/tcp/reactor.py,
+nsqd/http/reactor.py, nsqd/resp/reactor.py): one task (`Loop.run`) owns an epoll set of
+connection sockets, trio waits on the epoll fd itself, and each pass reads and answers every
+ready connection synchronously; a heap of per-connection deadlines (timeouts, heartbeats,
+blocking commands); a short adaptive spin before sleeping.
 
-A connection here is any object with a `due` attribute: the time of its one live timer entry
-(math.inf for none). Entries are never removed from the heap: an entry whose time is not its
-connection's `due` any more was superseded and is skipped."""
+A front-end is an `EpollReactor`: it puts its connections in the loop's set (`watch`) and says
+what a connection's readiness or deadline means (`_ready`, `_expire`, `_fail`, `_shutdown`, and
+`_passing`/`_passed` around each pass). The daemon gives its three one `Loop`; a front-end made
+without one (a server on its own, in tests) runs a loop of its own. A front-end's `run` is its
+lifetime in the loop: when it ends (`close`, or its nursery cancelled) its connections are
+ended.
+
+A connection here is any object of the `Watched` interface: its plain socket and `due`, the
+time of its one live timer entry (math.inf for none). Entries are never removed from the heap
+one by one: an entry whose time is not its connection's `due` any more was superseded and is
+skipped (and dropped when such entries outnumber the connections)."""
 
 from __future__ import annotations
 
@@ -15,79 +23,62 @@ import math
 import select
 from itertools import count
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
 from ..log import log
+from .transport import SocketTransport
 
 _IN = select.EPOLLIN
+_OUT = select.EPOLLOUT
 SPIN_MAX_S = 100e-6
 SPIN_MIN_S = 2e-6
 SPIN_PAYS_S = 1e-3  # a wait shorter than this: spinning would have served it sooner
 
 
-class EpollReactor:
-    """The loop; subclasses say what a ready socket and an expired deadline do."""
+class Watched(Protocol):
+    """What the reactor needs of a connection (its public interface to the loop)."""
+
+    socket: SocketTransport  # read and written by the front-end, watched by the loop
+    due: float  # its live timer entry's time, math.inf for none (the loop's to write)
+
+
+class Loop:
+    """The epoll set, the deadline heap and the task that serves them."""
 
     def __init__(self) -> None:
         self.ep = select.epoll()
-        self.conns: dict[int, Any] = {}  # fd -> connection
-        self.timers: list[tuple[float, int, Any]] = []
+        self.conns: dict[int, tuple[Any, EpollReactor]] = {}  # fd -> (connection, front-end)
+        self.timers: list[tuple[float, int, Any, EpollReactor]] = []
+        self.frontends: list[EpollReactor] = []
         self._seq = count()
         self._scope = trio.CancelScope()
         self.now = 0.0  # trio's clock at the start of the pass
         self._spin_budget = SPIN_MAX_S
         self._sleep: trio.CancelScope | None = None  # the loop's wait, while it waits
 
-    # -- the set -------------------------------------------------------------------------
-
-    def watch(self, fd: int, conn: Any) -> None:
-        self.conns[fd] = conn
-        self.ep.register(fd, _IN)
-
-    def unwatch(self, fd: int, conn: Any) -> bool:
-        """Take `conn` out of the set; False if it was not in it."""
-        if self.conns.get(fd) is not conn:
-            return False
-        del self.conns[fd]
-        conn.due = math.inf
-        try:
-            self.ep.unregister(fd)
-        except (OSError, ValueError):
-            pass
-        return True
-
-    def schedule(self, conn: Any, due: float) -> None:
-        """Call `_expire(conn)` at `due`, unless an earlier call is already scheduled."""
+    def schedule(self, conn: Watched, frontend: EpollReactor, due: float) -> None:
         if due < conn.due:
             conn.due = due
-            heapq.heappush(self.timers, (due, next(self._seq), conn))
+            timers = self.timers
+            if len(timers) > 64 + 2 * len(self.conns):
+                # superseded entries (a deadline met early) outnumber the live ones
+                timers[:] = [t for t in timers if t[0] == t[2].due]
+                heapq.heapify(timers)
+            heapq.heappush(timers, (due, next(self._seq), conn, frontend))
             sleep = self._sleep
             if sleep is not None and due < sleep.deadline:
                 sleep.deadline = due  # scheduled from another task while the loop sleeps
 
+    def wake(self) -> None:
+        """Run a pass soon (work for a `_passed` that came from another task)."""
+        sleep = self._sleep
+        if sleep is not None:
+            sleep.deadline = -math.inf
+
     def close(self) -> None:
         self._scope.cancel()
-
-    # -- what subclasses define ----------------------------------------------------------
-
-    def _ready(self, conn: Any, fd: int) -> None:
-        raise NotImplementedError
-
-    def _expire(self, conn: Any, now: float) -> None:
-        """`conn`'s deadline passed (its `due` is already math.inf again)."""
-        raise NotImplementedError
-
-    def _fail(self, conn: Any) -> None:
-        """An unexpected error while serving `conn`: end it."""
-        raise NotImplementedError
-
-    def _shutdown(self) -> None:
-        """The loop ends: end every connection still here."""
-        raise NotImplementedError
-
-    # -- the loop ------------------------------------------------------------------------
 
     async def run(self) -> None:
         wait = trio.lowlevel.wait_readable
@@ -115,7 +106,8 @@ class EpollReactor:
                     self._pass(events)
                     events = self._spin() if events else events
         finally:
-            self._shutdown()
+            for frontend in list(self.frontends):
+                frontend._shutdown()
             self.ep.close()
 
     def _spin(self) -> list[tuple[int, int]]:
@@ -134,18 +126,119 @@ class EpollReactor:
     def _pass(self, events: list[tuple[int, int]]) -> None:
         self.now = now = trio.current_time()
         conns = self.conns
-        for fd, _ in events:
-            conn = conns.get(fd)
-            if conn is None:
-                continue
-            try:
-                self._ready(conn, fd)
-            except Exception:  # one connection must never take the others down
-                log.exception("[%s] unexpected error", conn)
-                self._fail(conn)
-        timers = self.timers
-        while timers and timers[0][0] <= now:
-            due, _, conn = heapq.heappop(timers)
-            if due == conn.due:  # else an entry superseded by an earlier one
-                conn.due = math.inf  # this entry is spent
-                self._expire(conn, now)
+        frontends = tuple(self.frontends)  # each one told of the pass's start and its end
+        for frontend in frontends:
+            frontend._passing()
+        try:
+            for fd, mask in events:
+                entry = conns.get(fd)
+                if entry is None:
+                    continue
+                conn, frontend = entry
+                try:
+                    frontend._ready(conn, mask)
+                except Exception:  # one connection must never take the others down
+                    log.exception("[%s] unexpected error", conn)
+                    frontend._fail(conn)
+            timers = self.timers
+            while timers and timers[0][0] <= now:
+                due, _, conn, frontend = heapq.heappop(timers)
+                if due == conn.due:  # else an entry superseded by an earlier one
+                    conn.due = math.inf  # this entry is spent
+                    frontend._expire(conn, now)
+        finally:
+            for frontend in frontends:
+                frontend._passed()
+
+
+class EpollReactor:
+    """A front-end's part of the loop; subclasses say what a ready socket and an expired
+    deadline do."""
+
+    def __init__(self, loop: Loop | None = None) -> None:
+        self._owns_loop = loop is None
+        self.loop = Loop() if loop is None else loop
+        self.loop.frontends.append(self)
+        self.conns: dict[int, Any] = {}  # fd -> this front-end's connection
+        self._scope = trio.CancelScope()
+
+    # -- the set -------------------------------------------------------------------------
+
+    def watch(self, conn: Watched) -> None:
+        fd = conn.socket.fd
+        loop = self.loop
+        self.conns[fd] = conn
+        loop.conns[fd] = (conn, self)
+        loop.ep.register(fd, _IN)
+
+    def unwatch(self, conn: Watched) -> bool:
+        """Take `conn` out of the set; False if it was not in it."""
+        fd = conn.socket.fd
+        if self.conns.get(fd) is not conn:
+            return False
+        del self.conns[fd]
+        loop = self.loop
+        del loop.conns[fd]
+        conn.due = math.inf
+        try:
+            loop.ep.unregister(fd)
+        except (OSError, ValueError):
+            pass
+        return True
+
+    def watching(self, conn: Watched) -> bool:
+        return self.conns.get(conn.socket.fd) is conn
+
+    def want_output(self, conn: Watched, on: bool) -> None:
+        """Also report `conn` ready when its socket takes output again (or stop)."""
+        self.loop.ep.modify(conn.socket.fd, _IN | _OUT if on else _IN)
+
+    def schedule(self, conn: Watched, due: float) -> None:
+        """Call `_expire(conn)` at `due`, unless an earlier call is already scheduled."""
+        self.loop.schedule(conn, self, due)
+
+    def wake(self) -> None:
+        """Run a pass soon (work for `_passed` that came from another task)."""
+        self.loop.wake()
+
+    # -- its lifetime ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve this front-end's connections until `close()` or cancellation (the loop too,
+        when it is this front-end's own); then end them."""
+        try:
+            with self._scope:
+                if self._owns_loop:
+                    await self.loop.run()
+                else:
+                    await trio.sleep_forever()
+        finally:
+            self._shutdown()
+            self.loop.frontends.remove(self)
+
+    def close(self) -> None:
+        self._scope.cancel()
+
+    # -- what subclasses define ----------------------------------------------------------
+
+    def _ready(self, conn: Any, events: int) -> None:
+        """`conn`'s socket is readable (or writable, if asked for: `events` says which)."""
+        raise NotImplementedError
+
+    def _expire(self, conn: Any, now: float) -> None:
+        """`conn`'s deadline passed (its `due` is already math.inf again)."""
+        raise NotImplementedError
+
+    def _fail(self, conn: Any) -> None:
+        """An unexpected error while serving `conn`: end it."""
+        raise NotImplementedError
+
+    def _shutdown(self) -> None:
+        """This front-end leaves the loop (or the loop ends): end every connection here."""
+        raise NotImplementedError
+
+    def _passing(self) -> None:
+        """Before each pass's connections and deadlines (nothing by default)."""
+
+    def _passed(self) -> None:
+        """After each pass's connections and deadlines (nothing by default)."""

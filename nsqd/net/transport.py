@@ -73,30 +73,59 @@ class Transport(Protocol):
 
 
 class SocketTransport:
-    __slots__ = ("_fd", "_more", "stream")
+    """A plain TCP socket, read and written on its fd. The reactors (nsqd/net/reactor.py) use
+    the synchronous verbs (`read_now`, `write_now`, `close_now`) on a socket they saw ready;
+    a connection's own task uses the Transport ones."""
+
+    __slots__ = ("fd", "more", "stream")
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
-        self._fd = stream.socket.fileno()
-        self._more = False  # the last read filled the buffer: more is probably waiting
+        self.fd = stream.socket.fileno()
+        self.more = False  # the last read filled the buffer: more is probably waiting
 
     async def receive(self, max_bytes: int) -> bytes:
-        fd = self._fd
-        if self._more:
+        fd = self.fd
+        if self.more:
             await trio.lowlevel.checkpoint()  # a busy sender must not starve the others
             size = max_bytes
         else:
             await _wait_readable(fd)
             size = min(max_bytes, SMALL_READ)
         data = await read_ready(fd, size)
-        self._more = len(data) == size
+        self.more = len(data) == size
         return data
 
+    def read_now(self, max_bytes: int) -> bytes | None:
+        """One non-blocking read of a socket seen readable: SMALL_READ bytes at most, or
+        `max_bytes` after a read that filled its buffer; None when nothing was there after
+        all, b"" at end of stream or on a reset."""
+        size = max_bytes if self.more else min(max_bytes, SMALL_READ)
+        try:
+            data = os.read(self.fd, size)
+        except BlockingIOError:
+            return None
+        except OSError:
+            data = b""
+        self.more = len(data) == size
+        return data
+
+    def write_now(self, data: bytes) -> int:
+        """write_now on this socket: how much of `data` went."""
+        return write_now(self.fd, data)
+
     async def send(self, data: bytes, limit: float) -> None:
-        sent = write_now(self._fd, data)
+        sent = write_now(self.fd, data)
         if sent < len(data):
             with trio.fail_after(limit if limit < math.inf else 1e9):
-                await write_rest(self._fd, data, sent)
+                await write_rest(self.fd, data, sent)
+
+    def close_now(self) -> None:
+        """Close the socket without waiting (a reactor's connection that ends)."""
+        try:
+            self.stream.socket.close()
+        except OSError:
+            pass
 
     async def aclose(self) -> None:
         await self.stream.aclose()

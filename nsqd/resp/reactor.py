@@ -1,27 +1,28 @@
-"""The Redis connections' I/O, Redis's way: one task owns an epoll set of every client socket
-(trio waits on the epoll fd itself), reads what is ready, runs the complete commands of each
-client in order, writes the log once for the whole pass (group commit: every reply of the pass
-is durable before any is sent), then sends each client its replies in one write. No task and
-no scheduler hop per client or per command: that is what a request/response round trip costs.
+"""The Redis connections' I/O, Redis's way, on the daemon's one reactor (nsqd/net/reactor.py:
+one task owns an epoll set of every client socket, trio waits on the epoll fd itself): each
+pass reads what is ready, runs the complete commands of each client in order, writes the log
+once for the whole pass (group commit: every reply of the pass is durable before any is sent),
+then sends each client its replies in one write. No task and no scheduler hop per client or per
+command: that is what a request/response round trip costs.
 
 A blocking command that finds nothing parks its client (it stays in the epoll set, so a close
 is seen at once and what it pipelines is kept for later); the waiter's notify (called by the
 command or the bridge publish that served it) puts the client back in the run list and wakes
-the loop through an eventfd; a heap of deadlines answers timeouts. A client whose replies do
-not fit in its socket buffer waits for EPOLLOUT before its next commands run."""
+the loop (`wake`); the loop's deadline heap answers timeouts (a client's `due` is its parked
+command's). A client whose replies do not fit in its socket buffer waits for EPOLLOUT before its
+next commands run."""
 
 from __future__ import annotations
 
-import heapq
-import os
+import math
 import select
-from itertools import count
 from typing import TYPE_CHECKING
 
 import trio
 
 from ..log import log
-from .blocking import Waiter
+from ..net.reactor import EpollReactor, Loop
+from ..net.transport import SocketTransport, write_now
 from .commands import Block, ReplyError, Session, dispatch
 from .protocol import Parser, ProtocolError
 
@@ -31,18 +32,18 @@ if TYPE_CHECKING:
 READ_SIZE = 65536
 QUERY_MAX = 1 << 30  # Redis's client-query-buffer-limit: a client past it is closed
 BATCH = 256  # commands of one client per pass, so a long pipeline cannot starve the others
-_IN, _OUT = select.EPOLLIN, select.EPOLLOUT
+_OUT = select.EPOLLOUT
 
 
 class Client:
     __slots__ = (
-        "block", "close_after_send", "closed", "fd", "out", "parser", "queued", "remote",
-        "replies", "session", "sock", "timed_out",
+        "block", "close_after_send", "closed", "due", "out", "parser", "queued", "remote",
+        "replies", "session", "socket", "timed_out",
     )  # fmt: skip
 
-    def __init__(self, fe: Frontend, sock: trio.socket.SocketType, remote: str) -> None:
-        self.sock = sock
-        self.fd = sock.fileno()
+    def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
+        self.socket = SocketTransport(stream)
+        self.due = math.inf  # the reactor's timer: a parked command's timeout
         self.remote = remote
         self.parser = Parser(fe.max_bulk)
         self.parser.strict_auth = bool(fe.password)
@@ -56,37 +57,33 @@ class Client:
         self.close_after_send = False
         self.closed = False
 
+    def __repr__(self) -> str:
+        return f"RESP: {self.remote}"
+
     @property
     def blocked(self) -> bool:
         return self.block is not None
 
 
-class Reactor:
-    def __init__(self, fe: Frontend) -> None:
+class Reactor(EpollReactor):
+    def __init__(self, fe: Frontend, loop: Loop | None = None) -> None:
+        super().__init__(loop)
         self.fe = fe
-        self.ep = select.epoll()
-        self.clients: dict[int, Client] = {}
-        self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self.ep.register(self.wake_fd, _IN)
+        self.clients: dict[int, Client] = self.conns
         self.runnable: list[Client] = []  # resumed, or with commands left over
         self.to_send: list[Client] = []
-        self.timers: list[tuple[float, int, Client, Waiter]] = []
-        self._seq = count()
-        self._in_pass = False
 
     # -- clients in and out --------------------------------------------------------------
 
     def add(self, stream: trio.SocketStream) -> None:
-        sock = stream.socket
         try:
-            peer = sock.getpeername()
+            peer = stream.socket.getpeername()
             remote = f"{peer[0]}:{peer[1]}"
         except OSError:
             remote = ":0"
-        client = Client(self.fe, sock, remote)
-        self.clients[client.fd] = client
+        client = Client(self.fe, stream, remote)
         self.fe.connections[client.session.id] = client
-        self.ep.register(client.fd, _IN)
+        self.watch(client)
 
     def _close(self, client: Client) -> None:
         if client.closed:
@@ -97,60 +94,34 @@ class Reactor:
         fe = self.fe
         fe.ks.unwatch(client.session)
         fe.connections.pop(client.session.id, None)
-        self.clients.pop(client.fd, None)
-        try:
-            self.ep.unregister(client.fd)
-        except (OSError, ValueError):
-            pass
+        self.unwatch(client)
         client.parser.release()
         client.replies.clear()
-        client.sock.close()
+        client.socket.close_now()
 
-    def close_all(self) -> None:
+    # -- the loop's hooks ------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
         for client in list(self.clients.values()):
             self._close(client)
-        self.ep.close()
-        os.close(self.wake_fd)
 
-    # -- the loop ------------------------------------------------------------------------
+    def _fail(self, client: Client) -> None:
+        self._close(client)
 
-    async def run(self) -> None:
-        try:
-            while True:
-                if self.runnable:
-                    await trio.lowlevel.checkpoint()
-                else:
-                    with trio.move_on_at(self.timers[0][0] if self.timers else float("inf")):
-                        await trio.lowlevel.wait_readable(self.ep.fileno())
-                self._in_pass = True
-                try:
-                    self._pass()
-                finally:
-                    self._in_pass = False
-        finally:
-            self.close_all()
+    def _ready(self, client: Client, events: int) -> None:
+        if events & _OUT:
+            self._write_out(client)
+        if events & ~_OUT and not client.closed:
+            self._read(client)
 
-    def _pass(self) -> None:
-        for fd, mask in self.ep.poll(0):
-            if fd == self.wake_fd:
-                try:
-                    os.eventfd_read(fd)
-                except BlockingIOError:
-                    pass
-                continue
-            client = self.clients.get(fd)
-            if client is None:
-                continue
-            try:
-                if mask & _OUT:
-                    self._write_out(client)
-                if mask & ~_OUT and not client.closed:
-                    self._read(client)
-            except Exception:  # one client must never take the others down
-                log.exception("RESP: [%s] unexpected error", client.remote)
-                self._close(client)
-        if self.timers:
-            self._expire(trio.current_time())
+    def _expire(self, client: Client, now: float) -> None:
+        """A parked command's timeout (a served one set `due` back to math.inf)."""
+        blk = client.block
+        if blk is not None and not blk.waiter.done:
+            client.timed_out = True
+            self.runnable.append(client)
+
+    def _passed(self) -> None:
         while self.runnable:
             ready, self.runnable = self.runnable, []
             for client in ready:
@@ -158,18 +129,17 @@ class Reactor:
                     continue
                 try:
                     self._resume(client)
-                except Exception:
-                    log.exception("RESP: [%s] unexpected error", client.remote)
+                except Exception:  # one client must never take the others down
+                    log.exception("[%s] unexpected error", client)
                     self._close(client)
         self._commit()
 
+    # -- commands ------------------------------------------------------------------------
+
     def _read(self, client: Client) -> None:
-        try:
-            data = os.read(client.fd, READ_SIZE)
-        except BlockingIOError:
+        data = client.socket.read_now(READ_SIZE)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._close(client)
             return
@@ -232,8 +202,7 @@ class Reactor:
         client.timed_out = False
         waiter.notify = lambda: self._wake(client)
         if blk.timeout > 0:
-            deadline = trio.current_time() + blk.timeout
-            heapq.heappush(self.timers, (deadline, next(self._seq), client, waiter))
+            self.schedule(client, trio.current_time() + blk.timeout)
         return None
 
     def _unpark(self, client: Client) -> None:
@@ -243,25 +212,12 @@ class Reactor:
         self.fe.blocking.remove(blk.waiter)
         self.fe.bridge.unwatch(blk.waiter)
         blk.waiter.notify = None
-        if len(self.timers) > 64 + 2 * len(self.clients):
-            # served waiters leave their deadlines behind: keep the heap to the parked ones
-            self.timers = [t for t in self.timers if t[2].block and t[2].block.waiter is t[3]]
-            heapq.heapify(self.timers)
+        client.due = math.inf  # its timeout's entry, if any, is spent
 
     def _wake(self, client: Client) -> None:
         """A waiter was served (by a command here, or a publish from another task)."""
         self.runnable.append(client)
-        if not self._in_pass:
-            os.eventfd_write(self.wake_fd, 1)
-
-    def _expire(self, now: float) -> None:
-        timers = self.timers
-        while timers and timers[0][0] <= now:
-            _, _, client, waiter = heapq.heappop(timers)
-            blk = client.block
-            if blk is not None and blk.waiter is waiter and not waiter.done:
-                client.timed_out = True
-                self.runnable.append(client)
+        self.wake()
 
     def _resume(self, client: Client) -> None:
         blk = client.block
@@ -307,30 +263,26 @@ class Reactor:
             client.out += data
             return
         try:
-            sent = os.write(client.fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
+            sent = write_now(client.socket.fd, data)
+        except trio.BrokenResourceError:
             self._close(client)
             return
         if sent < len(data):
             client.out += memoryview(data)[sent:]
-            self.ep.modify(client.fd, _IN | _OUT)
+            self.want_output(client, True)
         elif client.close_after_send:
             self._close(client)
 
     def _write_out(self, client: Client) -> None:
         try:
-            sent = os.write(client.fd, client.out)
-        except BlockingIOError:
-            return
-        except OSError:
+            sent = write_now(client.socket.fd, client.out)
+        except trio.BrokenResourceError:
             self._close(client)
             return
         del client.out[:sent]
         if client.out:
             return
-        self.ep.modify(client.fd, _IN)
+        self.want_output(client, False)
         if client.close_after_send:
             self._close(client)
         else:

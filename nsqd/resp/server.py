@@ -13,6 +13,7 @@ import trio
 from ..config.options import Options
 from ..engine.broker import Broker
 from ..log import log
+from ..net.reactor import Loop
 from .blocking import Blocking, Waiter
 from .bridge import Bridge
 from .commands import Block, Session
@@ -36,8 +37,11 @@ class KeyspaceLog(Protocol):
 
 
 class Frontend:
-    def __init__(self, options: Options, broker: Broker, keyspace_log: KeyspaceLog) -> None:
+    def __init__(
+        self, options: Options, broker: Broker, keyspace_log: KeyspaceLog, loop: Loop | None = None
+    ) -> None:
         self.options = options
+        self.loop = loop  # the daemon's reactor loop; None: the reactor runs one of its own
         self.broker = broker
         self.password = options.resp_password.encode()
         self.max_bulk = options.resp_max_bulk
@@ -106,7 +110,7 @@ class Frontend:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         self.address = listeners[0].socket.getsockname()[:2]
-        self.reactor = Reactor(self)
+        self.reactor = Reactor(self, self.loop)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.expirer.run)
             nursery.start_soon(self.reactor.run)

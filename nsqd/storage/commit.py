@@ -25,10 +25,13 @@ class GroupCommit:
     """One per store (a worker's partition). Never held, it writes nothing itself: each
     append goes to its file at once (a DiskQueue built without one gets this)."""
 
-    __slots__ = ("_dirty", "_error", "appended", "depth")
+    __slots__ = ("_dirty", "_error", "appended", "deferring", "depth")
 
     def __init__(self) -> None:
         self.depth = 0  # nested holds; > 0: appends are buffered
+        # the holder answers what is published now after its own release (the TCP reactor's
+        # clients); any other publisher inside a hold has its records written before it answers
+        self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
         self._dirty: list[_Buffered] = []
         self._error: str | None = None

@@ -33,7 +33,7 @@ from protocol.v2 import (
     encode_error,
     encode_response,
 )
-from protocol.v2.message import MESSAGE_FRAME_HEADER
+from protocol.v2.message import append_message_frames
 from protocol.v2.state import ClientState
 
 from ..log import log
@@ -54,7 +54,6 @@ RECEIVE_SIZE = 256 * 1024
 # A client whose unsent output passes this stops taking messages until its socket drains,
 # as nsqd's message pump stops while a write blocks.
 HIGH_WATER = 4 * 1024 * 1024
-_pack_header = MESSAGE_FRAME_HEADER.pack
 # Commands that need the AUTH server's permission, by the verb nsqd names in its errors.
 # MPUB is checked before its body is read, as nsqd does.
 _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
@@ -68,6 +67,8 @@ def upgrades(negotiation: Negotiation | None) -> bool:
 
 
 class Client:
+    socket: SocketTransport  # plain TCP only: what the reactor and the inline writes use
+
     def __init__(
         self,
         node: Node,
@@ -80,7 +81,10 @@ class Client:
         self.broker = broker
         self.id = broker.next_client_id()
         self.stream = stream
-        self.transport: Transport = transport_for(stream)
+        transport = transport_for(stream)
+        self.transport: Transport = transport
+        if isinstance(transport, SocketTransport):
+            self.socket = transport  # the plain socket: the reactor's and inline writes' way
         self.remote_address = f"{remote[0]}:{remote[1]}" if remote[0] else ""
         opts = node.options
         self.conn = V2Connection(
@@ -117,8 +121,8 @@ class Client:
         self._urgent = False
         self._next_tick = math.inf
         self._lot = trio.lowlevel.ParkingLot()
-        self._next_heartbeat = trio.current_time() + self.heartbeat_interval
-        self._last_read = trio.current_time()
+        self.next_heartbeat = trio.current_time() + self.heartbeat_interval
+        self.last_read = trio.current_time()
         self.needs_refresh = False
         self.closed = False
         self.accepting = False  # subscribed, not closing, not closed
@@ -180,14 +184,7 @@ class Client:
         """`msgs` are in flight to this client: their frames go into its output buffer."""
         out = self._out
         was_empty = not out
-        append = out.append
-        size = 0
-        for msg in msgs:
-            body = msg.body
-            append(_pack_header(len(body) + 30, 2, msg.timestamp, msg.attempts))
-            append(msg.id)
-            append(body)
-            size += len(body) + 34
+        size = append_message_frames(out, msgs)
         count = len(msgs)
         self.in_flight += count
         self.message_count += count
@@ -223,7 +220,7 @@ class Client:
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self._next_tick = math.inf
-        sent = write_now(self.transport._fd, data)  # type: ignore[attr-defined]
+        sent = write_now(self.socket.fd, data)
         if sent < len(data):
             rest = data[sent:]
             out.append(rest)
@@ -263,6 +260,11 @@ class Client:
         self._out_size += len(frame)
         self._urgent = True
 
+    @property
+    def has_output(self) -> bool:
+        """Frames queued and not yet sent."""
+        return bool(self._out)
+
     def out_mark(self) -> int:
         return len(self._out)
 
@@ -279,8 +281,9 @@ class Client:
 
     def adopted(self) -> bool:
         """Whether the publishers' reactor serves this new connection (else `run` it)."""
-        if self.reactor is not None and isinstance(self.transport, SocketTransport):
-            self.reactor.adopt(self)
+        transport = self.transport
+        if self.reactor is not None and isinstance(transport, SocketTransport):
+            self.reactor.adopt(self, transport)
             return True
         self.reactor = None
         return False
@@ -330,7 +333,7 @@ class Client:
             except ProtocolClosed as exc:  # a compressed stream Go's readers refuse
                 log.error("[%s] - %s", self, exc)
                 return
-            self._last_read = trio.current_time()
+            self.last_read = trio.current_time()
             conn.receive_data(data)
             if not await self._process() or not data:
                 return
@@ -395,7 +398,7 @@ class Client:
             # nsqd applies only the first IDENTIFY's timers and rates to the message pump.
             self.identified = True
             self._apply_settings(cmd.settings)
-            self._next_heartbeat = trio.current_time() + self.heartbeat_interval
+            self.next_heartbeat = trio.current_time() + self.heartbeat_interval
             self._wake()
         if negotiation is None:
             self.respond(OK_FRAME)
@@ -463,14 +466,14 @@ class Client:
         lot = self._lot
         while True:
             now = trio.current_time()
-            if now >= self._last_read + self.read_timeout:
+            if now >= self.last_read + self.read_timeout:
                 # nsqd's read deadline: nothing from the client for two heartbeat intervals
                 log.info("[%s] read timeout: no command for two heartbeats", self)
                 self.close()
                 return
-            if now >= self._next_heartbeat:
+            if now >= self.next_heartbeat:
                 self.respond(HEARTBEAT_FRAME)
-                self._next_heartbeat = now + self.heartbeat_interval
+                self.next_heartbeat = now + self.heartbeat_interval
             if self._out and not self._sending:
                 if self._next_tick == math.inf and self.flush_interval > 0:
                     # the next tick of nsqd's fixed flush ticker
@@ -480,7 +483,7 @@ class Client:
                 if self._urgent or now >= self._next_tick:
                     await self.flush()
                     continue
-            deadline = min(self._next_heartbeat, self._last_read + self.read_timeout)
+            deadline = min(self.next_heartbeat, self.last_read + self.read_timeout)
             if self._out and not self._sending:
                 deadline = min(deadline, self._next_tick)
             with trio.move_on_at(deadline):

@@ -12,17 +12,17 @@ and its `Client.serve` task starts with that command, the parser's buffered byte
 output, so the client sees one ordered stream either way. Heartbeats and nsqd's read deadline
 (two heartbeat intervals without a command) are kept here by a heap of per-client deadlines.
 
-Group commit: each pass holds the store's `WriteBatch`, so what the pass's small publishers
-(PUB) append to the disk queues is written with one write per queue file when the pass ends, and
-their answers are sent only after that write; a client that appended many records (an MPUB) has
-them written when its commands are done and is answered then. A failed write turns the answers
-not yet sent of the pass's disk publishers into their command's E_PUB_FAILED (E_MPUB_FAILED,
-E_DPUB_FAILED), which closes the connection as nsqd's does (a publisher whose own records were
-written may be refused too: it retries, and at least once holds)."""
+Group commit: each pass of the shared loop holds the store's `WriteBatch` (from `_passing` to
+`_passed`), so what the pass's small TCP publishers (PUB) append to the disk queues is written
+with one write per queue file when the pass ends, and their answers are sent only after that
+write; a client that appended many records (an MPUB) has them written when its commands are done
+and is answered then. A failed write turns the answers not yet sent of the pass's disk
+publishers into their command's E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED), which closes the
+connection as nsqd's does (a publisher whose own records were written may be refused too: it
+retries, and at least once holds)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,13 +47,17 @@ from protocol.v2.errors import ErrorCode
 from ..engine.ports import WriteBatch
 from ..log import log
 from ..net.boundary import guarded
-from ..net.reactor import EpollReactor
-from ..net.transport import SMALL_READ
+from ..net.reactor import EpollReactor, Loop
+from ..net.transport import SocketTransport
 from . import commands
 from .connection import RECEIVE_SIZE, upgrades
 
 if TYPE_CHECKING:
     from .connection import Client
+
+# Commands run here; any other hands its connection to a task of its own.
+_HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
+
 
 # A client that appended this many records to disk queues (an MPUB) has them written at once
 # and is answered without waiting for the rest of the pass: its OK is not held up by the
@@ -71,20 +75,24 @@ _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
 
 
 class Reactor(EpollReactor):
-    def __init__(self, spawn: Callable[..., Any], commit: WriteBatch) -> None:
-        super().__init__()
-        self._spawn = spawn  # start_soon of the clients nursery
-        self.clients: dict[int, Client] = self.conns
+    def __init__(
+        self, spawn: Callable[..., Any], commit: WriteBatch, loop: Loop | None = None
+    ) -> None:
+        super().__init__(loop)
         self._commit = commit
         # (client, its output's length before this read's commands, its first command that
         # appended to a disk queue): answered after the pass's write
         self._held: list[tuple[Client, int, type]] = []
         self._wrote: type | None = None  # that first command, of the client being served
+        self._spawn = spawn  # start_soon of the clients nursery
+        self.clients: dict[int, Client] = self.conns
 
     # -- connections in and out ----------------------------------------------------------
 
-    def adopt(self, client: Client) -> None:
-        self.watch(client.transport._fd, client)  # type: ignore[attr-defined]
+    def adopt(self, client: Client, socket: SocketTransport) -> None:
+        """Serve `client`, whose transport is the plain `socket`."""
+        client.socket = socket
+        self.watch(client)
         self._schedule(client)
 
     def drop(self, client: Client) -> None:
@@ -92,13 +100,10 @@ class Reactor(EpollReactor):
         if not self._forget(client):
             return
         client.ended()
-        try:
-            client.transport.stream.socket.close()  # type: ignore[attr-defined]
-        except OSError:
-            pass
+        client.socket.close_now()
 
     def _forget(self, client: Client) -> bool:
-        if not self.unwatch(client.transport._fd, client):  # type: ignore[attr-defined]
+        if not self.unwatch(client):
             return False
         client.reactor = None
         return True
@@ -117,21 +122,17 @@ class Reactor(EpollReactor):
     def _fail(self, client: Client) -> None:
         self.drop(client)
 
-    def _ready(self, client: Client, fd: int) -> None:
-        self._read(client, fd)
-
-    def _pass(self, events: list[tuple[int, int]]) -> None:
+    def _passing(self) -> None:
         self._commit.hold()
-        try:
-            super()._pass(events)
-        finally:
-            error = self._commit.release()
-            held, self._held = self._held, []
-            for client, mark, wrote in held:
-                if error is None:
-                    self._write(client)
-                else:
-                    self._refuse(client, mark, error, wrote)
+
+    def _passed(self) -> None:
+        error = self._commit.release()
+        held, self._held = self._held, []
+        for client, mark, wrote in held:
+            if error is None:
+                self._write(client)
+            else:
+                self._refuse(client, mark, error, wrote)
 
     def _refuse(self, client: Client, mark: int, error: str, wrote: type) -> None:
         """The pass's write failed: this client's answers since `mark` never go out."""
@@ -145,22 +146,23 @@ class Reactor(EpollReactor):
         self._write(client)
         self._end(client)
 
-    def _read(self, client: Client, fd: int) -> None:
-        transport = client.transport
-        size = RECEIVE_SIZE if transport._more else SMALL_READ  # type: ignore[attr-defined]
-        try:
-            data = os.read(fd, size)
-        except BlockingIOError:
+    def _ready(self, client: Client, events: int) -> None:
+        data = client.socket.read_now(RECEIVE_SIZE)
+        if data is None:
             return
-        except OSError:
-            data = b""
-        transport._more = len(data) == size  # type: ignore[attr-defined]
-        client._last_read = self.now
+        client.last_read = self.loop.now
         client.conn.receive_data(data)
         commit = self._commit
         mark, appended = client.out_mark(), commit.appended
         self._wrote = None
-        if self._run(client):
+        # its publishes stay buffered: its answers wait for the pass's write (HTTP's and
+        # RESP's publishes in the same pass are answered at once, so the broker writes them)
+        commit.deferring = True
+        try:
+            served = self._run(client)
+        finally:
+            commit.deferring = False
+        if served:
             appended = commit.appended - appended
             if not appended:
                 self._write(client)
@@ -183,7 +185,7 @@ class Reactor(EpollReactor):
                 if cmd is NEED_DATA:
                     return True
                 if cmd is CLOSED:
-                    self._commit.flush()  # its answers go now: what they confirm first
+                    commit.flush()  # its answers go now: what they confirm first
                     self._write(client)
                     self._end(client)
                     return False
@@ -206,7 +208,7 @@ class Reactor(EpollReactor):
             err.__traceback__ = None  # its frames hold the parser's buffer
             log.error("[%s] - %s", client, err)
             client.respond(encode_error(bytes(err)))
-            self._commit.flush()
+            commit.flush()
             self._write(client)
             self._end(client)
         except ProtocolClosed as exc:
@@ -233,7 +235,7 @@ class Reactor(EpollReactor):
     # -- output ----------------------------------------------------------------------------
 
     def _write(self, client: Client) -> None:
-        if not client._out or client.reactor is not self:
+        if not client.has_output or client.reactor is not self:
             return
         try:
             sent_all = client.send_now()
@@ -248,18 +250,18 @@ class Reactor(EpollReactor):
     # -- heartbeats and the read deadline ----------------------------------------------------
 
     def _schedule(self, client: Client) -> None:
-        self.schedule(client, min(client._next_heartbeat, client._last_read + client.read_timeout))
+        self.schedule(client, min(client.next_heartbeat, client.last_read + client.read_timeout))
 
     def _expire(self, client: Client, now: float) -> None:
         if client.reactor is not self:
             return
-        if now >= client._last_read + client.read_timeout:
+        if now >= client.last_read + client.read_timeout:
             log.info("[%s] read timeout: no command for two heartbeats", client)
             self.drop(client)
             return
-        if now >= client._next_heartbeat:
+        if now >= client.next_heartbeat:
             client.respond(HEARTBEAT_FRAME)
-            client._next_heartbeat = now + client.heartbeat_interval
+            client.next_heartbeat = now + client.heartbeat_interval
             self._write(client)
             if client.reactor is not self:
                 return

@@ -24,6 +24,15 @@ from protocol.v2 import (
     encode_message_frame,
     encode_response,
 )
+from protocol.v2.message import (
+    ATTEMPTS_AT,
+    FRAME_TYPE_AT,
+    ID_AT,
+    MESSAGE_FRAME_HEAD_SIZE,
+    TIMESTAMP_AT,
+    DecodedMessage,
+    append_message_frames,
+)
 
 # -- fixed frames, byte for byte (spec appendix A) ---------------------------------------------
 
@@ -149,6 +158,26 @@ def test_message_header_layout() -> None:
         b"\x09\x0a" + MSG_ID + b"B"  # attempts
     )
     assert MSG_ID_LENGTH == 16
+
+
+def test_message_frames_appended_are_the_encoded_frames_back_to_back() -> None:
+    """The batch encoder (TCP delivery, HTTP's binary answers) writes what the single one does,
+    and its size is what it appended; the offsets decoders read point at those fields."""
+    msgs = [DecodedMessage(ts, att, mid, body) for ts, att, mid, body in MESSAGES]
+    parts: list[bytes] = [b"before"]
+    size = append_message_frames(parts, msgs)
+    wire = b"".join(parts[1:])
+    assert wire == b"".join(
+        encode_message_frame(m.timestamp, m.attempts, m.id, m.body) for m in msgs
+    )
+    assert size == len(wire) and parts[0] == b"before"
+    first = encode_message_frame(-7, 65535, MSG_ID, b"xyz")
+    assert struct.unpack_from(">i", first, FRAME_TYPE_AT)[0] == FrameType.MESSAGE
+    assert struct.unpack_from(">q", first, TIMESTAMP_AT)[0] == -7
+    assert struct.unpack_from(">H", first, ATTEMPTS_AT)[0] == 65535
+    assert first[ID_AT:MESSAGE_FRAME_HEAD_SIZE] == MSG_ID
+    assert first[MESSAGE_FRAME_HEAD_SIZE:] == b"xyz"
+    assert append_message_frames(parts, []) == 0
 
 
 def test_decode_message_too_short() -> None:

@@ -1,9 +1,11 @@
 """The reactor under awkward clients: a big reply to a client that does not read waits for
 EPOLLOUT without holding up anyone else, then arrives whole; many short blocking waits served
-at once leave nothing behind (INFO's blocked_clients is 0)."""
+at once leave nothing behind (INFO's blocked_clients is 0), and the timeouts of the waits that
+come after them still fire (their deadlines share the reactor's heap with the spent ones)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -49,6 +51,13 @@ def test_many_short_waits_leave_nothing_behind(pair) -> None:
         assert waiter.reply() == b"*2\r\n$1\r\nw\r\n$%d\r\n%d\r\n" % (len(b"%d" % i), i)
     waiter.send(encode([b"INFO"]))
     assert b"blocked_clients:0\r\n" in waiter.reply()
+    for key in (b"w", b"w2"):  # then waits that nothing serves end at their timeout
+        waiter.send(encode([b"BLPOP", key, b"0.2"]))
+        assert waiter.reply(timeout=4) == b"*-1\r\n"
+    pusher.send(encode([b"RPUSH", b"w", b"late"]))  # no waiter left to take it
+    assert pusher.reply() == b":1\r\n"
+    waiter.send(encode([b"LPOP", b"w"]))
+    assert waiter.reply() == b"$4\r\nlate\r\n"
     waiter.close()
     pusher.close()
 
@@ -66,3 +75,40 @@ def test_clean_stop_with_blocked_and_idle_clients(ours) -> None:
     assert blocked.until_closed(2).endswith(b"<closed>")
     blocked.close()
     idle.close()
+
+
+def _epolls(pid: int) -> dict[int, int]:
+    """The process's epoll fds -> how many fds each one watches (from /proc)."""
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target == "anon_inode:[eventpoll]":
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                found[int(fd)] = sum(line.startswith("tfd:") for line in info)
+    return found
+
+
+def test_one_reactor_serves_tcp_http_and_resp(ours) -> None:
+    """The daemon runs one epoll reactor for its three front-ends: with a publisher on each
+    (TCP PUB, HTTP /pub kept alive, RESP RPUSH) the process has two epoll sets, trio's and the
+    reactor's, and the reactor's watches the three connections."""
+    server = ours.start()
+    tcp = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
+    tcp.sendall(b"  V2PUB t\n\x00\x00\x00\x01x")
+    assert tcp.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    http = socket.create_connection(("127.0.0.1", server.http_port), timeout=5)
+    http.sendall(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\ny")
+    assert http.recv(1000).startswith(b"HTTP/1.1 200 OK")
+    resp = Conn(server.port)
+    resp.send(encode([b"RPUSH", b"k", b"v"]))
+    assert resp.reply() == b":1\r\n"
+    time.sleep(0.2)  # the HTTP connection goes back to the reactor after its answer
+    epolls = _epolls(server.proc.pid)
+    assert len(epolls) == 2, epolls
+    assert 3 in epolls.values(), epolls
+    for conn in (tcp, http):
+        conn.close()
+    resp.close()
