@@ -44,7 +44,7 @@ from protocol.v2 import (
 )
 from protocol.v2.errors import ErrorCode
 
-from ..engine.ports import WriteBatch
+from ..engine.api import WriteBatch
 from ..log import log
 from ..net.boundary import guarded
 from ..net.reactor import EpollReactor, Loop

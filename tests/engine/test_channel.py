@@ -10,10 +10,10 @@ import pytest
 import trio
 import trio.testing
 
-from nsqd.engine.broker import Broker, PublishFailed
+from nsqd.engine.api import Refused
+from nsqd.engine.broker import Broker
 from nsqd.engine.channel import Channel
 from nsqd.engine.message import Message
-from nsqd.engine.policies.policy import QueueFull
 from nsqd.engine.ports import StoreError
 from nsqd.engine.settings import Settings
 from protocol.v2 import ErrorCode, NSQError
@@ -310,8 +310,9 @@ async def test_a_store_refusal_is_one_publish_failure_and_turns_health_nok(
         engine.channel()
         engine.stores["t"].refuse = "disk full"
         engine.stores["t:c"].refuse = "disk full"
-        with pytest.raises(PublishFailed, match="disk full"):
+        with pytest.raises(Refused, match="disk full") as refused:
             engine.broker.publish("t", [b"x"])
+        assert refused.value.kind == "store"
         assert engine.broker.health == "NOK - disk full"
         nursery.cancel_scope.cancel()
 
@@ -357,8 +358,9 @@ async def test_lend_puts_up_to_n_in_flight_for_a_lease(
 async def test_max_depth_with_overflow_reject_refuses_the_publish_whole(engine: Engine) -> None:
     engine.broker.configure_channel("t", "c", {"max_depth": "2", "overflow": "reject"})
     engine.broker.publish("t", bodies(2))
-    with pytest.raises(QueueFull):
+    with pytest.raises(Refused, match=r"channel t:c is full \(2 of max_depth 2\)") as refused:
         engine.broker.publish("t", [b"one too many"])
+    assert refused.value.kind == "full"
     assert engine.channel().depth == 2
 
 
