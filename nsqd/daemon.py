@@ -115,6 +115,7 @@ class NSQD:
         tcp_listeners = await open_listeners(self.options.tcp_address)
         node.tcp_address = tcp_listeners[0].socket.getsockname()[:2]
         log.info("TCP: listening on %s:%d", *node.tcp_address)
+        group = await self._join_group(tcp_listeners)
         http = (
             HTTPServer(node, broker, self.lookupd.set_addresses)
             if self.options.http_address
@@ -132,6 +133,8 @@ class NSQD:
                 await root.start(resp.serve, resp_listeners)
             root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
+            if group is not None:
+                root.start_soon(group.run)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
             if self.options.durable_inflight:
@@ -169,6 +172,18 @@ class NSQD:
             with trio.move_on_after(1):
                 await auth_http.aclose()
         log.info("exiting")
+
+    async def _join_group(self, tcp_listeners: list[trio.SocketListener]) -> Any:
+        """One worker of --workers=N: its private link joins the TCP listeners, and its pulls
+        (nsqd.group.worker.Worker) run beside the scanner. None (nothing imported) alone."""
+        if self.options.workers <= 1:
+            return None
+        from .group.identity import CURRENT
+        from .group.worker import Worker
+
+        worker = Worker(self.broker, CURRENT[0])
+        tcp_listeners.append(await worker.open_link())
+        return worker
 
     async def _open_resp(self) -> tuple[Any, list[trio.SocketListener]]:
         """The Redis front-end, imported only when --resp-address is set (idle memory)."""

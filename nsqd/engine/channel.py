@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from .ports import Consumer, Journal, OverflowFactory
 
 
+def _fed(channel: Channel) -> None:
+    """The `starved` of a channel that nobody else feeds (every channel of a lone nsqd)."""
+
+
 def _wall_ms(deadline: float) -> int:
     """A trio-clock deadline as unix ms (what a journal keeps across restarts)."""
     return time.time_ns() // 1_000_000 + round((deadline - trio.current_time()) * 1000)
@@ -45,6 +49,9 @@ class Channel:
     dropped_count = 0
     delivery_count = 0  # deliveries, counting redeliveries (RSMQ's totalrecv)
     leases: dict[str, Any] | None = None  # holders of what HTTP received (engine/leases.py)
+    # told after a consumer's credit changed: a group's worker (nsqd/group) pulls from its
+    # peers what its consumers have credit for
+    starved: Callable[[Channel], None] = staticmethod(_fed)
 
     def __init__(
         self,
@@ -280,6 +287,7 @@ class Channel:
             self._in_ready.add(consumer.id)
             self._ready.append(consumer)
         self._dispatch()
+        self.starved(self)
 
     def refresh_all(self) -> None:
         for consumer in list(self.consumers.values()):
