@@ -32,6 +32,17 @@ _CHILD = (
 )
 
 
+def _stop_with_parent() -> None:
+    """In the child before exec: SIGTERM when the supervisor dies (a kill -9 of it leaves no
+    worker holding the ports; each stops cleanly, as for a SIGTERM)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 class Worker:
     """One worker process and when to start it again."""
 
@@ -45,7 +56,7 @@ class Worker:
     def start(self) -> None:
         env = dict(os.environ, **{ENV: f"{self.index}/{self.count}"})
         argv = [sys.executable, "-c", _CHILD, _PACKAGE_ROOT, *self.argv]
-        self.proc = subprocess.Popen(argv, env=env)
+        self.proc = subprocess.Popen(argv, env=env, preexec_fn=_stop_with_parent)
         self.started_at = time.monotonic()
         self.restart_at = None
         log.info("group: worker %d started (pid %d)", self.index, self.proc.pid)

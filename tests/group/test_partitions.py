@@ -1,0 +1,68 @@
+"""A group behaves as one nsqd: what is published in one worker reaches a consumer in another,
+FIN/REQ act where the consumer is, and nothing is pulled that no consumer has credit for."""
+
+from __future__ import annotations
+
+from .conftest import Group
+
+
+def _drain(conn, n: int) -> list[tuple[bytes, bytes, int]]:
+    """n messages from a subscribed connection, each FIN'd: (id, body, attempts)."""
+    got = []
+    while len(got) < n:
+        kind, data = conn.frame()
+        assert kind == 2, (kind, data)
+        msg_id = data[10:26]
+        got.append((msg_id, data[26:], int.from_bytes(data[8:10], "big")))
+        conn.fin(msg_id)
+    return got
+
+
+def test_a_consumer_in_one_worker_drains_what_another_worker_took(group: Group) -> None:
+    group.start()
+    with group.pin(0) as pub:
+        for i in range(300):
+            pub.pub("t", b"m%d" % i)
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(7)
+        got = _drain(sub, 300)
+    assert sorted(body for _, body, _ in got) == sorted(b"m%d" % i for i in range(300))
+    assert len({msg_id for msg_id, _, _ in got}) == 300
+    assert {attempts for _, _, attempts in got} == {1}
+
+
+def test_consumers_in_both_workers_share_what_both_took(group: Group) -> None:
+    group.start()
+    with group.pin(0) as a, group.pin(1) as b:
+        for i in range(100):
+            (a if i % 2 else b).pub("t", b"%d" % i)
+        a.sub("t", "c")
+        b.sub("t", "c")
+        a.rdy(1)  # a slow consumer beside a keen one: nothing is stranded either way
+        b.rdy(50)
+        seen: list[bytes] = []
+        for _ in range(1000):  # bounded: 0.2 s a miss
+            if len(seen) >= 100:
+                break
+            for conn in (b, a):
+                conn.sock.settimeout(0.2)
+                try:
+                    seen += [body for _, body, _ in _drain(conn, 1)]
+                except TimeoutError:
+                    pass
+    assert sorted(seen) == sorted(b"%d" % i for i in range(100))
+
+
+def test_a_requeued_message_comes_back_with_its_attempts(group: Group) -> None:
+    group.start()
+    with group.pin(0) as pub:
+        pub.pub("t", b"once")
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(1)
+        kind, data = sub.frame()
+        assert kind == 2 and data[26:] == b"once"
+        sub.req(data[10:26])
+        ((_, body, attempts),) = _drain(sub, 1)
+    assert (body, attempts) == (b"once", 2)
