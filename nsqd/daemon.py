@@ -115,7 +115,6 @@ class NSQD:
         tcp_listeners = await open_listeners(self.options.tcp_address)
         node.tcp_address = tcp_listeners[0].socket.getsockname()[:2]
         log.info("TCP: listening on %s:%d", *node.tcp_address)
-        group = await self._join_group(tcp_listeners)
         http = (
             HTTPServer(node, broker, self.lookupd.set_addresses)
             if self.options.http_address
@@ -124,6 +123,7 @@ class NSQD:
         node.http_address = await http.bind() if http is not None else None
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
+        group = await self._join_group(tcp_listeners, http)
         resp, resp_listeners = await self._open_resp()
         async with trio.open_nursery() as root:
             self._nursery = root
@@ -173,15 +173,18 @@ class NSQD:
                 await auth_http.aclose()
         log.info("exiting")
 
-    async def _join_group(self, tcp_listeners: list[trio.SocketListener]) -> Any:
-        """One worker of --workers=N: its private link joins the TCP listeners, and its pulls
-        (nsqd.group.worker.Worker) run beside the scanner. None (nothing imported) alone."""
+    async def _join_group(
+        self, tcp_listeners: list[trio.SocketListener], http: HTTPServer | None
+    ) -> Any:
+        """One worker of --workers=N: its private link joins the TCP listeners, its pulls and
+        private HTTP (nsqd.group.worker.Worker) run beside the scanner, and its HTTP answers
+        for the group. None (nothing imported) alone."""
         if self.options.workers <= 1:
             return None
         from .group.identity import CURRENT
         from .group.worker import Worker
 
-        worker = Worker(self.broker, CURRENT[0])
+        worker = Worker(self.broker, CURRENT[0], http)
         tcp_listeners.append(await worker.open_link())
         return worker
 

@@ -1,7 +1,9 @@
 """A worker of a group (--workers): what it adds to a whole nsqd.
 
 - a private link: a V2 listener on 127.0.0.1 (any port), served as the public TCP port is,
-  whose address it writes to `worker-K.link` in the group's --data-path for its peers;
+  and an HTTP one answering for this worker alone; their addresses are the two lines of
+  `worker-K.link` in the group's --data-path, for its peers;
+- group-wide HTTP answers (fanout.py) in the API's route table;
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), woken
   when a consumer's credit changes (the channel's `starved` port), stopped a while after the
   channel's last consumer here left."""
@@ -13,44 +15,59 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..http import server as http_server
+from ..http.v1 import Request
 from ..log import log
+from .fanout import FanOut
 from .identity import Identity
 from .pull import Pull, is_link
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..engine.channel import Channel
+    from ..http.routes import HTTPServer
 
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
 
 
 class Worker:
-    def __init__(self, broker: Broker, identity: Identity) -> None:
+    def __init__(self, broker: Broker, identity: Identity, http: HTTPServer | None) -> None:
         self.broker = broker
         self.identity = identity
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
         self._idle_since: dict[tuple[str, str], float] = {}
-        self._addresses: dict[int, tuple[str, int]] = {}
+        self._http = http
+        self._http_listener: trio.SocketListener | None = None
+        if http is not None:
+            FanOut(broker, http.api, self._peer_http).install()
 
     async def open_link(self) -> trio.SocketListener:
-        """The private listener, its address published for the peers (written whole, then
-        renamed: a peer never reads half of it)."""
+        """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses
+        published for the peers (written whole, then renamed: a peer never reads half)."""
         (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        host, port = listener.socket.getsockname()[:2]
-        _write_whole(self.identity.link_file(self.identity.index), f"{host}:{port}\n")
+        lines = [_address_text(listener)]
+        if self._http is not None:
+            (self._http_listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            lines.append(_address_text(self._http_listener))
+        _write_whole(self.identity.link_file(self.identity.index), "\n".join(lines) + "\n")
         me = self.identity
-        log.info("group: worker %d/%d, link on %s:%d", me.index, me.count, host, port)
+        log.info("group: worker %d/%d, link on %s", me.index, me.count, " and ".join(lines))
         return listener
 
-    def _address(self, peer: int) -> tuple[str, int] | None:
-        """Where `peer`'s link listens (read again each time: a restarted peer moves)."""
+    def _address(self, peer: int, line: int = 0) -> tuple[str, int] | None:
+        """Where `peer`'s link (line 0) or private HTTP (line 1) listens (read again each
+        time: a restarted peer moves)."""
         try:
             with open(self.identity.link_file(peer)) as f:
-                host, _, port = f.read().strip().rpartition(":")
+                host, _, port = f.read().split()[line].rpartition(":")
             return host, int(port)
-        except (OSError, ValueError):
+        except (OSError, ValueError, IndexError):
             return None
+
+    def _peer_http(self) -> list[tuple[str, int]]:
+        found = (self._address(peer, 1) for peer in self.identity.peers)
+        return [address for address in found if address is not None]
 
     def _starved(self, channel: Channel) -> None:
         for pull in self._pulls.get((channel.topic_name, channel.name), ()):
@@ -58,6 +75,9 @@ class Worker:
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
+            if self._http is not None and self._http_listener is not None:
+                server = http_server.Server(self._http.api.handle, request_class=Request)
+                nursery.start_soon(server.serve, [(self._http_listener, None)])
             while True:
                 self._scan(nursery, trio.current_time())
                 await trio.sleep(SCAN)
@@ -101,3 +121,8 @@ def _write_whole(path: str, text: str) -> None:
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
+
+
+def _address_text(listener: trio.SocketListener) -> str:
+    host, port = listener.socket.getsockname()[:2]
+    return f"{host}:{port}"

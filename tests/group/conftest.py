@@ -4,10 +4,12 @@ worker in particular: each writes the address of its private V2 link to worker-K
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from tests.ops.conftest import (
     wait_until,
 )
 
+PEER_HEADER = "X-Trio-Nsqd-Group-Peer"
 _STARTED = re.compile(rb"group: worker (\d+) started \(pid (\d+)\)")
 
 
@@ -49,10 +52,22 @@ class Group:
     def link(self, k: int) -> int:
         """The port of worker k's private V2 link (0 until it listens)."""
         try:
-            port = int((self.data / f"worker-{k}.link").read_text().rpartition(":")[2])
+            line = (self.data / f"worker-{k}.link").read_text().split()[0]
+            port = int(line.rpartition(":")[2])
         except (OSError, ValueError):
             return 0
         return port if port_open(port) else 0
+
+    def private_http(self, k: int) -> str:
+        """Worker k's private HTTP address (its second line in worker-k.link)."""
+        return (self.data / f"worker-{k}.link").read_text().split()[1]
+
+    def worker_stats(self, k: int, query: str = "") -> dict:
+        """Worker k's own /stats (JSON), asked as its peers ask: for that worker alone."""
+        url = f"http://{self.private_http(k)}/stats?format=json{query}"
+        req = urllib.request.Request(url, headers={PEER_HEADER: "1"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
 
     def pin(self, k: int) -> V2:
         """A V2 connection that lands in worker k."""
