@@ -59,6 +59,9 @@ def become(identity: Identity, opts: Options) -> None:
 
 def refusal(opts: Options) -> str:
     """Why these options cannot run as a group ("" when they can)."""
+    stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
+    if stranded:
+        return stranded
     for name, on in (
         ("--durable-inflight", opts.durable_inflight),
         ("--dedupe-window", opts.dedupe_window > 0),
@@ -71,4 +74,29 @@ def refusal(opts: Options) -> str:
         if address and address.rpartition(":")[2] in ("", "0"):
             flag = "--" + name.replace("_", "-")
             return f"--workers={opts.workers} needs a fixed port for {flag}, not {address}"
+    return ""
+
+
+def _stranded(group_path: str, count: int) -> str:
+    """What in --data-path no worker of `count` would read: a lone nsqd's files at the top, or
+    the partition of a worker beyond the count (a group started before with more)."""
+    try:
+        names = os.listdir(group_path)
+    except OSError:
+        return ""
+    if "nsqd.dat" in names:
+        return (
+            f"--workers={count}: {group_path} holds a lone nsqd's data (nsqd.dat); "
+            "drain it with --workers=1 first, or give another --data-path"
+        )
+    beyond = sorted(
+        int(n[7:])
+        for n in names
+        if n.startswith("worker-") and n[7:].isdigit() and int(n[7:]) >= count
+    )
+    if beyond:
+        return (
+            f"--workers={count}: {group_path} holds the partition of worker {beyond[0]} "
+            f"(a group of {beyond[-1] + 1} or more ran here); start it with that many workers"
+        )
     return ""

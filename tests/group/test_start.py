@@ -95,3 +95,20 @@ def test_sigterm_stops_every_worker_cleanly(group: Group) -> None:
     for pid in pids.values():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_lone_nsqds_data_path_is_refused(tmp_path) -> None:
+    (tmp_path / "nsqd.dat").write_text('{"topics":[],"version":"1.3.0"}')
+    ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
+    done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert f"FATAL: --workers=2: {tmp_path} holds a lone nsqd's data (nsqd.dat)" in done.stderr
+
+
+def test_fewer_workers_than_the_data_path_has_partitions_is_refused(tmp_path) -> None:
+    for k in range(3):
+        (tmp_path / f"worker-{k}").mkdir()
+    ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
+    done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert "holds the partition of worker 2 (a group of 3 or more ran here)" in done.stderr
