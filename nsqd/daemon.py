@@ -184,7 +184,7 @@ class NSQD:
         from .group.identity import CURRENT
         from .group.worker import Worker
 
-        worker = Worker(self.broker, CURRENT[0], http)
+        worker = Worker(self.broker, CURRENT[0], http, self.options.max_rdy_count)
         tcp_listeners.append(await worker.open_link())
         return worker
 

@@ -62,13 +62,16 @@ def refusal(opts: Options) -> str:
     stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
     if stranded:
         return stranded
-    for name, on in (
-        ("--durable-inflight", opts.durable_inflight),
-        ("--dedupe-window", opts.dedupe_window > 0),
-        ("--resp-address", bool(opts.resp_address)),
+    not_yet = "not yet partitioned"
+    for name, on, why in (
+        ("--durable-inflight", opts.durable_inflight, not_yet),
+        ("--dedupe-window", opts.dedupe_window > 0, not_yet),
+        ("--resp-address", bool(opts.resp_address), not_yet),
+        ("--auth-http-address", bool(opts.auth_http_address), "the workers' links do not AUTH"),
+        ("--tls-required", opts.tls_required != "false", "the workers' links are plain TCP"),
     ):
         if on:
-            return f"--workers={opts.workers} cannot be combined with {name} (not yet partitioned)"
+            return f"--workers={opts.workers} cannot be combined with {name} ({why})"
     for name in ("tcp_address", "http_address", "https_address"):
         address = opts.values[name]
         if address and address.rpartition(":")[2] in ("", "0"):

@@ -57,12 +57,14 @@ class Pull:
         address: Callable[[], tuple[str, int] | None],
         peers: int,
         name: str,
+        max_rdy: int,
     ) -> None:
         self.broker = broker
         self.topic, self.channel = topic, channel
         self._address = address  # where the peer's link listens now (None: not up yet)
         self._peers = peers
         self._name = name  # this worker, as the peer's /stats shows the link
+        self._max_rdy = max_rdy  # the peer's --max-rdy-count (the group's)
         self._wakeup = trio.Event()
         self._send_lock = trio.StrictFIFOLock()
         self.scope = trio.CancelScope()
@@ -78,7 +80,7 @@ class Pull:
         channel = self._local()
         if channel is None or channel.paused or channel.deleted:
             return 0
-        return math.ceil(local_credit(channel) / self._peers)
+        return min(math.ceil(local_credit(channel) / self._peers), self._max_rdy)
 
     async def run(self) -> None:
         pause = FIRST_PAUSE

@@ -32,9 +32,12 @@ LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reco
 
 
 class Worker:
-    def __init__(self, broker: Broker, identity: Identity, http: HTTPServer | None) -> None:
+    def __init__(
+        self, broker: Broker, identity: Identity, http: HTTPServer | None, max_rdy: int
+    ) -> None:
         self.broker = broker
         self.identity = identity
+        self._max_rdy = max_rdy
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
         self._idle_since: dict[tuple[str, str], float] = {}
         self._http = http
@@ -111,6 +114,7 @@ class Worker:
                 lambda peer=peer: self._address(peer),
                 len(ident.peers),
                 f"worker-{ident.index}",
+                self._max_rdy,
             )
             pulls.append(pull)
             nursery.start_soon(pull.run)

@@ -66,3 +66,28 @@ def test_a_requeued_message_comes_back_with_its_attempts(group: Group) -> None:
         sub.req(data[10:26])
         ((_, body, attempts),) = _drain(sub, 1)
     assert (body, attempts) == (b"once", 2)
+
+
+def test_the_link_keeps_within_max_rdy_count(group: Group) -> None:
+    """Two consumers with RDY 5 each in worker 1 (credit 10) pull from worker 0, whose
+    --max-rdy-count is 5: the link asks for 5, not 10 (which nsqd would refuse)."""
+    group.start("--max-rdy-count=5")
+    with group.pin(0) as pub:
+        for i in range(30):
+            pub.pub("t", b"%d" % i)
+    with group.pin(1) as a, group.pin(1) as b:
+        for conn in (a, b):
+            conn.sub("t", "c")
+            conn.rdy(5)
+        seen: list[bytes] = []
+        for _ in range(100):  # bounded: 0.2 s a miss
+            if len(seen) >= 30:
+                break
+            for conn in (a, b):
+                conn.sock.settimeout(0.2)
+                try:
+                    seen += [body for _, body, _ in _drain(conn, 1)]
+                except TimeoutError:
+                    pass
+    assert sorted(seen) == sorted(b"%d" % i for i in range(30))
+    assert "E_INVALID" not in group.log_text()

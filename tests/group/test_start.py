@@ -30,9 +30,16 @@ def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedPro
 @pytest.mark.parametrize(
     ("flag", "words"),
     [
-        ("--durable-inflight", "cannot be combined with --durable-inflight"),
-        ("--dedupe-window=1m", "cannot be combined with --dedupe-window"),
-        ("--resp-address=127.0.0.1:0", "cannot be combined with --resp-address"),
+        ("--durable-inflight", "cannot be combined with --durable-inflight (not yet partitioned)"),
+        ("--dedupe-window=1m", "cannot be combined with --dedupe-window (not yet partitioned)"),
+        (
+            "--resp-address=127.0.0.1:0",
+            "cannot be combined with --resp-address (not yet partitioned)",
+        ),
+        (
+            "--auth-http-address=127.0.0.1:1",
+            "cannot be combined with --auth-http-address (the workers' links do not AUTH)",
+        ),
     ],
 )
 def test_features_not_partitioned_yet_are_refused(tmp_path, flag: str, words: str) -> None:
@@ -40,7 +47,7 @@ def test_features_not_partitioned_yet_are_refused(tmp_path, flag: str, words: st
     done = _run("--workers=2", *ports, f"--data-path={tmp_path}", flag)
     assert done.returncode == 1
     (fatal,) = [line for line in done.stderr.splitlines() if "FATAL" in line]
-    assert fatal.endswith(f"FATAL: --workers=2 {words} (not yet partitioned)"), fatal
+    assert fatal.endswith(f"FATAL: --workers=2 {words}"), fatal
     assert not list(tmp_path.glob("worker-*")), "no worker was started"
 
 
