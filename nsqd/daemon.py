@@ -186,6 +186,7 @@ class NSQD:
 
         worker = Worker(self.broker, CURRENT[0], http, self.options.max_rdy_count)
         tcp_listeners.append(await worker.open_link())
+        self.broker.hooks.append(worker)
         return worker
 
     async def _open_resp(self) -> tuple[Any, list[trio.SocketListener]]:
