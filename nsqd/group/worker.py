@@ -84,7 +84,8 @@ class Worker:
         in whichever worker: nsqd's promise), unless restored at start (the peers restore
         their own)."""
         channel.starved = self._starved
-        if not channel.ephemeral and not self.broker.loading and self._nursery is not None:
+        durable = not (channel.ephemeral or topic.ephemeral)
+        if durable and not self.broker.loading and self._nursery is not None:
             self._nursery.start_soon(self._make_in_peers, topic.name, channel.name)
 
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:
@@ -103,15 +104,20 @@ class Worker:
         pass
 
     async def _make_in_peers(self, topic: str, channel: str) -> None:
-        target = b"/channel/create?" + urlencode({"topic": topic, "channel": channel}).encode()
+        """/topic/create then /channel/create in each peer (nsqd makes no topic for the
+        latter)."""
+        targets = (
+            b"/topic/create?" + urlencode({"topic": topic}).encode(),
+            b"/channel/create?" + urlencode({"topic": topic, "channel": channel}).encode(),
+        )
         for address in self._peer_http():
             try:
                 with trio.fail_after(ASK_TIMEOUT):
-                    await ask(address, "POST", target)
+                    for target in targets:
+                        await ask(address, "POST", target)
             except (OSError, trio.TooSlowError, ValueError) as exc:
-                log.warning(
-                    "group: peer %s:%d did not make %s:%s - %s", *address, topic, channel, exc
-                )
+                where = f"{address[0]}:{address[1]}"
+                log.warning("group: peer %s did not make %s:%s - %s", where, topic, channel, exc)
 
     # -- pulls ---------------------------------------------------------------------------------
 

@@ -3,6 +3,11 @@ FIN/REQ act where the consumer is, and nothing is pulled that no consumer has cr
 
 from __future__ import annotations
 
+import pytest
+
+from protocol.v2 import encoders
+from tests.ops.conftest import http_post
+
 from .conftest import Group
 
 
@@ -91,3 +96,35 @@ def test_the_link_keeps_within_max_rdy_count(group: Group) -> None:
                     pass
     assert sorted(seen) == sorted(b"%d" % i for i in range(30))
     assert "E_INVALID" not in group.log_text()
+
+
+def test_a_deferred_message_reaches_a_consumer_in_another_worker(group: Group) -> None:
+    group.start()
+    with group.pin(1) as sub:
+        sub.sub("t", "c")  # the channel exists in both workers before the DPUB
+        with group.pin(0) as pub:
+            pub.send(encoders.dpub("t", 300, b"later"))
+            pub.expect_ok()
+        sub.rdy(1)
+        ((_, body, attempts),) = _drain(sub, 1)
+    assert (body, attempts) == (b"later", 1)
+
+
+def test_a_paused_channel_is_paused_in_every_worker(group: Group) -> None:
+    group.start()
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?topic=t&channel=c")[0] == 200
+    assert http_post(f"{base}/channel/pause?topic=t&channel=c")[0] == 200
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(5)
+        with group.pin(0) as pub:
+            pub.pub("t", b"held")
+        sub.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sub.frame()
+        assert http_post(f"{base}/channel/unpause?topic=t&channel=c")[0] == 200
+        sub.sock.settimeout(5)
+        ((_, body, _),) = _drain(sub, 1)
+    assert body == b"held"
