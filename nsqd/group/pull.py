@@ -21,6 +21,7 @@ from protocol.v2.frames import HEARTBEAT, FrameDecoder, FrameType
 from protocol.v2.message import decode_message
 
 from ..engine.message import Message
+from ..engine.ports import StoreError
 from ..log import log
 from .identity import LINK_AGENT
 
@@ -159,9 +160,15 @@ class Pull:
 
     def _move(self, msgs: list[Message]) -> list[bytes]:
         """Take `msgs` into this worker's channel: FIN them at the peer, or give them back
-        (REQ) when the channel is gone here."""
+        (REQ) when the channel is gone here or its store refused them."""
         channel = self._local()
         if channel is None or channel.deleted:
             return [encoders.req(m.id) for m in msgs]
-        channel.put_many(msgs)
+        try:
+            channel.put_many(msgs)
+        except StoreError as exc:  # this worker's disk refused them: the peer keeps them
+            log.error(
+                "group: link %s:%s could not take messages - %s", self.topic, self.channel, exc
+            )
+            return [encoders.req(m.id) for m in msgs]
         return [encoders.fin(m.id) for m in msgs]
