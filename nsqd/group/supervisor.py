@@ -9,6 +9,7 @@ only repeat it. A worker killed by a signal, or that ran a while, is started aga
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import time
 
 from ..config.options import Options
 from ..log import log
-from .identity import ENV, refusal
+from .identity import ENV, Identity, refusal
 
 FIRST_PAUSE = 0.1  # seconds before a dead worker is started again; doubles up to LONGEST_PAUSE
 LONGEST_PAUSE = 5.0
@@ -46,14 +47,21 @@ _PR_SET_PDEATHSIG = 1
 class Worker:
     """One worker process and when to start it again."""
 
-    def __init__(self, index: int, count: int, argv: list[str]) -> None:
+    def __init__(self, index: int, count: int, argv: list[str], link_file: str) -> None:
         self.index, self.count, self.argv = index, count, argv
+        self.link_file = link_file  # where it publishes its private addresses
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.restart_at: float | None = 0.0  # start now
         self.pause = FIRST_PAUSE
 
+    def forget_link(self) -> None:
+        """A dead worker's addresses go with it: its ports may soon be another process's."""
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.link_file)
+
     def start(self) -> None:
+        self.forget_link()
         env = dict(os.environ, **{ENV: f"{self.index}/{self.count}"})
         argv = [sys.executable, "-c", _CHILD, _PACKAGE_ROOT, *self.argv]
         self.proc = subprocess.Popen(argv, env=env, preexec_fn=_stop_with_parent)
@@ -70,8 +78,9 @@ class Worker:
 
 
 class Supervisor:
-    def __init__(self, argv: list[str], count: int) -> None:
-        self.workers = [Worker(i, count, argv) for i in range(count)]
+    def __init__(self, argv: list[str], count: int, group_path: str) -> None:
+        identity = Identity(0, count, group_path)
+        self.workers = [Worker(i, count, argv, identity.link_file(i)) for i in range(count)]
         self.stopping: int | None = None  # the signal that stops the group
         self.status = 0
 
@@ -107,7 +116,9 @@ class Supervisor:
         if code is None:
             return 1
         if self.stopping is not None:
+            worker.forget_link()
             return 0
+        worker.forget_link()
         ran = now - worker.started_at
         if code > 0 and ran < EARLY:  # it refused to start: so would the next one
             log.critical("group: worker %d could not start (exit status %d)", worker.index, code)
@@ -131,6 +142,7 @@ def run(argv: list[str], opts: Options) -> int:
     if reason:
         log.critical("%s", reason)
         return 1
-    os.makedirs(os.path.abspath(opts.data_path or os.getcwd()), exist_ok=True)
+    group_path = os.path.abspath(opts.data_path or os.getcwd())
+    os.makedirs(group_path, exist_ok=True)
     log.info("group: %d workers", opts.workers)
-    return Supervisor(argv, opts.workers).run()
+    return Supervisor(argv, opts.workers, group_path).run()
