@@ -99,3 +99,22 @@ def test_the_whole_group_killed_and_started_again_loses_nothing_acknowledged(
         sub.rdy(100)
         seen = _drain(sub, wanted)
     assert not wanted - seen, f"{len(wanted - seen)} acknowledged messages lost"
+
+
+def test_a_consumer_keeps_receiving_across_a_peers_restart(group: Group) -> None:
+    """A consumer in worker 1 subscribed all along: worker 0 is killed while it holds a
+    backlog; the link reconnects to the restarted worker 0 and pulls the rest."""
+    group.start("--mem-queue-size=0")
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        with group.pin(0) as pub:  # the channel is in worker 0 too before this
+            bodies = {b"w0-%d" % i for i in range(400)}
+            for body in sorted(bodies):
+                pub.pub("t", body)
+        before = group.pids()[0]
+        sub.rdy(3)  # pulling has begun, slowly
+        os.kill(before, signal.SIGKILL)
+        wait_until(lambda: group.pids()[0] != before, START_TIMEOUT, "worker 0 started again")
+        sub.rdy(100)
+        seen = _drain(sub, bodies)
+    assert not bodies - seen, f"{len(bodies - seen)} acknowledged messages lost"
