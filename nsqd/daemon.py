@@ -133,8 +133,8 @@ class NSQD:
                 await root.start(resp.serve, resp_listeners)
             root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
-            if group is not None:
-                root.start_soon(group.run)
+            if group is not None:  # before any accept: the worker's shared ports listen then
+                await root.start(group.run)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
             if self.options.durable_inflight:

@@ -20,6 +20,7 @@ import trio
 from ..http import server as http_server
 from ..http.v1 import Request
 from ..log import log
+from ..net import listeners
 from .fanout import ASK_TIMEOUT, FanOut, ask
 from .identity import Identity
 from .pull import Pull, is_link
@@ -132,9 +133,14 @@ class Worker:
         for pull in pulls:
             pull.wake()
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Started after the partition is loaded and before any listener accepts: the shared
+        ports listen from now on (the kernel gives this worker connections only when it can
+        take them)."""
+        listeners.listen_now()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            task_status.started()
             if self._http is not None and self._http_listener is not None:
                 server = http_server.Server(self._http.api.handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
