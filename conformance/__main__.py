@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import shlex
 import sys
 import time
 from pathlib import Path
 
+from . import daemons
 from .daemons import REPO_ROOT, TARGETS
 from .runner import DEFAULT_WINDOW
 from .scenario import ScenarioError, load_scenarios, parse_duration
@@ -49,7 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="source tree to run our nsqd from (default: this checkout)",
     )
+    parser.add_argument(
+        "--ours-flags",
+        default="",
+        help="flags added to every start of ours, e.g. --ours-flags=--workers=2",
+    )
     args = parser.parse_args(argv)
+    daemons.OURS_FLAGS[:] = shlex.split(args.ours_flags)
 
     try:
         scenarios = load_scenarios()

@@ -49,11 +49,15 @@ _OURS_BOOTSTRAP: Final = (
 )
 
 
+# flags added to every start of ours (--ours-flags: e.g. --workers=2, the suite against a group)
+OURS_FLAGS: list[str] = []
+
+
 def command(target: str) -> list[str]:
     if target == "reference":
         return [str(reference_bin())]
     if target == "ours":
-        return [sys.executable, "-c", _OURS_BOOTSTRAP]
+        return [sys.executable, "-c", _OURS_BOOTSTRAP, *OURS_FLAGS]
     raise ValueError(f"unknown target {target!r}")
 
 

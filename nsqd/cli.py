@@ -89,6 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     setup(opts.log_level, opts.log_prefix)
     log.info("%s", BUILD)  # nsqd's first two lines
+    if opts.workers > 1:  # every core behind one address: nsqd.group only then
+        from .group import identity
+
+        me = identity.from_environment(opts)
+        if me is None:  # the process started by the user: it supervises the workers
+            from .group import supervisor
+
+            return supervisor.run(argv, opts)
+        identity.become(me, opts)
     log.info("ID: %d", opts.node_id)
     from .daemon import NSQD
 

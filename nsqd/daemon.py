@@ -126,6 +126,7 @@ class NSQD:
         node.http_address = await http.bind() if http is not None else None
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
+        group = await self._join_group(tcp_listeners, http)
         resp, resp_listeners = await self._open_resp(loop)
         async with trio.open_nursery() as root:
             self._nursery = root
@@ -136,6 +137,8 @@ class NSQD:
                 await root.start(resp.serve, resp_listeners)
             root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
+            if group is not None:  # before any accept: the worker's shared ports listen then
+                await root.start(group.run)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
             if self.options.durable_inflight:
@@ -173,6 +176,22 @@ class NSQD:
             with trio.move_on_after(1):
                 await auth_http.aclose()
         log.info("exiting")
+
+    async def _join_group(
+        self, tcp_listeners: list[trio.SocketListener], http: HTTPServer | None
+    ) -> Any:
+        """One worker of --workers=N: its private link joins the TCP listeners, its pulls and
+        private HTTP (nsqd.group.worker.Worker) run beside the scanner, and its HTTP answers
+        for the group. None (nothing imported) alone."""
+        if self.options.workers <= 1:
+            return None
+        from .group.identity import CURRENT
+        from .group.worker import Worker
+
+        worker = Worker(self.broker, CURRENT[0], http, self.options.max_rdy_count)
+        tcp_listeners.append(await worker.open_link())
+        self.broker.hooks.append(worker)
+        return worker
 
     async def _open_resp(self, loop: Loop) -> tuple[Any, list[trio.SocketListener]]:
         """The Redis front-end, imported only when --resp-address is set (idle memory)."""

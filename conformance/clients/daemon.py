@@ -40,11 +40,15 @@ def describe(target: str) -> str:
     return "ours: python -m nsqd"
 
 
+# flags given to ours only (--ours-flags: e.g. --workers=2, to run the checks against a group)
+OURS_FLAGS: list[str] = []
+
+
 def command(target: str) -> list[str]:
     if target == "reference":
         return [str(reference_nsqd())]
     if target == "ours":
-        return nsqd_process.ours_command()
+        return [*nsqd_process.ours_command(), *OURS_FLAGS]
     raise ValueError(f"unknown target {target!r}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -326,7 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", default="all", help="all, or comma-separated check names")
     parser.add_argument("-v", "--verbose", action="store_true", help="show all client stderr")
+    parser.add_argument(
+        "--ours-flags", default="", help="flags for our nsqd only, e.g. --ours-flags=--workers=2"
+    )
     args = parser.parse_args(argv)
+    daemon.OURS_FLAGS[:] = shlex.split(args.ours_flags)
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     checks = list(CHECKS) if args.check == "all" else [c.strip() for c in args.check.split(",")]

@@ -5,6 +5,7 @@ Durations are held in seconds (float); flags and config files take Go durations 
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import zlib
@@ -345,6 +346,14 @@ FLAGS: list[Flag] = [
         "topic that gets one message per expired Redis string or hash key (off when empty)",
         EXTENSIONS,
     ),
+    Flag(
+        "workers",
+        "str",
+        "1",
+        "worker processes behind the same ports, one partition each (a number, or auto: one "
+        "per core this process may use)",
+        EXTENSIONS,
+    ),
 ]
 # Flags of ours that the Go nsqd lacks (its --help and GET /config know none of them).
 EXTENSION_FLAGS = frozenset(f.name for f in FLAGS if f.group == EXTENSIONS)
@@ -483,10 +492,27 @@ class Options:
         topic = v["resp_expiry_topic"]
         if (topic and not re.fullmatch(r"[.a-zA-Z0-9_-]+(#ephemeral)?", topic)) or len(topic) > 64:
             raise OptionError(f"--resp-expiry-topic: invalid topic name {topic!r}")
+        v["workers"] = _workers(v["workers"])
 
     @property
     def tls_required_tcp(self) -> bool:
         return self.values["tls_required"] != "false"
+
+
+def _workers(value: Any) -> int:
+    """--workers: a count >= 1, or auto (the cores this process may run on)."""
+    if _is_int(value):
+        count = value
+    elif str(value).strip().lower() == "auto":
+        return len(os.sched_getaffinity(0))
+    else:
+        try:
+            count = int(str(value))
+        except ValueError:
+            raise OptionError(f"--workers must be a number or auto, not {value!r}") from None
+    if not 1 <= count <= 1024:
+        raise OptionError("--workers must be [1,1024]")
+    return count
 
 
 _ = (fields, Callable)  # re-exported helpers for type checkers

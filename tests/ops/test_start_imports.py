@@ -32,6 +32,7 @@ FLAG_ONLY = {
     "nsqd.storage.dedupe": "--dedupe-window",
     "nsqd.engine.dedupe": "--dedupe-window",
     "nsqd.metrics.statsd": "--statsd-address",
+    "nsqd.group": "--workers above 1",
 }
 # ...and the ones these flags must bring in (so the check above cannot pass by reading nothing)
 WITH_FLAGS = {

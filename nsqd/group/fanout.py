@@ -1,0 +1,213 @@
+"""Group-wide answers over HTTP: the worker that gets a request answers for the group.
+
+- /stats and /metrics: this worker's snapshot and each peer's (/stats?format=json over the
+  peer's private HTTP listener), merged into one nsqd's shape: topics and channels by name,
+  depths, in-flight, deferred and counters summed, clients listed together. A peer's pulling
+  link is not a client: it is left out, and what it moved is counted once (in the channel
+  that took it), not in both.
+- topic/channel create, delete, empty, pause, unpause: done here, then asked of every peer;
+  the answer is this worker's, or a success when it failed here (not found) but a peer did it.
+
+A request from a peer carries PEER_HEADER and is answered by that worker alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import trio
+
+from ..http.v1 import HTTPError, Request, raw_headers, read_params, render_v1
+from ..log import log
+from ..metrics import render, snapshot
+from ..metrics.memory import memory_stats
+from .identity import LINK_AGENT
+
+if TYPE_CHECKING:
+    from ..engine.broker import Broker
+    from ..http.routes import API
+
+PEER_HEADER = b"x-trio-nsqd-group-peer"
+ASK_TIMEOUT = 2.0  # seconds a peer has to answer; a peer that does not is left out
+ADMIN = [f"/{k}/{a}" for k in ("topic", "channel") for a in ("create", "delete", "empty")]
+ADMIN += [f"/{k}/{a}" for k in ("topic", "channel") for a in ("pause", "unpause")]
+_TOPIC_SUMS = ("depth", "backend_depth", "message_count", "message_bytes")
+_CHANNEL_SUMS = (
+    "depth",
+    "backend_depth",
+    "in_flight_count",
+    "deferred_count",
+    "message_count",
+    "requeue_count",
+    "timeout_count",
+    "client_count",
+)
+_BOOL = {"true": True, "1": True, "false": False, "0": False}
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+class FanOut:
+    def __init__(
+        self, broker: Broker, api: API, peers: Callable[[], list[tuple[str, int]]]
+    ) -> None:
+        self.broker = broker
+        self.api = api
+        self._peers = peers  # the peers' private HTTP addresses, as known now
+
+    def install(self) -> None:
+        """Put the group's handlers in the API's route table, in place of the lone ones."""
+        routes = self.api.routes
+        for path in ADMIN:
+            handler, logged, rendering = routes[path]["POST"]
+            routes[path]["POST"] = (self._admin(handler), logged, rendering)
+        for path, group_handler in (("/stats", self._stats), ("/metrics", self._metrics)):
+            handler, logged, rendering = routes[path]["GET"]
+            routes[path]["GET"] = (self._local_or(handler, group_handler), logged, rendering)
+
+    @staticmethod
+    def _local_or(local: Handler, group: Handler) -> Handler:
+        async def handle(req: Request) -> Any:
+            return await (local if req.header(PEER_HEADER) else group)(req)
+
+        return handle
+
+    # -- admin ------------------------------------------------------------------------------
+
+    def _admin(self, local: Handler) -> Handler:
+        async def handle(req: Request) -> Any:
+            if req.header(PEER_HEADER):
+                return await local(req)
+            try:
+                answer, failed = await local(req), None
+            except HTTPError as err:
+                if err.status == 400:  # a bad request is bad everywhere
+                    raise
+                answer, failed = None, err
+            statuses = [status for status, _ in await self._ask_all(req.method, req.target)]
+            if failed is not None and 200 not in statuses:
+                raise failed
+            return answer
+
+        return handle
+
+    # -- /stats, /metrics -------------------------------------------------------------------
+
+    async def _stats(self, req: Request) -> Any:
+        await read_params(req)
+        first, topics, producers, memory = await self._snapshot(req)
+        if first("format") == "json":
+            return snapshot.stats_json(self.broker, topics, producers, memory)
+        return render.stats_text(self.broker, topics, producers, memory)
+
+    async def _metrics(self, req: Request) -> Any:
+        try:
+            await read_params(req)
+            _, topics, producers, memory = await self._snapshot(req)
+        except HTTPError as err:
+            return err.status, *render_v1(err.status, err.message)
+        from ..metrics import prometheus
+
+        body = prometheus.metrics_text(self.broker, topics, producers, memory)
+        return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
+
+    async def _snapshot(self, req: Request) -> tuple[Callable[[str], str], Any, Any, Any]:
+        query = req.query()
+
+        def first(name: str) -> str:
+            values = query.get(name)
+            return values[0] if values else ""
+
+        topic, channel = first("topic"), first("channel")
+        mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
+        ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": "false"}
+        target = b"/stats?" + urlencode({k: v for k, v in ask.items() if v}).encode()
+        docs = [mine]
+        for status, body in await self._ask_all("GET", target):
+            if status == 200:
+                doc = json.loads(body)
+                docs.append(doc.get("topics"))
+                producers = (producers or []) + (doc.get("producers") or []) or None
+        topics = merge(docs)
+        if topic and not topics:
+            topics = None  # nsqd's null for a topic it does not have
+        if not _BOOL.get(first("include_clients"), True):
+            producers = None
+            for t in topics or ():
+                for c in t["channels"]:
+                    c["clients"] = None
+        memory = memory_stats() if _BOOL.get(first("include_mem"), True) else None
+        return first, topics, producers, memory
+
+    # -- asking the peers -------------------------------------------------------------------
+
+    async def _ask_all(self, method: str, target: bytes) -> list[tuple[int, bytes]]:
+        answers: list[tuple[int, bytes]] = []
+
+        async def one(address: tuple[str, int]) -> None:
+            try:
+                with trio.fail_after(ASK_TIMEOUT):
+                    answers.append(await ask(address, method, target))
+            except (OSError, trio.TooSlowError, ValueError) as exc:
+                log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
+
+        async with trio.open_nursery() as nursery:
+            for address in self._peers():
+                nursery.start_soon(one, address)
+        return answers
+
+
+async def ask(address: tuple[str, int], method: str, target: bytes) -> tuple[int, bytes]:
+    """One request to a peer's private HTTP listener: (status, body)."""
+    stream = await trio.open_tcp_stream(*address)
+    async with stream:
+        await stream.send_all(
+            b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: 1\r\nContent-Length: 0\r\nConnection: close"
+            b"\r\n\r\n" % (method.encode(), target, PEER_HEADER)
+        )
+        chunks = []
+        while data := await stream.receive_some(65536):
+            chunks.append(data)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
+    """Topics (snapshot's dicts) of every worker as one nsqd's."""
+    topics: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        for topic in doc or ():
+            _drop_links(topic)
+            into = topics.get(topic["topic_name"])
+            if into is None:
+                topics[topic["topic_name"]] = topic
+                continue
+            for key in _TOPIC_SUMS:
+                into[key] += topic[key]
+            into["paused"] = into["paused"] or topic["paused"]
+            channels = {c["channel_name"]: c for c in into["channels"]}
+            for channel in topic["channels"]:
+                have = channels.get(channel["channel_name"])
+                if have is None:
+                    channels[channel["channel_name"]] = channel
+                    continue
+                for key in _CHANNEL_SUMS:
+                    have[key] += channel[key]
+                have["paused"] = have["paused"] or channel["paused"]
+                if channel["clients"] is not None:
+                    have["clients"] = (have["clients"] or []) + channel["clients"]
+            into["channels"] = [channels[name] for name in sorted(channels)]
+    return [topics[name] for name in sorted(topics)]
+
+
+def _drop_links(topic: dict[str, Any]) -> None:
+    """A peer's link is no client, and what it moved on is counted where it was taken."""
+    for channel in topic["channels"]:
+        links = [c for c in channel["clients"] or () if c.get("user_agent") == LINK_AGENT]
+        if not links:
+            continue
+        channel["clients"] = [c for c in channel["clients"] if c.get("user_agent") != LINK_AGENT]
+        channel["client_count"] -= len(links)
+        channel["message_count"] -= sum(c["finish_count"] for c in links)

@@ -1,0 +1,105 @@
+"""Who a worker is: its index in the group (given by the supervisor in the environment), its
+partition of --data-path, its node id (message ids carry it, as nsqd's carry --node-id) and the
+file in which it tells its peers where its private link listens."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..config.options import Options
+
+ENV = "NSQD_GROUP_WORKER"  # "index/count", set by the supervisor for each worker it starts
+LINK_AGENT = "trio-nsqd-group-link"  # the user_agent a peer's link identifies with
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    index: int
+    count: int
+    group_path: str  # the --data-path given: the group's; each worker has a folder in it
+
+    @property
+    def data_path(self) -> str:
+        return os.path.join(self.group_path, f"worker-{self.index}")
+
+    def link_file(self, index: int) -> str:
+        return os.path.join(self.group_path, f"worker-{index}.link")
+
+    @property
+    def peers(self) -> list[int]:
+        return [i for i in range(self.count) if i != self.index]
+
+
+def from_environment(opts: Options) -> Identity | None:
+    """This process's identity when the supervisor started it, else None (the supervisor)."""
+    text = os.environ.get(ENV)
+    if not text:
+        return None
+    index, _, count = text.partition("/")
+    group_path = os.path.abspath(opts.data_path or os.getcwd())
+    return Identity(int(index), int(count), group_path)
+
+
+CURRENT: list[Identity] = []  # this process's, once it became a worker
+
+
+def become(identity: Identity, opts: Options) -> None:
+    """Turn the group's options into this worker's: its own partition (data directory), node
+    id (node id + index, mod 1024: two workers never make the same message id) and listeners
+    that share their ports with the other workers."""
+    from ..net import listeners
+
+    os.makedirs(identity.data_path, exist_ok=True)
+    CURRENT[:] = [identity]
+    listeners.share_ports()
+    opts.values["data_path"] = identity.data_path
+    opts.values["node_id"] = (opts.node_id + identity.index) % 1024
+
+
+def refusal(opts: Options) -> str:
+    """Why these options cannot run as a group ("" when they can)."""
+    stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
+    if stranded:
+        return stranded
+    not_yet = "not yet partitioned"
+    for name, on, why in (
+        ("--durable-inflight", opts.durable_inflight, not_yet),
+        ("--dedupe-window", opts.dedupe_window > 0, not_yet),
+        ("--resp-address", bool(opts.resp_address), not_yet),
+        ("--auth-http-address", bool(opts.auth_http_address), "the workers' links do not AUTH"),
+        ("--tls-required", opts.tls_required != "false", "the workers' links are plain TCP"),
+    ):
+        if on:
+            return f"--workers={opts.workers} cannot be combined with {name} ({why})"
+    for name in ("tcp_address", "http_address", "https_address"):
+        address = opts.values[name]
+        if address and address.rpartition(":")[2] in ("", "0"):
+            flag = "--" + name.replace("_", "-")
+            return f"--workers={opts.workers} needs a fixed port for {flag}, not {address}"
+    return ""
+
+
+def _stranded(group_path: str, count: int) -> str:
+    """What in --data-path no worker of `count` would read: a lone nsqd's files at the top, or
+    the partition of a worker beyond the count (a group started before with more)."""
+    try:
+        names = os.listdir(group_path)
+    except OSError:
+        return ""
+    if "nsqd.dat" in names:
+        return (
+            f"--workers={count}: {group_path} holds a lone nsqd's data (nsqd.dat); "
+            "drain it with --workers=1 first, or give another --data-path"
+        )
+    beyond = sorted(
+        int(n[7:])
+        for n in names
+        if n.startswith("worker-") and n[7:].isdigit() and int(n[7:]) >= count
+    )
+    if beyond:
+        return (
+            f"--workers={count}: {group_path} holds the partition of worker {beyond[0]} "
+            f"(a group of {beyond[-1] + 1} or more ran here); start it with that many workers"
+        )
+    return ""

@@ -1,0 +1,174 @@
+"""One worker pulling one channel from one peer, over the peer's private V2 link.
+
+The link is an NSQ consumer of the peer's channel (IDENTIFY, SUB, RDY: the peer's own channel
+keeps its timeouts, attempts, deferral and pause). Its RDY is what this worker's consumers of
+the channel have credit for right now (spread over the peers, as go-nsq spreads max-in-flight
+over nsqds), so nothing is pulled that no consumer here could take. What arrives is moved: put
+into this worker's channel (attempts, timestamp and id kept; a disk write first where this
+worker's channel writes to disk), then FIN'd at the peer. From then on it is this worker's
+message: FIN/REQ/TOUCH of its consumers stay here, and a crash loses what one nsqd would."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.v2 import encoders
+from protocol.v2.frames import HEARTBEAT, FrameDecoder, FrameType
+from protocol.v2.message import decode_message
+
+from ..engine.message import Message
+from ..engine.ports import StoreError
+from ..log import log
+from .identity import LINK_AGENT
+
+if TYPE_CHECKING:
+    from ..engine.broker import Broker
+    from ..engine.channel import Channel
+
+MAGIC = b"  V2"
+READ_SIZE = 256 * 1024
+FIRST_PAUSE = 0.05  # before connecting again after a failed link; doubles up to 2 s
+
+
+class LinkError(Exception):
+    """The peer refused the link (an error frame during the handshake)."""
+
+
+def is_link(consumer: object) -> bool:
+    """Whether a consumer of a channel is a peer's link (not one of this worker's clients)."""
+    settings = getattr(consumer, "settings", None)
+    return getattr(settings, "user_agent", "") == LINK_AGENT
+
+
+def local_credit(channel: Channel) -> int:
+    """What this worker's own consumers of `channel` may be sent right now."""
+    return sum(c.credit() for c in channel.consumers.values() if not is_link(c))
+
+
+class Pull:
+    def __init__(
+        self,
+        broker: Broker,
+        topic: str,
+        channel: str,
+        address: Callable[[], tuple[str, int] | None],
+        peers: int,
+        name: str,
+        max_rdy: int,
+    ) -> None:
+        self.broker = broker
+        self.topic, self.channel = topic, channel
+        self._address = address  # where the peer's link listens now (None: not up yet)
+        self._peers = peers
+        self._name = name  # this worker, as the peer's /stats shows the link
+        self._max_rdy = max_rdy  # the peer's --max-rdy-count (the group's)
+        self._wakeup = trio.Event()
+        self._send_lock = trio.StrictFIFOLock()
+        self.scope = trio.CancelScope()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def _local(self) -> Channel | None:
+        topic = self.broker.topics.get(self.topic)
+        return None if topic is None else topic.channels.get(self.channel)
+
+    def _want(self) -> int:
+        channel = self._local()
+        if channel is None or channel.paused or channel.deleted:
+            return 0
+        return min(math.ceil(local_credit(channel) / self._peers), self._max_rdy)
+
+    async def run(self) -> None:
+        pause = FIRST_PAUSE
+        with self.scope:
+            while True:
+                address = self._address()
+                if address is not None:
+                    try:
+                        stream = await trio.open_tcp_stream(*address)
+                        async with stream:
+                            await self._session(stream)
+                        pause = FIRST_PAUSE
+                    except (OSError, trio.BrokenResourceError, LinkError, ValueError) as exc:
+                        where = f"{self.topic}:{self.channel} {address}"
+                        log.debug("group: link %s - %s", where, exc)
+                await trio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    async def _session(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder()
+        hello = {"client_id": self._name, "hostname": self._name, "user_agent": LINK_AGENT}
+        await stream.send_all(
+            MAGIC + encoders.identify(hello) + encoders.sub(self.topic, self.channel)
+        )
+        answers = 0
+        while answers < 2:  # IDENTIFY's OK, SUB's OK
+            data = await stream.receive_some(READ_SIZE)
+            if not data:
+                raise LinkError("closed during the handshake")
+            for frame in decoder.feed(data):
+                if frame.frame_type == FrameType.ERROR:
+                    raise LinkError(frame.data.decode(errors="replace"))
+                answers += 1
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._credit, stream)
+            await self._read(stream, decoder)
+            nursery.cancel_scope.cancel()
+
+    async def _send(self, stream: trio.SocketStream, data: bytes) -> None:
+        async with self._send_lock:
+            await stream.send_all(data)
+
+    async def _credit(self, stream: trio.SocketStream) -> None:
+        """Keep the peer's RDY at what this worker's consumers can take."""
+        sent = -1
+        while True:
+            self._wakeup = trio.Event()
+            want = self._want()
+            if want != sent:
+                await self._send(stream, encoders.rdy(want))
+                sent = want
+            with trio.move_on_after(1.0):  # a change nobody reported (a consumer left)
+                await self._wakeup.wait()
+
+    async def _read(self, stream: trio.SocketStream, decoder: FrameDecoder) -> None:
+        while True:
+            data = await stream.receive_some(READ_SIZE)
+            if not data:
+                return
+            msgs: list[Message] = []
+            reply = []
+            for frame in decoder.feed(data):
+                if frame.frame_type == FrameType.MESSAGE:
+                    m = decode_message(frame.data)
+                    # the peer counted its delivery to the link; ours will count again
+                    msgs.append(Message(m.id, m.body, m.timestamp, max(0, m.attempts - 1)))
+                elif frame.data == HEARTBEAT:
+                    reply.append(encoders.NOP)
+                elif frame.frame_type == FrameType.ERROR:
+                    log.warning("group: link %s:%s - %s", self.topic, self.channel, frame.data)
+            if msgs:
+                reply.extend(self._move(msgs))
+                self.wake()
+            if reply:
+                await self._send(stream, b"".join(reply))
+
+    def _move(self, msgs: list[Message]) -> list[bytes]:
+        """Take `msgs` into this worker's channel: FIN them at the peer, or give them back
+        (REQ) when the channel is gone here or its store refused them."""
+        channel = self._local()
+        if channel is None or channel.deleted:
+            return [encoders.req(m.id) for m in msgs]
+        try:
+            channel.put_many(msgs)
+        except StoreError as exc:  # this worker's disk refused them: the peer keeps them
+            log.error(
+                "group: link %s:%s could not take messages - %s", self.topic, self.channel, exc
+            )
+            return [encoders.req(m.id) for m in msgs]
+        return [encoders.fin(m.id) for m in msgs]

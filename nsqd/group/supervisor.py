@@ -1,0 +1,148 @@
+"""The process `nsqd --workers=N` starts: it runs no broker itself. It starts N workers (this
+same command line, with a worker identity in the environment), starts again one that dies
+(with a growing pause, so a worker that cannot start does not spin), hands SIGTERM/SIGINT on to
+every worker and exits when they have all stopped.
+
+A worker that exits with a status of its own (a refusal: a port taken, a bad data path) within
+its first seconds stops the group: the error is in its log line, and starting it again would
+only repeat it. A worker killed by a signal, or that ran a while, is started again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ..config.options import Options
+from ..log import log
+from .identity import ENV, Identity, refusal
+
+FIRST_PAUSE = 0.1  # seconds before a dead worker is started again; doubles up to LONGEST_PAUSE
+LONGEST_PAUSE = 5.0
+SETTLED = 10.0  # a worker that ran this long starts again after FIRST_PAUSE
+EARLY = 2.0  # a worker that exits by itself this soon after starting stops the group
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the child runs this very package, whatever PYTHONPATH or the current directory hold
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from nsqd.lazy import defer; defer(); "
+    "from nsqd.cli import main; sys.exit(main())"
+)
+
+
+def _stop_with_parent() -> None:
+    """In the child before exec: SIGTERM when the supervisor dies (a kill -9 of it leaves no
+    worker holding the ports; each stops cleanly, as for a SIGTERM)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Worker:
+    """One worker process and when to start it again."""
+
+    def __init__(self, index: int, count: int, argv: list[str], link_file: str) -> None:
+        self.index, self.count, self.argv = index, count, argv
+        self.link_file = link_file  # where it publishes its private addresses
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.restart_at: float | None = 0.0  # start now
+        self.pause = FIRST_PAUSE
+
+    def forget_link(self) -> None:
+        """A dead worker's addresses go with it: its ports may soon be another process's."""
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.link_file)
+
+    def start(self) -> None:
+        self.forget_link()
+        env = dict(os.environ, **{ENV: f"{self.index}/{self.count}"})
+        argv = [sys.executable, "-c", _CHILD, _PACKAGE_ROOT, *self.argv]
+        self.proc = subprocess.Popen(argv, env=env, preexec_fn=_stop_with_parent)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        log.info("group: worker %d started (pid %d)", self.index, self.proc.pid)
+
+    def exited(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signum)
+
+
+class Supervisor:
+    def __init__(self, argv: list[str], count: int, group_path: str) -> None:
+        identity = Identity(0, count, group_path)
+        self.workers = [Worker(i, count, argv, identity.link_file(i)) for i in range(count)]
+        self.stopping: int | None = None  # the signal that stops the group
+        self.status = 0
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        log.info("group: received signal: %s", signal.Signals(signum).name)
+        self.stopping = signum
+        for worker in self.workers:
+            worker.signal(signum)
+
+    def run(self) -> int:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+        while True:
+            now = time.monotonic()
+            alive = 0
+            for worker in self.workers:
+                alive += self._tend(worker, now)
+            if self.stopping is not None and alive == 0:
+                break
+            time.sleep(0.05)
+        log.info("group: exiting")
+        return self.status
+
+    def _tend(self, worker: Worker, now: float) -> int:
+        """Start, restart or stop `worker` as due; 1 while it runs (or is to run)."""
+        if worker.proc is None or worker.restart_at is not None:
+            if self.stopping is not None:
+                return 0
+            if worker.restart_at is not None and now >= worker.restart_at:
+                worker.start()
+            return 1
+        code = worker.exited()
+        if code is None:
+            return 1
+        if self.stopping is not None:
+            worker.forget_link()
+            return 0
+        worker.forget_link()
+        ran = now - worker.started_at
+        if code > 0 and ran < EARLY:  # it refused to start: so would the next one
+            log.critical("group: worker %d could not start (exit status %d)", worker.index, code)
+            self.status = code
+            self._on_signal(signal.SIGTERM, None)
+            return 0
+        worker.pause = FIRST_PAUSE if ran >= SETTLED else min(worker.pause * 2, LONGEST_PAUSE)
+        worker.restart_at = now + worker.pause
+        log.error(
+            "group: worker %d exited (%s), starting it again in %.1fs",
+            worker.index,
+            f"signal {-code}" if code < 0 else f"status {code}",
+            worker.pause,
+        )
+        return 1
+
+
+def run(argv: list[str], opts: Options) -> int:
+    """Run the group for `argv` (the command line given, passed to every worker)."""
+    reason = refusal(opts)
+    if reason:
+        log.critical("%s", reason)
+        return 1
+    group_path = os.path.abspath(opts.data_path or os.getcwd())
+    os.makedirs(group_path, exist_ok=True)
+    log.info("group: %d workers", opts.workers)
+    return Supervisor(argv, opts.workers, group_path).run()

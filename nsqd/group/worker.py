@@ -1,0 +1,207 @@
+"""A worker of a group (--workers): what it adds to a whole nsqd.
+
+- a private link: a V2 listener on 127.0.0.1 (any port), served as the public TCP port is,
+  and an HTTP one answering for this worker alone; their addresses are the two lines of
+  `worker-K.link` in the group's --data-path, for its peers;
+- group-wide HTTP answers (fanout.py) in the API's route table;
+- its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
+  or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
+  channel's consumers here left;
+- as a Hooks listener of the broker: a durable channel made here is made in every peer."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+import trio
+
+from ..http import server as http_server
+from ..http.v1 import Request
+from ..log import log
+from ..net import listeners
+from .fanout import ASK_TIMEOUT, FanOut, ask
+from .identity import Identity
+from .pull import Pull, is_link
+
+if TYPE_CHECKING:
+    from ..engine.broker import Broker
+    from ..engine.channel import Channel
+    from ..engine.topic import Topic
+    from ..http.routes import HTTPServer
+
+SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
+LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
+
+
+class Worker:
+    def __init__(
+        self, broker: Broker, identity: Identity, http: HTTPServer | None, max_rdy: int
+    ) -> None:
+        self.broker = broker
+        self.identity = identity
+        self._max_rdy = max_rdy
+        self._pulls: dict[tuple[str, str], list[Pull]] = {}
+        self._idle_since: dict[tuple[str, str], float] = {}
+        self._http = http
+        self._http_listener: trio.SocketListener | None = None
+        self._nursery: trio.Nursery | None = None  # run()'s, for pulls and peer requests
+        if http is not None:
+            FanOut(broker, http.api, self._peer_http).install()
+
+    async def open_link(self) -> trio.SocketListener:
+        """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses
+        published for the peers (written whole, then renamed: a peer never reads half)."""
+        (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        lines = [_address_text(listener)]
+        if self._http is not None:
+            (self._http_listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            lines.append(_address_text(self._http_listener))
+        _write_whole(self.identity.link_file(self.identity.index), "\n".join(lines) + "\n")
+        me = self.identity
+        log.info("group: worker %d/%d, link on %s", me.index, me.count, " and ".join(lines))
+        return listener
+
+    def _address(self, peer: int, line: int = 0) -> tuple[str, int] | None:
+        """Where `peer`'s link (line 0) or private HTTP (line 1) listens (read again each
+        time: a restarted peer moves)."""
+        try:
+            with open(self.identity.link_file(peer)) as f:
+                host, _, port = f.read().split()[line].rpartition(":")
+            return host, int(port)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _peer_http(self) -> list[tuple[str, int]]:
+        found = (self._address(peer, 1) for peer in self.identity.peers)
+        return [address for address in found if address is not None]
+
+    # -- the broker's Hooks -------------------------------------------------------------------
+
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        """Every channel tells this worker when its consumers' credit changes; a durable one
+        is made in every peer as well (a channel gets what is published after it was made,
+        in whichever worker: nsqd's promise), unless restored at start (the peers restore
+        their own)."""
+        channel.starved = self._starved
+        durable = not (channel.ephemeral or topic.ephemeral)
+        if durable and not self.broker.loading and self._nursery is not None:
+            self._nursery.start_soon(self._make_in_peers, topic.name, channel.name)
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        """Its pulls stop at once: an ephemeral channel of a peer that only the link held
+        goes with them, as the channel went here."""
+        self._stop((topic.name, channel.name))
+
+    def topic_created(self, topic: Topic) -> None:
+        pass
+
+    def topic_deleted(self, topic: Topic) -> None:
+        for name in list(topic.channels):
+            self._stop((topic.name, name))
+
+    def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
+        pass
+
+    async def _make_in_peers(self, topic: str, channel: str) -> None:
+        """/topic/create then /channel/create in each peer (nsqd makes no topic for the
+        latter)."""
+        targets = (
+            b"/topic/create?" + urlencode({"topic": topic}).encode(),
+            b"/channel/create?" + urlencode({"topic": topic, "channel": channel}).encode(),
+        )
+        for address in self._peer_http():
+            try:
+                with trio.fail_after(ASK_TIMEOUT):
+                    for target in targets:
+                        await ask(address, "POST", target)
+            except (OSError, trio.TooSlowError, ValueError) as exc:
+                where = f"{address[0]}:{address[1]}"
+                log.warning("group: peer %s did not make %s:%s - %s", where, topic, channel, exc)
+
+    # -- pulls ---------------------------------------------------------------------------------
+
+    def _starved(self, channel: Channel) -> None:
+        """A consumer's credit changed: wake the channel's pulls, or start them."""
+        key = (channel.topic_name, channel.name)
+        pulls = self._pulls.get(key)
+        if pulls is None:
+            if self._nursery is not None and _has_own_consumers(channel):
+                self._start(self._nursery, key)
+            return
+        for pull in pulls:
+            pull.wake()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Started after the partition is loaded and before any listener accepts: the shared
+        ports listen from now on (the kernel gives this worker connections only when it can
+        take them)."""
+        listeners.listen_now()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            if self._http is not None and self._http_listener is not None:
+                server = http_server.Server(self._http.api.handle, request_class=Request)
+                nursery.start_soon(server.serve, [(self._http_listener, None)])
+            while True:
+                self._scan(nursery, trio.current_time())
+                await trio.sleep(SCAN)
+
+    def _scan(self, nursery: trio.Nursery, now: float) -> None:
+        """Start the pulls a channel with consumers here lacks; stop those of a channel whose
+        consumers here left (a durable one's after LINGER: a client that reconnects keeps
+        them; an ephemeral one's at once: the peer's copy must go as this one will)."""
+        wanted = set()
+        for topic in list(self.broker.topics.values()):
+            for channel in list(topic.channels.values()):
+                if _has_own_consumers(channel):
+                    key = (topic.name, channel.name)
+                    wanted.add(key)
+                    if key not in self._pulls:
+                        self._start(nursery, key)
+        for key in list(self._pulls):
+            if key in wanted:
+                self._idle_since.pop(key, None)
+                continue
+            linger = 0.0 if key[1].endswith("#ephemeral") else LINGER
+            if now - self._idle_since.setdefault(key, now) >= linger:
+                self._stop(key)
+
+    def _stop(self, key: tuple[str, str]) -> None:
+        for pull in self._pulls.pop(key, ()):
+            pull.scope.cancel()
+        self._idle_since.pop(key, None)
+
+    def _start(self, nursery: trio.Nursery, key: tuple[str, str]) -> None:
+        ident = self.identity
+        pulls = []
+        for peer in ident.peers:
+            pull = Pull(
+                self.broker,
+                key[0],
+                key[1],
+                lambda peer=peer: self._address(peer),
+                len(ident.peers),
+                f"worker-{ident.index}",
+                self._max_rdy,
+            )
+            pulls.append(pull)
+            nursery.start_soon(pull.run)
+        self._pulls[key] = pulls
+
+
+def _has_own_consumers(channel: Channel) -> bool:
+    """Whether a consumer of `channel` is this worker's own client (not a peer's link)."""
+    return any(not is_link(c) for c in channel.consumers.values())
+
+
+def _write_whole(path: str, text: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def _address_text(listener: trio.SocketListener) -> str:
+    host, port = listener.socket.getsockname()[:2]
+    return f"{host}:{port}"

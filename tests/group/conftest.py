@@ -1,0 +1,103 @@
+"""A group of workers (`nsqd --workers=2`) on free 127.0.0.1 ports, with a way to reach one
+worker in particular: each writes the address of its private V2 link to worker-K.link in
+--data-path (users have the same file), and a connection there stays in that worker."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ops.conftest import (
+    OURS,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    V2,
+    free_port,
+    nsqd_process,
+    port_open,
+    wait_until,
+)
+
+PEER_HEADER = "X-Trio-Nsqd-Group-Peer"
+_STARTED = re.compile(rb"group: worker (\d+) started \(pid (\d+)\)")
+
+
+class Group:
+    """One `nsqd --workers=N` (the supervisor process) and its workers."""
+
+    def __init__(self, workdir: Path, count: int = 2) -> None:
+        self.workdir, self.count = workdir, count
+        self.data = workdir / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.tcp, self.http = free_port(), free_port()
+        self.proc: nsqd_process.subprocess.Popen[bytes] | None = None
+        self.log = workdir / "group.log"
+
+    def start(self, *flags: str) -> Group:
+        argv = [*OURS, f"--workers={self.count}"]
+        argv += nsqd_process.address_flags(self.tcp, self.http, self.data)
+        self.proc = nsqd_process.launch(argv + list(flags), self.log, append=True)
+        wait_until(lambda: all(self.link(k) for k in range(self.count)), START_TIMEOUT, "links")
+        wait_until(lambda: port_open(self.tcp) and port_open(self.http), START_TIMEOUT, "ports")
+        return self
+
+    def link(self, k: int) -> int:
+        """The port of worker k's private V2 link (0 until it listens)."""
+        try:
+            line = (self.data / f"worker-{k}.link").read_text().split()[0]
+            port = int(line.rpartition(":")[2])
+        except (OSError, ValueError):
+            return 0
+        return port if port_open(port) else 0
+
+    def private_http(self, k: int) -> str:
+        """Worker k's private HTTP address (its second line in worker-k.link)."""
+        return (self.data / f"worker-{k}.link").read_text().split()[1]
+
+    def worker_stats(self, k: int, query: str = "") -> dict:
+        """Worker k's own /stats (JSON), asked as its peers ask: for that worker alone."""
+        url = f"http://{self.private_http(k)}/stats?format=json{query}"
+        req = urllib.request.Request(url, headers={PEER_HEADER: "1"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def pin(self, k: int) -> V2:
+        """A V2 connection that lands in worker k."""
+        return V2(self.link(k))
+
+    def pids(self) -> dict[int, int]:
+        """The latest pid of each worker, from the supervisor's log."""
+        return {int(k): int(p) for k, p in _STARTED.findall(self.log.read_bytes())}
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        status = nsqd_process.terminate(self.proc, STOP_TIMEOUT * 2)
+        self.proc = None
+        return status
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="nsqd-group-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def group(workdir: Path) -> Iterator[Group]:
+    g = Group(workdir)
+    yield g
+    status = g.stop()
+    assert status in (None, 0, -signal.SIGTERM), g.log_text()[-3000:]

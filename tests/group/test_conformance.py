@@ -1,0 +1,45 @@
+"""The conformance suite's 332 wire scenarios against `nsqd --workers=2`, each connection in
+whichever worker the kernel gives it. Every scenario's expectations hold but for two kinds,
+each with its reason:
+
+- the --auth-http-address scenarios: a group refuses that flag at start (the workers' links
+  do not AUTH);
+- a client FIN/REQ/TOUCHing a message another client holds answers "ID not in flight" when
+  the holder is in another worker (nsqd: "client does not own message"): the message is in
+  flight in the other partition, not in this one. Which scenarios meet it depends on where
+  the kernel puts the two connections;
+- --max-channel-consumers counts in each worker, and a peer's link pulling for its own
+  consumers is one of them (for up to LINGER seconds after they left): a SUB can meet a
+  worker whose slot the link holds (bounds_channel_consumer_slot_freed)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.ops.conftest import REPO_ROOT, nsqd_process
+
+ALLOWED = re.compile(
+    r"^(authcfg_\w+|\w+_other_clients_message|bounds_channel_consumer_slot_freed)$"
+)
+
+
+def test_the_wire_scenarios_hold_against_a_group() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "--target", "ours", "--ours-flags=--workers=2"],
+        cwd=REPO_ROOT,
+        env=nsqd_process.pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    summary = re.search(r"conformance: (\d+) scenarios, (\d+) identical", output)
+    assert summary, output[-3000:]
+    assert int(summary.group(1)) >= 332
+    differing = re.findall(r"^differs\s+(\S+)", output, re.M)
+    unexplained = [name for name in differing if not ALLOWED.match(name)]
+    assert not unexplained, output[-6000:]
+    assert int(summary.group(2)) >= int(summary.group(1)) - 10

@@ -1,0 +1,120 @@
+"""A group loses nothing one nsqd would keep: a worker killed with SIGKILL mid-traffic is
+started again by the supervisor and its partition's disk queues resume; the whole group killed
+and started again gives back every acknowledged message. --mem-queue-size=0: every message
+written to disk before its OK, as nsqd promises with that flag."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from tests.ops.conftest import START_TIMEOUT, V2, wait_until
+
+from .conftest import Group
+
+
+def _publish_until_broken(
+    port: int, prefix: bytes, acked: list[bytes], stop: threading.Event
+) -> None:
+    """PUB one message at a time; each one answered OK is recorded (bounded: 20,000)."""
+    try:
+        with V2(port) as conn:
+            for i in range(20_000):
+                if stop.is_set():
+                    return
+                body = prefix + b"%d" % i
+                conn.pub("t", body)
+                acked.append(body)
+    except (OSError, ConnectionError, AssertionError):
+        return  # the worker died under it: what it had not answered is not owed
+
+
+def _drain(conn: V2, wanted: set[bytes], timeout: float = 30.0) -> set[bytes]:
+    """Consume (FIN) until every body in `wanted` arrived or `timeout` passed; all bodies seen."""
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + timeout
+    conn.sock.settimeout(1.0)
+    while not wanted <= seen and time.monotonic() < deadline:
+        try:
+            kind, data = conn.frame()
+        except TimeoutError:
+            continue
+        assert kind == 2, (kind, data)
+        seen.add(data[26:])
+        conn.fin(data[10:26])
+    return seen
+
+
+def test_a_killed_worker_is_restarted_and_loses_nothing_acknowledged(group: Group) -> None:
+    group.start("--mem-queue-size=0")
+    before = group.pids()[0]
+    acked0: list[bytes] = []
+    acked1: list[bytes] = []
+    stop = threading.Event()
+    writers = [
+        threading.Thread(target=_publish_until_broken, args=(group.link(0), b"a", acked0, stop)),
+        threading.Thread(target=_publish_until_broken, args=(group.link(1), b"b", acked1, stop)),
+    ]
+    for w in writers:
+        w.start()
+    wait_until(lambda: len(acked0) > 200 and len(acked1) > 200, START_TIMEOUT, "traffic")
+    os.kill(before, signal.SIGKILL)
+    wait_until(lambda: group.pids()[0] != before, START_TIMEOUT, "worker 0 started again")
+    wait_until(lambda: group.link(0), START_TIMEOUT, "worker 0's link")
+    time.sleep(0.2)
+    stop.set()
+    for w in writers:
+        w.join(30)
+    assert "worker 0 exited (signal 9)" in group.log_text()
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(100)
+        wanted = set(acked0) | set(acked1)
+        seen = _drain(sub, wanted)
+    assert not wanted - seen, f"{len(wanted - seen)} acknowledged messages lost"
+
+
+def test_the_whole_group_killed_and_started_again_loses_nothing_acknowledged(
+    group: Group,
+) -> None:
+    group.start("--mem-queue-size=0")
+    wanted = set()
+    for k in (0, 1):
+        with group.pin(k) as pub:
+            for i in range(300):
+                pub.pub("t", b"%d-%d" % (k, i))
+                wanted.add(b"%d-%d" % (k, i))
+    assert group.proc is not None
+    group.proc.send_signal(signal.SIGSTOP)  # no restarts while its workers die
+    for pid in group.pids().values():
+        os.kill(pid, signal.SIGKILL)
+    group.proc.kill()
+    group.proc.wait(10)
+    group.proc = None
+    group.start("--mem-queue-size=0")
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(100)
+        seen = _drain(sub, wanted)
+    assert not wanted - seen, f"{len(wanted - seen)} acknowledged messages lost"
+
+
+def test_a_consumer_keeps_receiving_across_a_peers_restart(group: Group) -> None:
+    """A consumer in worker 1 subscribed all along: worker 0 is killed while it holds a
+    backlog; the link reconnects to the restarted worker 0 and pulls the rest."""
+    group.start("--mem-queue-size=0")
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        with group.pin(0) as pub:  # the channel is in worker 0 too before this
+            bodies = {b"w0-%d" % i for i in range(400)}
+            for body in sorted(bodies):
+                pub.pub("t", body)
+        before = group.pids()[0]
+        sub.rdy(3)  # pulling has begun, slowly
+        os.kill(before, signal.SIGKILL)
+        wait_until(lambda: group.pids()[0] != before, START_TIMEOUT, "worker 0 started again")
+        sub.rdy(100)
+        seen = _drain(sub, bodies)
+    assert not bodies - seen, f"{len(bodies - seen)} acknowledged messages lost"

@@ -1,0 +1,101 @@
+"""A group answers HTTP as one nsqd: /stats and /metrics sum every worker's partition (a
+peer's pulling link is no client, and what it moved counts once), and topic/channel
+create, pause, empty and delete act in every worker, whichever worker got the request."""
+
+from __future__ import annotations
+
+import json
+
+from tests.ops.conftest import http_get, http_post
+
+from .conftest import Group
+
+
+def _stats(group: Group, query: str = "") -> dict:
+    status, body = http_get(f"http://127.0.0.1:{group.http}/stats?format=json{query}")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def _fill(group: Group) -> None:
+    """3 messages taken by worker 0, 4 by worker 1, topic t."""
+    for k, n in ((0, 3), (1, 4)):
+        with group.pin(k) as pub:
+            for i in range(n):
+                pub.pub("t", b"%d-%d" % (k, i))
+
+
+def test_stats_sum_every_partition(group: Group) -> None:
+    group.start()
+    _fill(group)
+    assert [t["depth"] for t in group.worker_stats(0)["topics"]] == [3]
+    for _ in range(10):  # whichever worker accepts the request
+        (topic,) = _stats(group)["topics"]
+        assert (topic["topic_name"], topic["depth"], topic["message_count"]) == ("t", 7, 7)
+        assert topic["message_bytes"] == 7 * 3
+
+
+def test_a_moved_message_counts_once_and_links_are_no_clients(group: Group) -> None:
+    group.start()
+    _fill(group)
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(10)
+        for _ in range(7):
+            kind, data = sub.frame()
+            assert kind == 2
+            sub.fin(data[10:26])
+        sub.nop()
+        for _ in range(10):
+            (topic,) = _stats(group)["topics"]
+            (channel,) = topic["channels"]
+            assert channel["message_count"] == 7, channel
+            assert channel["client_count"] == 1
+            assert [c["user_agent"] for c in channel["clients"]] == [""]
+            assert (channel["depth"], channel["in_flight_count"]) == (0, 0)
+        # worker 0 has the link as its only consumer: the group's page hides it
+        (mine,) = group.worker_stats(0)["topics"][0]["channels"]
+        assert mine["clients"][0]["user_agent"] == "trio-nsqd-group-link"
+
+
+def test_a_topic_filter_for_a_topic_only_a_peer_has(group: Group) -> None:
+    group.start()
+    with group.pin(0) as pub:
+        pub.pub("only0", b"x")
+    for _ in range(10):
+        assert [t["topic_name"] for t in _stats(group, "&topic=only0")["topics"]] == ["only0"]
+        assert _stats(group, "&topic=none")["topics"] is None
+
+
+def test_text_stats_and_metrics_are_the_groups(group: Group) -> None:
+    group.start()
+    _fill(group)
+    for _ in range(6):
+        status, text = http_get(f"http://127.0.0.1:{group.http}/stats")
+        assert status == 200 and b"[t              ] depth: 7 " in text, text
+        status, metrics = http_get(f"http://127.0.0.1:{group.http}/metrics")
+        assert status == 200 and b'nsq_topic_depth{topic="t"} 7' in metrics, metrics
+
+
+def test_admin_acts_in_every_worker(group: Group) -> None:
+    group.start()
+    _fill(group)
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/channel/create?topic=t&channel=c")[0] == 200
+    assert http_post(f"{base}/channel/pause?topic=t&channel=c")[0] == 200
+    for k in (0, 1):
+        (channel,) = group.worker_stats(k)["topics"][0]["channels"]
+        assert (channel["channel_name"], channel["paused"]) == ("c", True)
+    assert http_post(f"{base}/channel/empty?topic=t&channel=c")[0] == 200
+    assert http_post(f"{base}/topic/create?topic=new")[0] == 200
+    for k in (0, 1):
+        topics = {t["topic_name"]: t for t in group.worker_stats(k)["topics"]}
+        assert set(topics) == {"t", "new"}
+        assert topics["t"]["channels"][0]["depth"] == 0
+    assert http_post(f"{base}/topic/delete?topic=t")[0] == 200
+    for k in (0, 1):
+        assert [t["topic_name"] for t in group.worker_stats(k)["topics"]] == ["new"]
+    status, body = http_post(f"{base}/topic/delete?topic=t")
+    assert (status, body) == (404, b'{"message":"TOPIC_NOT_FOUND"}'), body
+    status, _ = http_post(f"{base}/topic/create")
+    assert status == 400

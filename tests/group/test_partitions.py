@@ -1,0 +1,130 @@
+"""A group behaves as one nsqd: what is published in one worker reaches a consumer in another,
+FIN/REQ act where the consumer is, and nothing is pulled that no consumer has credit for."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.v2 import encoders
+from tests.ops.conftest import http_post
+
+from .conftest import Group
+
+
+def _drain(conn, n: int) -> list[tuple[bytes, bytes, int]]:
+    """n messages from a subscribed connection, each FIN'd: (id, body, attempts)."""
+    got = []
+    while len(got) < n:
+        kind, data = conn.frame()
+        assert kind == 2, (kind, data)
+        msg_id = data[10:26]
+        got.append((msg_id, data[26:], int.from_bytes(data[8:10], "big")))
+        conn.fin(msg_id)
+    return got
+
+
+def test_a_consumer_in_one_worker_drains_what_another_worker_took(group: Group) -> None:
+    group.start()
+    with group.pin(0) as pub:
+        for i in range(300):
+            pub.pub("t", b"m%d" % i)
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(7)
+        got = _drain(sub, 300)
+    assert sorted(body for _, body, _ in got) == sorted(b"m%d" % i for i in range(300))
+    assert len({msg_id for msg_id, _, _ in got}) == 300
+    assert {attempts for _, _, attempts in got} == {1}
+
+
+def test_consumers_in_both_workers_share_what_both_took(group: Group) -> None:
+    group.start()
+    with group.pin(0) as a, group.pin(1) as b:
+        for i in range(100):
+            (a if i % 2 else b).pub("t", b"%d" % i)
+        a.sub("t", "c")
+        b.sub("t", "c")
+        a.rdy(1)  # a slow consumer beside a keen one: nothing is stranded either way
+        b.rdy(50)
+        seen: list[bytes] = []
+        for _ in range(1000):  # bounded: 0.2 s a miss
+            if len(seen) >= 100:
+                break
+            for conn in (b, a):
+                conn.sock.settimeout(0.2)
+                try:
+                    seen += [body for _, body, _ in _drain(conn, 1)]
+                except TimeoutError:
+                    pass
+    assert sorted(seen) == sorted(b"%d" % i for i in range(100))
+
+
+def test_a_requeued_message_comes_back_with_its_attempts(group: Group) -> None:
+    group.start()
+    with group.pin(0) as pub:
+        pub.pub("t", b"once")
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(1)
+        kind, data = sub.frame()
+        assert kind == 2 and data[26:] == b"once"
+        sub.req(data[10:26])
+        ((_, body, attempts),) = _drain(sub, 1)
+    assert (body, attempts) == (b"once", 2)
+
+
+def test_the_link_keeps_within_max_rdy_count(group: Group) -> None:
+    """Two consumers with RDY 5 each in worker 1 (credit 10) pull from worker 0, whose
+    --max-rdy-count is 5: the link asks for 5, not 10 (which nsqd would refuse)."""
+    group.start("--max-rdy-count=5")
+    with group.pin(0) as pub:
+        for i in range(30):
+            pub.pub("t", b"%d" % i)
+    with group.pin(1) as a, group.pin(1) as b:
+        for conn in (a, b):
+            conn.sub("t", "c")
+            conn.rdy(5)
+        seen: list[bytes] = []
+        for _ in range(100):  # bounded: 0.2 s a miss
+            if len(seen) >= 30:
+                break
+            for conn in (a, b):
+                conn.sock.settimeout(0.2)
+                try:
+                    seen += [body for _, body, _ in _drain(conn, 1)]
+                except TimeoutError:
+                    pass
+    assert sorted(seen) == sorted(b"%d" % i for i in range(30))
+    assert "E_INVALID" not in group.log_text()
+
+
+def test_a_deferred_message_reaches_a_consumer_in_another_worker(group: Group) -> None:
+    group.start()
+    with group.pin(1) as sub:
+        sub.sub("t", "c")  # the channel exists in both workers before the DPUB
+        with group.pin(0) as pub:
+            pub.send(encoders.dpub("t", 300, b"later"))
+            pub.expect_ok()
+        sub.rdy(1)
+        ((_, body, attempts),) = _drain(sub, 1)
+    assert (body, attempts) == (b"later", 1)
+
+
+def test_a_paused_channel_is_paused_in_every_worker(group: Group) -> None:
+    group.start()
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?topic=t&channel=c")[0] == 200
+    assert http_post(f"{base}/channel/pause?topic=t&channel=c")[0] == 200
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(5)
+        with group.pin(0) as pub:
+            pub.pub("t", b"held")
+        sub.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sub.frame()
+        assert http_post(f"{base}/channel/unpause?topic=t&channel=c")[0] == 200
+        sub.sock.settimeout(5)
+        ((_, body, _),) = _drain(sub, 1)
+    assert body == b"held"

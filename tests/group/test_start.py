@@ -1,0 +1,121 @@
+"""Starting a group: what it refuses (one FATAL line, exit status 1), a worker that cannot
+start stopping the group, and SIGTERM stopping every worker cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from tests.ops.conftest import OURS, REPO_ROOT, START_TIMEOUT, free_port, nsqd_process
+
+from .conftest import Group
+
+
+def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*OURS, *flags],
+        cwd=REPO_ROOT,
+        env=nsqd_process.pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [
+        ("--durable-inflight", "cannot be combined with --durable-inflight (not yet partitioned)"),
+        ("--dedupe-window=1m", "cannot be combined with --dedupe-window (not yet partitioned)"),
+        (
+            "--resp-address=127.0.0.1:0",
+            "cannot be combined with --resp-address (not yet partitioned)",
+        ),
+        (
+            "--auth-http-address=127.0.0.1:1",
+            "cannot be combined with --auth-http-address (the workers' links do not AUTH)",
+        ),
+    ],
+)
+def test_features_not_partitioned_yet_are_refused(tmp_path, flag: str, words: str) -> None:
+    ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
+    done = _run("--workers=2", *ports, f"--data-path={tmp_path}", flag)
+    assert done.returncode == 1
+    (fatal,) = [line for line in done.stderr.splitlines() if "FATAL" in line]
+    assert fatal.endswith(f"FATAL: --workers=2 {words}"), fatal
+    assert not list(tmp_path.glob("worker-*")), "no worker was started"
+
+
+def test_a_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
+    done = _run("--workers=2", "--tcp-address=127.0.0.1:0", f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert "FATAL: --workers=2 needs a fixed port for --tcp-address, not 127.0.0.1:0" in done.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-3"])
+def test_a_bad_count_is_refused(tmp_path, value: str) -> None:
+    done = _run(f"--workers={value}", f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert "-workers" in done.stderr and "--workers must be" in done.stderr, done.stderr
+
+
+def test_auto_is_one_worker_per_core() -> None:
+    from nsqd.config.options import Options
+
+    cores = len(os.sched_getaffinity(0))
+    assert Options.build(workers="auto").workers == cores
+    assert Options.build(workers="3").workers == 3
+    assert Options.build().workers == 1
+
+
+def test_a_worker_that_cannot_start_stops_the_group(tmp_path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))  # no SO_REUSEPORT: no worker can share it
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        flags = (f"--tcp-address=127.0.0.1:{port}", f"--http-address=127.0.0.1:{free_port()}")
+        done = _run("--workers=2", *flags, f"--data-path={tmp_path}", timeout=30)
+    finally:
+        taken.close()
+    assert done.returncode == 1, done.stderr
+    assert "address already in use" in done.stderr
+    assert "could not start" in done.stderr
+
+
+def test_sigterm_stops_every_worker_cleanly(group: Group) -> None:
+    group.start()
+    pids = group.pids()
+    assert len(pids) == 2
+    assert group.proc is not None
+    group.proc.send_signal(signal.SIGTERM)
+    assert group.proc.wait(START_TIMEOUT) == 0
+    group.proc = None
+    text = group.log_text()
+    assert text.count("INFO: exiting") == 2, text  # each worker's clean stop
+    assert "group: exiting" in text
+    for pid in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_lone_nsqds_data_path_is_refused(tmp_path) -> None:
+    (tmp_path / "nsqd.dat").write_text('{"topics":[],"version":"1.3.0"}')
+    ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
+    done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert f"FATAL: --workers=2: {tmp_path} holds a lone nsqd's data (nsqd.dat)" in done.stderr
+
+
+def test_fewer_workers_than_the_data_path_has_partitions_is_refused(tmp_path) -> None:
+    for k in range(3):
+        (tmp_path / f"worker-{k}").mkdir()
+    ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
+    done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert "holds the partition of worker 2 (a group of 3 or more ran here)" in done.stderr
