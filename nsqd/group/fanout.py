@@ -150,7 +150,7 @@ class FanOut:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
                     answers.append(await ask(address, method, target))
-            except (OSError, trio.TooSlowError, ValueError) as exc:
+            except (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError) as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
 
         async with trio.open_nursery() as nursery:

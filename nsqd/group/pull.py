@@ -94,9 +94,11 @@ class Pull:
                         async with stream:
                             await self._session(stream)
                         pause = FIRST_PAUSE
-                    except (OSError, trio.BrokenResourceError, LinkError, ValueError) as exc:
+                    # a peer that went away (killed, restarting): try again after a pause;
+                    # except* also takes them out of the session's nursery's exception group
+                    except* (OSError, trio.BrokenResourceError, LinkError, ValueError) as exc:
                         where = f"{self.topic}:{self.channel} {address}"
-                        log.debug("group: link %s - %s", where, exc)
+                        log.debug("group: link %s - %s", where, exc.exceptions[0])
                 await trio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 

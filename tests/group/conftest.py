@@ -42,6 +42,8 @@ class Group:
         self.log = workdir / "group.log"
 
     def start(self, *flags: str) -> Group:
+        for stale in self.data.glob("worker-*.link"):  # a killed group's: wait for the new ones
+            stale.unlink()
         argv = [*OURS, f"--workers={self.count}"]
         argv += nsqd_process.address_flags(self.tcp, self.http, self.data)
         self.proc = nsqd_process.launch(argv + list(flags), self.log, append=True)
