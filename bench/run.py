@@ -86,6 +86,13 @@ UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 BACKLOG_PER_S: Final = 1_000_000
 
 
+def _workers(value: str) -> str:
+    """--workers: a whole number of workers, or auto (our daemon's own spelling)."""
+    if value != "auto" and not (value.isascii() and value.isdigit() and int(value) > 0):
+        raise argparse.ArgumentTypeError(f"not a number of workers or auto: {value!r}")
+    return value
+
+
 def parse_duration(text: str) -> float:
     match = DURATION.match(text)
     if not match:
@@ -129,8 +136,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--workers",
-        type=int,
-        help="passed to our daemon as --workers=N (the reference has no such flag)",
+        type=_workers,
+        help="passed to our daemon as --workers=N|auto (the reference has no such flag)",
     )
     args = p.parse_args(argv)
     if args.workers is not None:
