@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from protocol.resp.codec import ReplyError
 from protocol.v2.names import is_valid_name
 
 from ..engine.broker import Broker, PublishFailed
-from .protocol import ReplyError
 
 if TYPE_CHECKING:
     from ..engine.channel import Channel

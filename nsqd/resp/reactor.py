@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from protocol.resp.codec import Parser, ProtocolError
+
 from ..log import log
 from .blocking import Waiter
 from .commands import Block, ReplyError, Session, dispatch
-from .protocol import Parser, ProtocolError
 
 if TYPE_CHECKING:
     from .server import Frontend

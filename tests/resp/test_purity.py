@@ -1,4 +1,4 @@
-"""nsqd/resp/protocol.py is sans-IO: no event loop, sockets, clocks or logging; and nothing
+"""protocol/resp/codec.py is sans-IO: no event loop, sockets, clocks or logging; and nothing
 of nsqd/resp is imported by a daemon started without --resp-address."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOL = ROOT / "nsqd" / "resp" / "protocol.py"
+PROTOCOL = ROOT / "protocol" / "resp" / "codec.py"
 FORBIDDEN = {"trio", "socket", "time", "logging", "asyncio", "selectors", "ssl", "threading"}
 
 

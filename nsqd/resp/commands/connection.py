@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hmac
 
-from ..protocol import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+
 from .registry import (
     SYNTAX,
     TABLE,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..protocol import EMPTY_ARRAY, NULL, OK, ZERO, array, bulk, integer
+from protocol.resp.codec import EMPTY_ARRAY, NULL, OK, ZERO, array, bulk, integer
+
 from .registry import Session, command, wrong_arity
 
 

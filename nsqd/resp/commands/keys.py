@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from protocol.resp.codec import OK, ONE, ZERO, array, integer, simple
+
 from ..bridge import is_bridged
 from ..keyspace import now_ms, type_name
-from ..protocol import OK, ONE, ZERO, array, integer, simple
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from itertools import islice
 
+from protocol.resp.codec import EMPTY_ARRAY, NULL, NULL_ARRAY, OK, array, bulk, integer
+
 from ..blocking import Waiter
 from ..bridge import is_bridged
-from ..protocol import EMPTY_ARRAY, NULL, NULL_ARRAY, OK, array, bulk, integer
 from .registry import (
     SYNTAX,
     Block,

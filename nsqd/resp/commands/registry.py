@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from protocol.resp.codec import ReplyError, string2ll
+
 from ..keyspace import WRONGTYPE, WrongType
-from ..protocol import ReplyError, string2ll
 
 if TYPE_CHECKING:
     from ..server import Frontend

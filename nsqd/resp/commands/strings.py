@@ -3,8 +3,9 @@ parses them, GET."""
 
 from __future__ import annotations
 
+from protocol.resp.codec import NULL, OK, bulk
+
 from ..keyspace import now_ms
-from ..protocol import NULL, OK, bulk
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 _EXCLUSIVE = {b"ex", b"px", b"exat", b"pxat", b"keepttl"}

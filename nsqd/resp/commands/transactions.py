@@ -5,7 +5,8 @@ anyone (a write, a pop, a DEL, its expiry) makes EXEC answer the null array."""
 
 from __future__ import annotations
 
-from ..protocol import NULL_ARRAY, OK, raw_array
+from protocol.resp.codec import NULL_ARRAY, OK, raw_array
+
 from .registry import Block, ReplyError, Session, command, run
 
 
