@@ -85,7 +85,7 @@ def _expire(s: Session, argv: list[bytes], name: str, seconds: bool, absolute: b
     when = integer_arg(argv[2])
     bad = f"ERR invalid expire time in '{name}' command"
     if seconds:
-        if not -(2**63) // 1000 <= when <= (2**63 - 1) // 1000:
+        if not -(2**63 // 1000) <= when <= (2**63 - 1) // 1000:  # C's LLONG_MIN / 1000 truncates
             raise ReplyError(bad)
         when *= 1000
     base = 0 if absolute else now_ms()

@@ -13,6 +13,7 @@ from protocol.resp.codec import EMPTY_ARRAY, NULL, NULL_ARRAY, OK, array, bulk, 
 
 from ..blocking import Waiter
 from ..bridge import is_bridged
+from ..keyspace import WRONGTYPE, WrongType
 from .registry import (
     SYNTAX,
     Block,
@@ -167,12 +168,15 @@ def _blmove(
         return bulk(elem)
 
     def deliver(key: bytes, elem: bytes) -> bytes:
+        # The destination may have become another type while this client waited: as Redis,
+        # this waiter alone gets WRONGTYPE and the element goes back where it was, for the
+        # next waiter (the pusher's reply and the other ready keys are not concerned).
         try:
             _check_dst(s, dst)
-        except Exception:
+        except WrongType:
             if not is_bridged(src):
-                s.fe.ks.push(src, [elem], wherefrom)  # put it back where it was
-            raise
+                s.fe.ks.push(src, [elem], wherefrom)
+            return WRONGTYPE
         _put(s, dst, elem, whereto)
         return bulk(elem)
 
