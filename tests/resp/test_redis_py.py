@@ -1,6 +1,6 @@
 """redis-py unchanged against ours: what it sends on connect (CLIENT SETINFO, HELLO, AUTH),
 the seed's reliable-queue pattern with blocking consumers in threads, pipelines, and RESP3
-refused with a clear error. The same checks run against redis-server: the test is right."""
+(protocol=3). The same checks run against redis-server: the test is right."""
 
 from __future__ import annotations
 
@@ -99,15 +99,26 @@ def test_blocking_pops_fifo_and_pipeline(port: int) -> None:
     r.close()
 
 
-def test_resp3_refused_clearly(pair) -> None:
-    redis_server, ours = pair.by_kind["plain"]
-    real = redis.Redis(host="127.0.0.1", port=redis_server.port, protocol=3, socket_timeout=5)
-    assert real.ping() is True  # Redis speaks RESP3; ours refuses it with Redis's own error
-    real.close()
-    c = redis.Redis(host="127.0.0.1", port=ours.port, protocol=3, socket_timeout=5)
-    with pytest.raises(redis.ResponseError, match="NOPROTO unsupported protocol version"):
-        c.ping()
-    c.close()
+def test_resp3(port: int) -> None:
+    """redis-py with protocol=3 (what redis-py 8 does by default): HELLO 3, then RESP3's
+    nulls, maps and verbatim text parsed into the same Python values as on redis-server."""
+    r = client(port, protocol=3)
+    assert r.ping() is True
+    assert r.get("nokey") is None
+    assert r.rpush("q", "a", "b") == 2
+    assert r.lpop("nokey", 2) is None
+    assert r.blpop(["nokey"], timeout=0.01) is None
+    assert r.blmove("nokey", "q", 0.01, "LEFT", "RIGHT") is None
+    r.hset("h", mapping={"f": "v", "g": "w"})
+    assert r.hgetall("h") == {b"f": b"v", b"g": b"w"}
+    assert r.hgetall("nokey") == {}
+    assert r.info()["redis_version"].startswith("7.")
+    assert r.client_info()["id"] == r.client_id()
+    assert r.execute_command("HELLO")[b"proto"] == 3
+    with r.pipeline() as p:
+        p.get("nokey").lpop("q").hgetall("h")
+        assert p.execute() == [None, b"a", {b"f": b"v", b"g": b"w"}]
+    r.close()
 
 
 def test_password(pair) -> None:

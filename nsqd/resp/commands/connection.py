@@ -1,12 +1,12 @@
 """What clients send on connect and to manage their connection: PING, ECHO, SELECT, QUIT,
-AUTH (with --resp-password), HELLO (RESP2; RESP3 is refused with Redis's NOPROTO), CLIENT,
+AUTH (with --resp-password), HELLO (2 or 3: the session's reply types), CLIENT,
 COMMAND, INFO, CONFIG GET (redis-benchmark asks for save/appendonly: nothing to report)."""
 
 from __future__ import annotations
 
 import hmac
 
-from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, PROTOCOLS, array, bulk, integer, raw_array
 
 from .registry import (
     SYNTAX,
@@ -83,9 +83,12 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
     j = 1
     if len(argv) >= 2:
         ver = integer_arg(argv[1], "ERR Protocol version is not an integer or out of range")
-        if ver != 2:  # RESP3 is not spoken here: Redis's answer to a version it lacks
+        enc = PROTOCOLS.get(ver)
+        if enc is None:
             raise ReplyError("NOPROTO unsupported protocol version")
         j = 2
+    else:
+        enc = s.enc
     user = password = name = None
     while j < len(argv):
         opt, more = argv[j].lower(), len(argv) - 1 - j
@@ -109,10 +112,11 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
         )
     if name is not None:
         _setname(s, name)
-    return raw_array(
+    s.enc = enc
+    return enc.map(
         [
             bulk(b"server"), bulk(b"redis"), bulk(b"version"), bulk(VERSION),
-            bulk(b"proto"), integer(2), bulk(b"id"), integer(s.id),
+            bulk(b"proto"), integer(enc.version), bulk(b"id"), integer(s.id),
             bulk(b"mode"), bulk(b"standalone"), bulk(b"role"), bulk(b"master"),
             bulk(b"modules"), EMPTY_ARRAY,
         ]
@@ -154,11 +158,11 @@ container(
     "client",
     {
         "setname": (_client_setname, 3),
-        "getname": (lambda s, a: bulk(s.name or None), 2),
+        "getname": (lambda s, a: s.enc.bulk(s.name or None), 2),
         "id": (lambda s, a: integer(s.id), 2),
         "setinfo": (lambda s, a: OK, 4),  # Redis 7.2's; redis-py sends it on connect
-        "info": (lambda s, a: bulk(_client_info_line(s)), 2),
-        "list": (lambda s, a: bulk(_client_info_line(s)), -2),
+        "info": (lambda s, a: s.enc.verbatim(_client_info_line(s)), 2),
+        "list": (lambda s, a: s.enc.verbatim(_client_info_line(s)), -2),
         "no-evict": (lambda s, a: OK, 3),
         "help": (lambda s, a: b"+" + b"\r\n+".join(CLIENT_HELP) + b"\r\n", 2),
     },
@@ -205,7 +209,7 @@ def _command_all(s: Session, argv: list[bytes]) -> bytes:
 
 def _command_info(s: Session, argv: list[bytes]) -> bytes:
     names = argv[2:] or list(TABLE)
-    return raw_array([_info(TABLE[n.lower()]) if n.lower() in TABLE else bulk(None) for n in names])
+    return raw_array([_info(TABLE[n.lower()]) if n.lower() in TABLE else s.enc.null for n in names])
 
 
 container(
@@ -225,11 +229,11 @@ container(
 
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
-    return bulk(s.fe.info().encode())
+    return s.enc.verbatim(s.fe.info().encode())
 
 
 def _config_get(s: Session, argv: list[bytes]) -> bytes:
-    return EMPTY_ARRAY  # nothing of Redis's configuration applies
+    return s.enc.map([])  # nothing of Redis's configuration applies
 
 
 def _config_set(s: Session, argv: list[bytes]) -> bytes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.resp.codec import EMPTY_ARRAY, NULL, OK, ZERO, array, bulk, integer
+from protocol.resp.codec import OK, ZERO, bulk, integer
 
 from .registry import Session, command, wrong_arity
 
@@ -25,15 +25,15 @@ def hmset(s: Session, argv: list[bytes]) -> bytes:
 @command("hget", 3)
 def hget(s: Session, argv: list[bytes]) -> bytes:
     h = s.fe.ks.get_hash(argv[1])
-    return NULL if h is None else bulk(h.get(argv[2]))
+    return s.enc.bulk(None if h is None else h.get(argv[2]))
 
 
 @command("hgetall", 2)
 def hgetall(s: Session, argv: list[bytes]) -> bytes:
     h = s.fe.ks.get_hash(argv[1])
     if h is None:
-        return EMPTY_ARRAY
-    return array([x for kv in h.items() for x in kv])
+        return s.enc.map([])
+    return s.enc.map([bulk(x) for kv in h.items() for x in kv])
 
 
 @command("hdel", -3)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from protocol.resp.codec import EMPTY_ARRAY, NULL, NULL_ARRAY, OK, array, bulk, integer
+from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
 
 from ..blocking import Waiter
 from ..bridge import is_bridged
@@ -72,11 +72,11 @@ def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
     else:
         lst = s.fe.ks.get_list(key)
         if lst is None:
-            return NULL if count is None else NULL_ARRAY
+            return s.enc.null if count is None else s.enc.null_array
         items = [] if count == 0 else s.fe.ks.pop(key, count or 1, left)
     if count is None:
-        return bulk(items[0]) if items else NULL
-    return array(items) if items or count == 0 else NULL_ARRAY
+        return bulk(items[0]) if items else s.enc.null
+    return array(items) if items or count == 0 else s.enc.null_array
 
 
 @command("lpop", -2)
@@ -107,7 +107,7 @@ def _bpop(s: Session, argv: list[bytes], left: bool) -> bytes | Block:
         if elem is not None:
             return array([key, elem])
     waiter = Waiter(keys, left, lambda key, elem: array([key, elem]))
-    return s.fe.block(waiter, timeout, NULL_ARRAY)
+    return s.fe.block(waiter, timeout, s.enc.null_array)
 
 
 @command("blpop", -3)
@@ -180,18 +180,18 @@ def _blmove(
         _put(s, dst, elem, whereto)
         return bulk(elem)
 
-    return s.fe.block(Waiter([src], wherefrom, deliver), timeout, NULL_ARRAY)
+    return s.fe.block(Waiter([src], wherefrom, deliver), timeout, s.enc.null_array)
 
 
 @command("lmove", 5)
 def lmove(s: Session, argv: list[bytes]) -> bytes:
     wherefrom, whereto = _where(argv[3]), _where(argv[4])
-    return bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
+    return s.enc.bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
 
 
 @command("rpoplpush", 3)
 def rpoplpush(s: Session, argv: list[bytes]) -> bytes:
-    return bulk(_move(s, argv[1], argv[2], False, True))
+    return s.enc.bulk(_move(s, argv[1], argv[2], False, True))
 
 
 @command("blmove", 6)
@@ -245,11 +245,11 @@ def lrange(s: Session, argv: list[bytes]) -> bytes:
 def lindex(s: Session, argv: list[bytes]) -> bytes:
     lst = s.fe.ks.get_list(argv[1])
     if lst is None:
-        return NULL
+        return s.enc.null
     index = integer_arg(argv[2])
     if index < 0:
         index += len(lst)
-    return bulk(lst[index]) if 0 <= index < len(lst) else NULL
+    return s.enc.bulk(lst[index] if 0 <= index < len(lst) else None)
 
 
 @command("lset", 4)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from protocol.resp.codec import ReplyError, string2ll
+from protocol.resp.codec import RESP2, ReplyError, Resp2, string2ll
 
 from ..keyspace import WRONGTYPE, WrongType
 
@@ -34,8 +34,8 @@ class Session:
     """One connection's state as the commands see it."""
 
     __slots__ = (
-        "authed", "close_after", "dirty", "fe", "id", "multi", "multi_failed", "name", "parser",
-        "watching",
+        "authed", "close_after", "dirty", "enc", "fe", "id", "multi", "multi_failed", "name",
+        "parser", "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -44,6 +44,7 @@ class Session:
         self.parser = parser
         self.authed = not fe.password
         self.name = b""
+        self.enc: Resp2 = RESP2  # the reply types HELLO chose (RESP2 or RESP3)
         self.close_after = False  # QUIT: close once its +OK is sent
         self.multi: list[tuple[Command, list[bytes]]] | None = None  # queued by MULTI
         self.multi_failed = False  # a command was refused while queueing: EXEC aborts

@@ -3,7 +3,7 @@ parses them, GET."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import NULL, OK, bulk
+from protocol.resp.codec import OK
 
 from ..keyspace import now_ms
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
@@ -63,11 +63,11 @@ def set_(s: Session, argv: list[bytes]) -> bytes:
     old = ks.get_string(key) if b"get" in flags else None  # WRONGTYPE before any change
     found = ks.get(key) is not None
     if (b"nx" in flags and found) or (b"xx" in flags and not found):
-        return bulk(old) if b"get" in flags else NULL
+        return s.enc.bulk(old) if b"get" in flags else s.enc.null
     ks.set_string(key, argv[2], when, b"keepttl" in flags)
-    return bulk(old) if b"get" in flags else OK
+    return s.enc.bulk(old) if b"get" in flags else OK
 
 
 @command("get", 2)
 def get(s: Session, argv: list[bytes]) -> bytes:
-    return bulk(s.fe.ks.get_string(argv[1]))
+    return s.enc.bulk(s.fe.ks.get_string(argv[1]))

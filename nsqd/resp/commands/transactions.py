@@ -5,7 +5,7 @@ anyone (a write, a pop, a DEL, its expiry) makes EXEC answer the null array."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import NULL_ARRAY, OK, raw_array
+from protocol.resp.codec import OK, raw_array
 
 from .registry import Block, ReplyError, Session, command, run
 
@@ -28,7 +28,7 @@ def exec_(s: Session, argv: list[bytes]) -> bytes:
     if failed:
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
     if dirty:
-        return NULL_ARRAY
+        return s.enc.null_array
     replies = []
     for cmd, args in queued:
         reply = run(s, cmd, args)
