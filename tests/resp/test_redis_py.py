@@ -121,6 +121,19 @@ def test_resp3(port: int) -> None:
     r.close()
 
 
+def test_default_protocol(port: int) -> None:
+    """redis-py with its defaults (RESP3 from redis-py 8 on: HELLO 3 on connect)."""
+    r = client(port)
+    assert r.ping() is True
+    hello = r.execute_command("HELLO")
+    proto = hello[b"proto"] if isinstance(hello, dict) else hello[5]
+    assert proto == (3 if int(redis.__version__.split(".")[0]) >= 8 else 2)
+    r.rpush("jobs", "j1")
+    assert r.lmove("jobs", "work", "LEFT", "RIGHT") == b"j1"
+    assert r.hgetall("nokey") == {} and r.get("nokey") is None
+    r.close()
+
+
 def test_password(pair) -> None:
     redis_server, ours = pair.by_kind["auth"]
     for server in (redis_server, ours):
