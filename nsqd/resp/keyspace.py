@@ -49,7 +49,9 @@ class Keyspace:
         self.on_expired: Callable[[bytes, Value], None] | None = None
         self.deadline_moved: Callable[[], None] | None = None  # wake the expiry task
         self.watched: dict[bytes, object] = {}  # keys with blocked clients (blocking.py)
-        self.ready: list[bytes] = []  # watched keys that got elements since the last serve
+        # watched keys that got elements since the last serve, with their database: one list
+        # shared by the 16 databases (databases.py), so that one look tells the reactor
+        self.ready: list[tuple[Keyspace, bytes]] = []
         self.loading = False  # replaying the log: nothing expires, nothing is recorded
         self.watchers: dict[bytes, set] = {}  # WATCHed key -> sessions (transactions.py)
 
@@ -66,16 +68,17 @@ class Keyspace:
     def watch(self, session: object, keys: list[bytes]) -> None:
         for key in keys:
             self.watchers.setdefault(key, set()).add(session)
-            session.watching.add(key)  # type: ignore[attr-defined]
+            session.watching.add((self, key))  # type: ignore[attr-defined]
 
     def unwatch(self, session: object) -> None:
-        watching: set[bytes] = session.watching  # type: ignore[attr-defined]
-        for key in watching:
-            sessions = self.watchers.get(key)
+        """Forget every key the session WATCHes, in whichever database it watched it."""
+        watching: set[tuple[Keyspace, bytes]] = session.watching  # type: ignore[attr-defined]
+        for ks, key in watching:
+            sessions = ks.watchers.get(key)
             if sessions is not None:
                 sessions.discard(session)
                 if not sessions:
-                    del self.watchers[key]
+                    del ks.watchers[key]
         watching.clear()
         session.dirty = False  # type: ignore[attr-defined]
 
@@ -134,7 +137,7 @@ class Keyspace:
             lst.extend(elems)
         self._log((b"LPUSH" if left else b"RPUSH", key, *elems))
         if key in self.watched:
-            self.ready.append(key)
+            self.ready.append((self, key))
         return len(lst)
 
     def pop(self, key: bytes, count: int, left: bool) -> list[bytes]:

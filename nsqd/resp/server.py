@@ -15,8 +15,8 @@ from ..log import log
 from .blocking import Blocking, Waiter
 from .bridge import Bridge
 from .commands import Block, Session
+from .databases import Databases
 from .expiry import Expirer, publisher
-from .keyspace import Keyspace
 from .persist import RespLog
 from .reactor import Client, Reactor
 
@@ -27,8 +27,8 @@ class Frontend:
         self.broker = broker
         self.password = options.resp_password.encode()
         self.max_bulk = options.resp_max_bulk
-        self.ks = Keyspace()
-        self.blocking = Blocking(self.ks)
+        self.ks = Databases()  # the 16 of SELECT; each session works in one (Session.ks)
+        self.blocking = Blocking(self.ks.ready)
         self.bridge = Bridge(broker, options.max_msg_size)
         self.log = RespLog(data_path, options.sync_every, options.sync_timeout)
         self.expirer = Expirer(self.ks, self.log.flush)
@@ -41,7 +41,7 @@ class Frontend:
 
     def load(self) -> None:
         n = self.log.load(self.ks)
-        log.info("RESP: %d keys restored (%d log records)", len(self.ks.data), n)
+        log.info("RESP: %d keys restored (%d log records)", self.ks.key_count(), n)
 
     # -- what commands call ------------------------------------------------------------------
 
@@ -51,33 +51,6 @@ class Frontend:
     def remote_of(self, s: Session) -> str:
         conn = self.connections.get(s.id)
         return conn.remote if conn is not None else ""
-
-    def info(self) -> str:
-        ks = self.ks
-        blocked = sum(1 for c in self.connections.values() if c.blocked)
-        port = self.address[1] if self.address else 0
-        sections = {
-            "Server": {
-                "redis_version": "7.0.0",
-                "redis_mode": "standalone",
-                "server_name": "trio-nsqd",
-                "tcp_port": port,
-                "uptime_in_seconds": int(time.time() - self.started),
-            },
-            "Clients": {"connected_clients": len(self.connections), "blocked_clients": blocked},
-            "Persistence": {"loading": 0, "aof_enabled": 1},
-            "Keyspace": (
-                {"db0": f"keys={len(ks.data)},expires={len(ks.expires)},avg_ttl=0"}
-                if ks.data
-                else {}
-            ),
-        }
-        lines = []
-        for name, fields in sections.items():
-            lines.append(f"# {name}")
-            lines += [f"{k}:{v}" for k, v in fields.items()]
-            lines.append("")
-        return "\r\n".join(lines)
 
     def list_lengths(self) -> dict[str, int]:
         """Every list key -> its length (for /stats or /metrics)."""

@@ -8,6 +8,7 @@ import hmac
 
 from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, PROTOCOLS, array, bulk, integer, raw_array
 
+from .. import info as info_text
 from .registry import (
     SYNTAX,
     TABLE,
@@ -20,7 +21,7 @@ from .registry import (
     wrong_arity,
 )
 
-VERSION = b"7.0.0"  # the Redis whose replies these are (HELLO, INFO)
+VERSION = info_text.VERSION.encode()
 
 
 @command("ping", -1)
@@ -38,8 +39,10 @@ def echo(s: Session, argv: list[bytes]) -> bytes:
 @command("select", 2)
 def select(s: Session, argv: list[bytes]) -> bytes:
     db = integer_arg(argv[1])
-    if db != 0:  # one database here (Redis has 16 by default)
+    dbs = s.fe.ks.dbs
+    if not 0 <= db < len(dbs):
         raise ReplyError("ERR DB index is out of range")
+    s.db, s.ks = db, dbs[db]
     return OK
 
 
@@ -229,7 +232,7 @@ container(
 
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
-    return s.enc.verbatim(s.fe.info().encode())
+    return s.enc.verbatim(info_text.render(s.fe, argv[1:]))
 
 
 def _config_get(s: Session, argv: list[bytes]) -> bytes:

@@ -14,7 +14,7 @@ from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 @command("del", -2)
 def del_(s: Session, argv: list[bytes]) -> bytes:
-    return integer(s.fe.ks.delete(dict.fromkeys(argv[1:])))
+    return integer(s.ks.delete(dict.fromkeys(argv[1:])))
 
 
 @command("unlink", -2)
@@ -24,7 +24,7 @@ def unlink(s: Session, argv: list[bytes]) -> bytes:
 
 @command("exists", -2)
 def exists(s: Session, argv: list[bytes]) -> bytes:
-    ks = s.fe.ks
+    ks = s.ks
     return integer(sum(1 for key in argv[1:] if ks.get(key) is not None))
 
 
@@ -32,37 +32,39 @@ def exists(s: Session, argv: list[bytes]) -> bytes:
 def type_(s: Session, argv: list[bytes]) -> bytes:
     if is_bridged(argv[1]) and s.fe.bridge.exists(argv[1]):
         return simple("list")
-    return simple(type_name(s.fe.ks.get(argv[1])))
+    return simple(type_name(s.ks.get(argv[1])))
 
 
 @command("keys", 2)
 def keys(s: Session, argv: list[bytes]) -> bytes:
     pattern = argv[1].decode("latin-1")
-    ks = s.fe.ks
+    ks = s.ks
     found = [k for k in list(ks.data) if fnmatchcase(k.decode("latin-1"), pattern)]
     return array([k for k in found if ks.get(k) is not None])
 
 
 @command("dbsize", 1)
 def dbsize(s: Session, argv: list[bytes]) -> bytes:
-    return integer(len(s.fe.ks.data))
+    return integer(len(s.ks.data))
 
 
-def _flush(s: Session, argv: list[bytes]) -> bytes:
+def _flush_mode(argv: list[bytes]) -> None:
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
         raise ReplyError(SYNTAX)
-    s.fe.ks.flush()
-    return OK
 
 
 @command("flushall", -1)
 def flushall(s: Session, argv: list[bytes]) -> bytes:
-    return _flush(s, argv)
+    _flush_mode(argv)
+    s.fe.ks.flush_all()
+    return OK
 
 
 @command("flushdb", -1)
 def flushdb(s: Session, argv: list[bytes]) -> bytes:
-    return _flush(s, argv)
+    _flush_mode(argv)
+    s.ks.flush()
+    return OK
 
 
 def _expire_flags(argv: list[bytes]) -> set[bytes]:
@@ -92,7 +94,7 @@ def _expire(s: Session, argv: list[bytes], name: str, seconds: bool, absolute: b
     if when > 2**63 - 1 - base:
         raise ReplyError(bad)
     when += base
-    ks, key = s.fe.ks, argv[1]
+    ks, key = s.ks, argv[1]
     if ks.get(key) is None:
         return ZERO
     current = ks.expires.get(key, -1)
@@ -128,7 +130,7 @@ def pexpireat(s: Session, argv: list[bytes]) -> bytes:
 
 
 def _ttl(s: Session, key: bytes, ms: bool) -> bytes:
-    ks = s.fe.ks
+    ks = s.ks
     if ks.get(key) is None:
         return integer(-2)
     when = ks.expires.get(key)
@@ -150,7 +152,7 @@ def pttl(s: Session, argv: list[bytes]) -> bytes:
 
 @command("persist", 2)
 def persist(s: Session, argv: list[bytes]) -> bytes:
-    ks = s.fe.ks
+    ks = s.ks
     if ks.get(argv[1]) is None:
         return ZERO
     return ONE if ks.persist(argv[1]) else ZERO

@@ -36,7 +36,7 @@ def _push(s: Session, argv: list[bytes], left: bool, create: bool) -> bytes:
     key = argv[1]
     if is_bridged(key):
         return integer(s.fe.bridge.push(key, argv[2:]))
-    return integer(s.fe.ks.push(key, argv[2:], left, create))
+    return integer(s.ks.push(key, argv[2:], left, create))
 
 
 @command("lpush", -3)
@@ -70,10 +70,10 @@ def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
     if is_bridged(key):
         items = s.fe.bridge.pop(key, 1 if count is None else count)
     else:
-        lst = s.fe.ks.get_list(key)
+        lst = s.ks.get_list(key)
         if lst is None:
             return s.enc.null if count is None else s.enc.null_array
-        items = [] if count == 0 else s.fe.ks.pop(key, count or 1, left)
+        items = [] if count == 0 else s.ks.pop(key, count or 1, left)
     if count is None:
         return bulk(items[0]) if items else s.enc.null
     return array(items) if items or count == 0 else s.enc.null_array
@@ -94,9 +94,9 @@ def _take_one(s: Session, key: bytes, left: bool) -> bytes | None:
     if is_bridged(key):
         items = s.fe.bridge.pop(key, 1)
         return items[0] if items else None
-    if not s.fe.ks.get_list(key):
+    if not s.ks.get_list(key):
         return None
-    return s.fe.ks.pop(key, 1, left)[0]
+    return s.ks.pop(key, 1, left)[0]
 
 
 def _bpop(s: Session, argv: list[bytes], left: bool) -> bytes | Block:
@@ -106,7 +106,7 @@ def _bpop(s: Session, argv: list[bytes], left: bool) -> bytes | Block:
         elem = _take_one(s, key, left)
         if elem is not None:
             return array([key, elem])
-    waiter = Waiter(keys, left, lambda key, elem: array([key, elem]))
+    waiter = Waiter(s.ks, keys, left, lambda key, elem: array([key, elem]))
     return s.fe.block(waiter, timeout, s.enc.null_array)
 
 
@@ -136,12 +136,12 @@ def _put(s: Session, dst: bytes, elem: bytes, left: bool) -> None:
     if is_bridged(dst):
         s.fe.bridge.push(dst, [elem])
     else:
-        s.fe.ks.push(dst, [elem], left)
+        s.ks.push(dst, [elem], left)
 
 
 def _check_dst(s: Session, dst: bytes) -> None:
     if not is_bridged(dst):
-        s.fe.ks.get_list(dst)  # WRONGTYPE before anything is popped
+        s.ks.get_list(dst)  # WRONGTYPE before anything is popped
 
 
 def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | None:
@@ -149,7 +149,7 @@ def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) ->
         _check_dst(s, dst)
         elem = _take_one(s, src, wherefrom)
     else:
-        if not s.fe.ks.get_list(src):
+        if not s.ks.get_list(src):
             return None
         _check_dst(s, dst)
         elem = _take_one(s, src, wherefrom)
@@ -175,12 +175,12 @@ def _blmove(
             _check_dst(s, dst)
         except WrongType:
             if not is_bridged(src):
-                s.fe.ks.push(src, [elem], wherefrom)
+                s.ks.push(src, [elem], wherefrom)
             return WRONGTYPE
         _put(s, dst, elem, whereto)
         return bulk(elem)
 
-    return s.fe.block(Waiter([src], wherefrom, deliver), timeout, s.enc.null_array)
+    return s.fe.block(Waiter(s.ks, [src], wherefrom, deliver), timeout, s.enc.null_array)
 
 
 @command("lmove", 5)
@@ -213,7 +213,7 @@ def llen(s: Session, argv: list[bytes]) -> bytes:
     key = argv[1]
     if is_bridged(key):
         return integer(s.fe.bridge.length(key))
-    lst = s.fe.ks.get_list(key)
+    lst = s.ks.get_list(key)
     return integer(len(lst) if lst is not None else 0)
 
 
@@ -232,7 +232,7 @@ def _range(start: int, end: int, n: int) -> tuple[int, int] | None:
 @command("lrange", 4)
 def lrange(s: Session, argv: list[bytes]) -> bytes:
     start, end = integer_arg(argv[2]), integer_arg(argv[3])
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         return EMPTY_ARRAY
     span = _range(start, end, len(lst))
@@ -243,7 +243,7 @@ def lrange(s: Session, argv: list[bytes]) -> bytes:
 
 @command("lindex", 3)
 def lindex(s: Session, argv: list[bytes]) -> bytes:
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         return s.enc.null
     index = integer_arg(argv[2])
@@ -254,7 +254,7 @@ def lindex(s: Session, argv: list[bytes]) -> bytes:
 
 @command("lset", 4)
 def lset(s: Session, argv: list[bytes]) -> bytes:
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         raise ReplyError("ERR no such key")
     index = integer_arg(argv[2])
@@ -262,27 +262,27 @@ def lset(s: Session, argv: list[bytes]) -> bytes:
         index += len(lst)
     if not 0 <= index < len(lst):
         raise ReplyError("ERR index out of range")
-    s.fe.ks.lset(argv[1], index, argv[3])
+    s.ks.lset(argv[1], index, argv[3])
     return OK
 
 
 @command("lrem", 4)
 def lrem(s: Session, argv: list[bytes]) -> bytes:
     count = integer_arg(argv[2])
-    if s.fe.ks.get_list(argv[1]) is None:
+    if s.ks.get_list(argv[1]) is None:
         return integer(0)
-    return integer(s.fe.ks.lrem(argv[1], count, argv[3]))
+    return integer(s.ks.lrem(argv[1], count, argv[3]))
 
 
 @command("ltrim", 4)
 def ltrim(s: Session, argv: list[bytes]) -> bytes:
     start, end = integer_arg(argv[2]), integer_arg(argv[3])
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         return OK
     span = _range(start, end, len(lst))
     if span is None:
-        s.fe.ks.ltrim(argv[1], 1, 0)
+        s.ks.ltrim(argv[1], 1, 0)
     elif span != (0, len(lst) - 1):
-        s.fe.ks.ltrim(argv[1], *span)
+        s.ks.ltrim(argv[1], *span)
     return OK

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.resp.codec import RESP2, ReplyError, Resp2, string2ll
 
-from ..keyspace import WRONGTYPE, WrongType
+from ..keyspace import WRONGTYPE, Keyspace, WrongType
 
 if TYPE_CHECKING:
     from ..server import Frontend
@@ -34,8 +34,8 @@ class Session:
     """One connection's state as the commands see it."""
 
     __slots__ = (
-        "authed", "close_after", "dirty", "enc", "fe", "id", "multi", "multi_failed", "name",
-        "parser", "watching",
+        "authed", "close_after", "db", "dirty", "enc", "fe", "id", "ks", "multi", "multi_failed",
+        "name", "parser", "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -44,11 +44,14 @@ class Session:
         self.parser = parser
         self.authed = not fe.password
         self.name = b""
+        self.db = 0  # SELECT's database, and its keyspace
+        self.ks: Keyspace = fe.ks.dbs[0]
         self.enc: Resp2 = RESP2  # the reply types HELLO chose (RESP2 or RESP3)
         self.close_after = False  # QUIT: close once its +OK is sent
         self.multi: list[tuple[Command, list[bytes]]] | None = None  # queued by MULTI
         self.multi_failed = False  # a command was refused while queueing: EXEC aborts
-        self.watching: set[bytes] = set()  # WATCHed keys (keyspace.watchers has the reverse)
+        # WATCHed keys with their database (each keyspace's watchers has the reverse)
+        self.watching: set[tuple[Keyspace, bytes]] = set()
         self.dirty = False  # one of them changed: EXEC answers the null array
 
 

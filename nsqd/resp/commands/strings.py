@@ -59,7 +59,7 @@ def _expire_ms(unit: bytes, raw: bytes) -> int:
 def set_(s: Session, argv: list[bytes]) -> bytes:
     flags, unit, raw = _options(argv)
     when = _expire_ms(unit, raw) if raw is not None else None
-    ks, key = s.fe.ks, argv[1]
+    ks, key = s.ks, argv[1]
     old = ks.get_string(key) if b"get" in flags else None  # WRONGTYPE before any change
     found = ks.get(key) is not None
     if (b"nx" in flags and found) or (b"xx" in flags and not found):
@@ -70,4 +70,4 @@ def set_(s: Session, argv: list[bytes]) -> bytes:
 
 @command("get", 2)
 def get(s: Session, argv: list[bytes]) -> bytes:
-    return s.enc.bulk(s.fe.ks.get_string(argv[1]))
+    return s.enc.bulk(s.ks.get_string(argv[1]))

@@ -24,7 +24,7 @@ def exec_(s: Session, argv: list[bytes]) -> bytes:
         raise ReplyError("ERR EXEC without MULTI")
     queued, failed, dirty = s.multi, s.multi_failed, s.dirty
     s.multi, s.multi_failed = None, False
-    s.fe.ks.unwatch(s)
+    s.ks.unwatch(s)
     if failed:
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
     if dirty:
@@ -41,7 +41,7 @@ def discard(s: Session, argv: list[bytes]) -> bytes:
     if s.multi is None:
         raise ReplyError("ERR DISCARD without MULTI")
     s.multi, s.multi_failed = None, False
-    s.fe.ks.unwatch(s)
+    s.ks.unwatch(s)
     return OK
 
 
@@ -49,11 +49,11 @@ def discard(s: Session, argv: list[bytes]) -> bytes:
 def watch(s: Session, argv: list[bytes]) -> bytes:
     if s.multi is not None:
         raise ReplyError("ERR WATCH inside MULTI is not allowed")
-    s.fe.ks.watch(s, argv[1:])
+    s.ks.watch(s, argv[1:])
     return OK
 
 
 @command("unwatch", 1)
 def unwatch(s: Session, argv: list[bytes]) -> bytes:
-    s.fe.ks.unwatch(s)
+    s.ks.unwatch(s)
     return OK
