@@ -48,6 +48,12 @@ class Frontend:
     def block(self, waiter: Waiter, timeout: float, on_timeout: bytes) -> Block:
         return Block(waiter, timeout, on_timeout)
 
+    def kill(self, client_id: int) -> None:
+        """CLIENT KILL of another connection: closed at once, unanswered."""
+        conn = self.connections.get(client_id)
+        if conn is not None and self.reactor is not None:
+            self.reactor._close(conn)
+
     def remote_of(self, s: Session) -> str:
         conn = self.connections.get(s.id)
         return conn.remote if conn is not None else ""

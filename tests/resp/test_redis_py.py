@@ -5,11 +5,13 @@ the seed's reliable-queue pattern with blocking consumers in threads, pipelines,
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import redis
 
 from conformance.resp.script import PASSWORD
+from conformance.resp.wire import CLOSED, Conn, encode
 
 from .helpers import client
 
@@ -175,3 +177,26 @@ def test_transactions(port: int) -> None:
     assert r.llen("tp") == 3
     other.close()
     r.close()
+
+
+def test_client_list_kill_and_time(port: int) -> None:
+    """What queue workers use to see and reap each other: CLIENT LIST/INFO fields, KILL by
+    id (the victim's connection is closed), TIME."""
+    me = client(port, client_name="reaper")
+    victim = Conn(port)
+    for cmd in ([b"CLIENT", b"SETNAME", b"worker-7"], [b"SELECT", b"3"]):
+        victim.send(encode(cmd))
+        assert victim.reply() == b"+OK\r\n"
+    listed = {c["name"]: c for c in me.client_list()}
+    assert {"reaper", "worker-7"} <= set(listed)
+    found = listed["worker-7"]
+    assert found["db"] == "3" and found["flags"] == "N" and found["user"] == "default"
+    assert me.client_info()["name"] == "reaper"
+    assert [c["name"] for c in me.client_list(client_id=[int(found["id"])])] == ["worker-7"]
+    assert me.client_kill_filter(_id=int(found["id"])) == 1
+    assert victim.reply() == CLOSED
+    victim.close()
+    assert "worker-7" not in {c["name"] for c in me.client_list()}
+    seconds, micros = me.time()
+    assert abs(seconds - time.time()) < 5 and 0 <= micros < 1_000_000
+    me.close()

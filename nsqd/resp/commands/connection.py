@@ -1,14 +1,16 @@
 """What clients send on connect and to manage their connection: PING, ECHO, SELECT, QUIT,
-AUTH (with --resp-password), HELLO (2 or 3: the session's reply types), CLIENT,
+AUTH (with --resp-password), HELLO (2 or 3: the session's reply types), TIME,
 COMMAND, INFO, CONFIG GET (redis-benchmark asks for save/appendonly: nothing to report)."""
 
 from __future__ import annotations
 
 import hmac
+import time
 
 from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, PROTOCOLS, array, bulk, integer, raw_array
 
 from .. import info as info_text
+from .clients import setname
 from .registry import (
     SYNTAX,
     TABLE,
@@ -114,7 +116,7 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
             "select the RESP protocol version at the same time"
         )
     if name is not None:
-        _setname(s, name)
+        setname(s, name)
     s.enc = enc
     return enc.map(
         [
@@ -124,52 +126,6 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
             bulk(b"modules"), EMPTY_ARRAY,
         ]
     )  # fmt: skip
-
-
-# -- CLIENT -----------------------------------------------------------------------------------
-
-
-def _setname(s: Session, name: bytes) -> None:
-    if any(c < 33 or c > 126 for c in name):
-        raise ReplyError("ERR Client names cannot contain spaces, newlines or special characters.")
-    s.name = name
-
-
-def _client_setname(s: Session, argv: list[bytes]) -> bytes:
-    _setname(s, argv[2])
-    return OK
-
-
-def _client_info_line(s: Session) -> bytes:
-    return b"id=%d addr=%s name=%s db=0 cmd=client|info\n" % (
-        s.id,
-        s.fe.remote_of(s).encode(),
-        s.name,
-    )
-
-
-CLIENT_HELP = [
-    b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    b"GETNAME", b"    Return the name of the current connection.",
-    b"ID", b"    Return the ID of the current connection.",
-    b"INFO", b"    Return information about the current client connection.",
-    b"SETNAME <name>", b"    Assign the name <name> to the current connection.",
-    b"SETINFO <LIB-NAME|LIB-VER> <value>", b"    Accepted and ignored.",
-]  # fmt: skip
-
-container(
-    "client",
-    {
-        "setname": (_client_setname, 3),
-        "getname": (lambda s, a: s.enc.bulk(s.name or None), 2),
-        "id": (lambda s, a: integer(s.id), 2),
-        "setinfo": (lambda s, a: OK, 4),  # Redis 7.2's; redis-py sends it on connect
-        "info": (lambda s, a: s.enc.verbatim(_client_info_line(s)), 2),
-        "list": (lambda s, a: s.enc.verbatim(_client_info_line(s)), -2),
-        "no-evict": (lambda s, a: OK, 3),
-        "help": (lambda s, a: b"+" + b"\r\n+".join(CLIENT_HELP) + b"\r\n", 2),
-    },
-)
 
 
 # -- COMMAND ----------------------------------------------------------------------------------
@@ -225,6 +181,12 @@ container(
     },
     _command_all,
 )
+
+
+@command("time", 1)
+def time_(s: Session, argv: list[bytes]) -> bytes:
+    now = time.time_ns() // 1000
+    return array([b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)])
 
 
 # -- INFO, CONFIG -----------------------------------------------------------------------------

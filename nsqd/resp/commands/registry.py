@@ -5,6 +5,7 @@ dispatch (unknown command, wrong arity, NOAUTH, WRONGTYPE) in processCommand's o
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -34,8 +35,8 @@ class Session:
     """One connection's state as the commands see it."""
 
     __slots__ = (
-        "authed", "close_after", "db", "dirty", "enc", "fe", "id", "ks", "multi", "multi_failed",
-        "name", "parser", "watching",
+        "authed", "close_after", "created", "db", "dirty", "enc", "fe", "id", "ks", "multi",
+        "multi_failed", "name", "parser", "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -44,6 +45,7 @@ class Session:
         self.parser = parser
         self.authed = not fe.password
         self.name = b""
+        self.created = time.monotonic()  # CLIENT LIST's age
         self.db = 0  # SELECT's database, and its keyspace
         self.ks: Keyspace = fe.ks.dbs[0]
         self.enc: Resp2 = RESP2  # the reply types HELLO chose (RESP2 or RESP3)
