@@ -1,4 +1,5 @@
-"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts), key
+"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sorted
+sets as zset.ZSet), key
 expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
 one place every change goes through, so that each is written to the log (persist.py) as a
 replayable record and lists that grow wake their blocked clients (blocking.py).
@@ -14,7 +15,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Union
 
-Value = Union[deque, bytes, dict]  # noqa: UP007 (a runtime alias used in isinstance-free code)
+from .zset import ZSet
+
+Value = Union[deque, bytes, dict, ZSet]  # noqa: UP007 (a runtime alias used in isinstance-free code)
 Record = tuple[bytes, ...]
 
 
@@ -36,7 +39,7 @@ def type_name(value: Value | None) -> str:
         return "list"
     if isinstance(value, bytes):
         return "string"
-    return "hash"
+    return "zset" if isinstance(value, ZSet) else "hash"
 
 
 class Keyspace:
@@ -89,6 +92,8 @@ class Keyspace:
             keys: Iterable[bytes] = list(self.watchers)
         elif op == b"DEL":
             keys = rec[1:]
+        elif op == b"RENAME":
+            keys = rec[1:3]
         else:
             keys = rec[1:2]
         for key in keys:
@@ -119,6 +124,12 @@ class Keyspace:
     def get_hash(self, key: bytes) -> dict | None:
         value = self.get(key)
         if value is not None and not isinstance(value, dict):
+            raise WrongType
+        return value
+
+    def get_zset(self, key: bytes) -> ZSet | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, ZSet):
             raise WrongType
         return value
 
@@ -187,6 +198,12 @@ class Keyspace:
                 lst.popleft()
         self._log((b"LTRIM", key, b"%d" % start, b"%d" % stop))
 
+    def linsert(self, key: bytes, index: int, elem: bytes) -> None:
+        lst = self.data[key]
+        assert isinstance(lst, deque)
+        lst.insert(index, elem)
+        self._log((b"LINSERT", key, b"%d" % index, elem))
+
     def lset(self, key: bytes, index: int, elem: bytes) -> None:
         lst = self.data[key]
         assert isinstance(lst, deque)
@@ -231,7 +248,39 @@ class Keyspace:
             self._log((b"HDEL", key, *fields))
         return removed
 
+    def zadd(self, key: bytes, pairs: list[tuple[float, bytes]]) -> None:
+        """Set these members' scores (the key is made when missing)."""
+        z = self.data.get(key)
+        if z is None:
+            z = self.data[key] = ZSet()
+        assert isinstance(z, ZSet)
+        for score, member in pairs:
+            z.add(member, score)
+        self._log((b"ZADD", key, *[x for score, m in pairs for x in (repr(score).encode(), m)]))
+
+    def zrem(self, key: bytes, members: list[bytes]) -> int:
+        z = self.data[key]
+        assert isinstance(z, ZSet)
+        removed = [m for m in members if z.remove(m)]
+        if removed:
+            if not z:
+                self._remove(key)
+            self._log((b"ZREM", key, *removed))
+        return len(removed)
+
     # -- keys and expiry -----------------------------------------------------------------
+
+    def rename(self, src: bytes, dst: bytes) -> None:
+        """RENAME of an existing key: dst's old value goes, src's expiry comes along."""
+        value = self.data.pop(src)
+        when = self.expires.pop(src, None)
+        self.data.pop(dst, None)
+        self.expires.pop(dst, None)
+        self.data[dst] = value
+        if when is not None:
+            self.expires[dst] = when
+            heapq.heappush(self._heap, (when, dst))
+        self._log((b"RENAME", src, dst))
 
     def delete(self, keys: Iterable[bytes]) -> int:
         gone = [k for k in keys if self.get(k) is not None and self._remove(k) is None]
@@ -311,6 +360,16 @@ class Keyspace:
         elif op == b"LTRIM":
             if isinstance(self.data.get(args[0]), deque):
                 self.ltrim(args[0], int(args[1]), int(args[2]))
+        elif op == b"LINSERT":
+            self.linsert(args[0], int(args[1]), args[2])
+        elif op == b"ZADD":
+            self.zadd(args[0], [(float(args[i]), args[i + 1]) for i in range(1, len(args), 2)])
+        elif op == b"ZREM":
+            if isinstance(self.data.get(args[0]), ZSet):
+                self.zrem(args[0], list(args[1:]))
+        elif op == b"RENAME":
+            if args[0] in self.data:
+                self.rename(args[0], args[1])
         elif op == b"LSET":
             self.lset(args[0], int(args[1]), args[2])
         elif op in (b"SET", b"SETK"):
@@ -343,6 +402,10 @@ class Keyspace:
                     yield (b"RPUSH", key, *items[i : i + chunk])
             elif isinstance(value, bytes):
                 yield (b"SET", key, value)
+            elif isinstance(value, ZSet):
+                items = [x for score, m in value.order for x in (repr(score).encode(), m)]
+                for i in range(0, len(items), 2 * chunk):
+                    yield (b"ZADD", key, *items[i : i + 2 * chunk])
             else:
                 pairs = [x for kv in value.items() for x in kv]
                 for i in range(0, len(pairs), 2 * chunk):

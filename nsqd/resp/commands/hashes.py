@@ -1,10 +1,19 @@
-"""Hashes (seed 003): HSET/HMSET, HGET, HGETALL, HDEL, HLEN, HEXISTS."""
+"""Hashes (seed 003): HSET/HMSET, HGET, HGETALL, HDEL, HLEN, HEXISTS; and (issue 29) HSETNX
+HMGET HKEYS HVALS HSTRLEN HINCRBY HINCRBYFLOAT."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import OK, ZERO, bulk, integer
+from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, string2ll
 
-from .registry import Session, command, wrong_arity
+from .registry import (
+    NOT_FLOAT,
+    ReplyError,
+    Session,
+    add_float,
+    command,
+    integer_arg,
+    wrong_arity,
+)
 
 
 @command("hset", -4)
@@ -53,3 +62,62 @@ def hlen(s: Session, argv: list[bytes]) -> bytes:
 def hexists(s: Session, argv: list[bytes]) -> bytes:
     h = s.ks.get_hash(argv[1])
     return integer(int(h is not None and argv[2] in h))
+
+
+@command("hsetnx", 4)
+def hsetnx(s: Session, argv: list[bytes]) -> bytes:
+    h = s.ks.get_hash(argv[1])
+    if h is not None and argv[2] in h:
+        return ZERO
+    s.ks.hset(argv[1], argv[2:4])
+    return ONE
+
+
+@command("hmget", -3)
+def hmget(s: Session, argv: list[bytes]) -> bytes:
+    h = s.ks.get_hash(argv[1]) or {}
+    return raw_array([s.enc.bulk(h.get(f)) for f in argv[2:]])
+
+
+@command("hkeys", 2)
+def hkeys(s: Session, argv: list[bytes]) -> bytes:
+    return array(list(s.ks.get_hash(argv[1]) or ()))
+
+
+@command("hvals", 2)
+def hvals(s: Session, argv: list[bytes]) -> bytes:
+    return array(list((s.ks.get_hash(argv[1]) or {}).values()))
+
+
+@command("hstrlen", 3)
+def hstrlen(s: Session, argv: list[bytes]) -> bytes:
+    return integer(len((s.ks.get_hash(argv[1]) or {}).get(argv[2], b"")))
+
+
+@command("hincrby", 4)
+def hincrby(s: Session, argv: list[bytes]) -> bytes:
+    by = integer_arg(argv[3])
+    h = s.ks.get_hash(argv[1]) or {}
+    raw = h.get(argv[2])
+    value = 0 if raw is None else string2ll(raw)
+    if value is None:
+        raise ReplyError("ERR hash value is not an integer")
+    new = value + by
+    if not -(2**63) <= new < 2**63:
+        raise ReplyError("ERR increment or decrement would overflow")
+    s.ks.hset(argv[1], [argv[2], b"%d" % new])
+    return integer(new)
+
+
+@command("hincrbyfloat", 4)
+def hincrbyfloat(s: Session, argv: list[bytes]) -> bytes:
+    try:  # the increment is checked first, as Redis does
+        add_float(None, argv[3], NOT_FLOAT)
+    except ReplyError as exc:
+        if b"NaN or Infinity" in exc.reply:
+            raise ReplyError("ERR value is NaN or Infinity") from None
+        raise
+    h = s.ks.get_hash(argv[1]) or {}
+    new = add_float(h.get(argv[2]), argv[3], "ERR hash value is not a float")
+    s.ks.hset(argv[1], [argv[2], new])
+    return bulk(new)

@@ -1,11 +1,14 @@
 """Key commands the queue and expiry models need: DEL/UNLINK, EXISTS, TYPE, KEYS, DBSIZE,
-FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST."""
+FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST;
+and (issue 29) RENAME RENAMENX EXPIRETIME PEXPIRETIME SCAN."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from fnmatch import fnmatchcase
+from zlib import crc32
 
-from protocol.resp.codec import OK, ONE, ZERO, array, integer, simple
+from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple, string2ll
 
 from ..bridge import is_bridged
 from ..keyspace import now_ms, type_name
@@ -156,3 +159,93 @@ def persist(s: Session, argv: list[bytes]) -> bytes:
     if ks.get(argv[1]) is None:
         return ZERO
     return ONE if ks.persist(argv[1]) else ZERO
+
+
+# -- issue 29: RENAME, EXPIRETIME, SCAN --------------------------------------------------------
+
+
+def _rename(s: Session, argv: list[bytes], nx: bool) -> bytes | None:
+    ks, src, dst = s.ks, argv[1], argv[2]
+    if ks.get(src) is None:
+        raise ReplyError("ERR no such key")
+    if src == dst:
+        return ZERO if nx else OK
+    if nx and ks.get(dst) is not None:
+        return ZERO
+    ks.get(dst)  # an expired destination goes first, with its event
+    ks.rename(src, dst)
+    return None
+
+
+@command("rename", 3)
+def rename(s: Session, argv: list[bytes]) -> bytes:
+    return _rename(s, argv, False) or OK
+
+
+@command("renamenx", 3)
+def renamenx(s: Session, argv: list[bytes]) -> bytes:
+    return _rename(s, argv, True) or ONE
+
+
+def _expiretime(s: Session, key: bytes, ms: bool) -> bytes:
+    ks = s.ks
+    if ks.get(key) is None:
+        return integer(-2)
+    when = ks.expires.get(key)
+    if when is None:
+        return integer(-1)
+    return integer(when if ms else (when + 500) // 1000)
+
+
+@command("expiretime", 2)
+def expiretime(s: Session, argv: list[bytes]) -> bytes:
+    return _expiretime(s, argv[1], False)
+
+
+@command("pexpiretime", 2)
+def pexpiretime(s: Session, argv: list[bytes]) -> bytes:
+    return _expiretime(s, argv[1], True)
+
+
+@command("scan", -2)
+def scan(s: Session, argv: list[bytes]) -> bytes:
+    """A cursor is the crc32 to go on from (+1; 0: done): a key present for the whole scan is
+    returned at least once, as Redis promises, whatever else is added or deleted meanwhile."""
+    cursor = string2ll(argv[1])
+    if cursor is None or cursor < 0 or cursor > 2**32:
+        raise ReplyError("ERR invalid cursor")
+    pattern, count, kind = None, 10, None
+    j = 2
+    while j < len(argv):
+        opt, more = argv[j].lower(), j + 1 < len(argv)
+        if opt == b"count" and more:
+            count = integer_arg(argv[j + 1])
+            if count < 1:
+                raise ReplyError(SYNTAX)
+        elif opt == b"match" and more:
+            pattern = argv[j + 1].decode("latin-1")
+        elif opt == b"type" and more:
+            kind = argv[j + 1].decode("latin-1").lower()
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    ks = s.ks
+    ordered = sorted((crc32(k), k) for k in ks.data)
+    start = bisect_left(ordered, (cursor - 1 if cursor else 0, b""))
+    batch = ordered[start : start + count]
+    end = start + len(batch)
+    while end < len(ordered) and batch and ordered[end][0] == batch[-1][0]:
+        batch.append(ordered[end])  # a crc32 shared by several keys is never split
+        end += 1
+    nxt = 0 if end >= len(ordered) else ordered[end][0] + 1
+    found = []
+    for _, key in batch:
+        value = ks.get(key)
+        if value is None:
+            continue
+        if pattern is not None and not fnmatchcase(key.decode("latin-1"), pattern):
+            continue
+        if kind is not None and type_name(value) != kind:
+            continue
+        found.append(key)
+    return raw_array([bulk(b"%d" % nxt), array(found)])

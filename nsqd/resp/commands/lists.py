@@ -1,7 +1,8 @@
 """The list commands of seed 001 (queues on lists), with Redis 7.0's replies and errors and its
 order of checks (argument parsing before the key lookup where Redis does it, and after it where
 Redis does that): pushes, pops with COUNT, blocking pops over several keys, LMOVE/BLMOVE and
-their deprecated forms, LLEN, LREM, LTRIM, LRANGE, LINDEX, LSET.
+their deprecated forms, LLEN, LREM, LTRIM, LRANGE, LINDEX, LSET; and (issue 29) LPOS,
+LINSERT, LMPOP, BLMPOP.
 
 Keys `topic:<name>` and `channel:<topic>:<channel>` are the NSQ bridge (bridge.py)."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
+from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer, string2ll
 
 from ..blocking import Waiter
 from ..bridge import is_bridged
@@ -286,3 +287,132 @@ def ltrim(s: Session, argv: list[bytes]) -> bytes:
     elif span != (0, len(lst) - 1):
         s.ks.ltrim(argv[1], *span)
     return OK
+
+
+# -- issue 29: LPOS, LINSERT, LMPOP, BLMPOP ----------------------------------------------------
+
+
+def _lpos_options(argv: list[bytes]) -> tuple[int, int | None, int]:
+    rank, count, maxlen = 1, None, 0
+    j = 3
+    while j < len(argv):
+        opt, more = argv[j].lower(), j + 1 < len(argv)
+        if opt == b"rank" and more:
+            rank = integer_arg(argv[j + 1])
+            if rank == -(2**63):
+                rank = -1  # Redis 7.0 negates it and overflows: the first match from the tail
+            if rank == 0:
+                raise ReplyError(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the "
+                    "second ... or use negative to start from the end of the list"
+                )
+        elif opt == b"count" and more:
+            count = positive_arg(argv[j + 1], "ERR COUNT can't be negative")
+        elif opt == b"maxlen" and more:
+            maxlen = positive_arg(argv[j + 1], "ERR MAXLEN can't be negative")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    return rank, count, maxlen
+
+
+@command("lpos", -3)
+def lpos(s: Session, argv: list[bytes]) -> bytes:
+    rank, count, maxlen = _lpos_options(argv)
+    lst = s.ks.get_list(argv[1])
+    if lst is None:
+        return EMPTY_ARRAY if count is not None else s.enc.null
+    n = len(lst)
+    indexes = range(n) if rank > 0 else range(n - 1, -1, -1)
+    if maxlen:
+        indexes = indexes[:maxlen]
+    want, skip, found = argv[2], abs(rank) - 1, []
+    for i in indexes:
+        if lst[i] == want:
+            if skip:
+                skip -= 1
+                continue
+            found.append(i)
+            if count is None or len(found) == count:
+                break
+    if count is None:
+        return integer(found[0]) if found else s.enc.null
+    return b"*%d\r\n" % len(found) + b"".join(integer(i) for i in found)
+
+
+@command("linsert", 5)
+def linsert(s: Session, argv: list[bytes]) -> bytes:
+    where = argv[2].lower()
+    if where not in (b"before", b"after"):
+        raise ReplyError(SYNTAX)
+    lst = s.ks.get_list(argv[1])
+    if lst is None:
+        return integer(0)
+    try:
+        index = lst.index(argv[3])
+    except ValueError:
+        return integer(-1)
+    s.ks.linsert(argv[1], index + (where == b"after"), argv[4])
+    return integer(len(lst))
+
+
+def _mpop_args(argv: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
+    """lmpopGenericCommand's parse: numkeys, the keys, LEFT|RIGHT, COUNT."""
+    numkeys = string2ll(argv[first])
+    if numkeys is None or numkeys < 1:
+        raise ReplyError("ERR numkeys should be greater than 0")
+    where_at = first + 1 + numkeys
+    if where_at >= len(argv):
+        raise ReplyError(SYNTAX)
+    left = _where(argv[where_at])
+    count = None
+    j = where_at + 1
+    while j < len(argv):
+        if count is None and argv[j].lower() == b"count" and j + 1 < len(argv):
+            count = string2ll(argv[j + 1])
+            if count is None or count < 1:
+                raise ReplyError("ERR count should be greater than 0")
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    return argv[first + 1 : where_at], left, count or 1
+
+
+def _mpop_reply(key: bytes, elems: list[bytes]) -> bytes:
+    return b"*2\r\n" + bulk(key) + array(elems)
+
+
+def _mpop_now(s: Session, keys: list[bytes], left: bool, count: int) -> bytes | None:
+    for key in keys:
+        if is_bridged(key):
+            items = s.fe.bridge.pop(key, count)
+        elif s.ks.get_list(key):
+            items = s.ks.pop(key, count, left)
+        else:
+            continue
+        if items:
+            return _mpop_reply(key, items)
+    return None
+
+
+@command("lmpop", -4)
+def lmpop(s: Session, argv: list[bytes]) -> bytes:
+    keys, left, count = _mpop_args(argv, 1)
+    return _mpop_now(s, keys, left, count) or s.enc.null_array
+
+
+@command("blmpop", -5)
+def blmpop(s: Session, argv: list[bytes]) -> bytes | Block:
+    timeout = timeout_arg(argv[1])
+    keys, left, count = _mpop_args(argv, 2)
+    found = _mpop_now(s, keys, left, count)
+    if found is not None:
+        return found
+    ks = s.ks
+
+    def deliver(key: bytes, elem: bytes) -> bytes:
+        # the blocking engine took one; the rest of COUNT comes off the same list at once
+        more = count - 1 if not is_bridged(key) and ks.get_list(key) else 0
+        return _mpop_reply(key, [elem, *(ks.pop(key, more, left) if more else [])])
+
+    return s.fe.block(Waiter(ks, keys, left, deliver), timeout, s.enc.null_array)

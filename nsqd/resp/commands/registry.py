@@ -9,10 +9,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from protocol.resp.codec import RESP2, ReplyError, Resp2, string2ll
 
+from .. import longdouble
 from ..keyspace import WRONGTYPE, Keyspace, WrongType
 
 if TYPE_CHECKING:
@@ -214,3 +216,42 @@ def timeout_arg(raw: bytes) -> float:
     if ms < 0 or ms >= 2**63:
         raise ReplyError("ERR timeout is negative")
     return float(ms) / 1000
+
+
+NOT_FLOAT = "ERR value is not a valid float"
+
+
+def float_arg(raw: bytes, message: str = NOT_FLOAT) -> float:
+    """getDoubleFromObject: what strtod reads whole (hex floats and inf too), no spaces, no
+    NaN, no overflow to infinity or underflow to zero."""
+    if len(raw) > 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+        raise ReplyError(message)
+    text = raw.decode("ascii")
+    value = float.fromhex(text) if _HEX_FLOAT.match(raw) else float(text)
+    if value != value:
+        raise ReplyError(message)
+    if value in (float("inf"), float("-inf")) and "inf" not in text.lower():
+        raise ReplyError(message)  # ERANGE: the digits overflowed
+    if value == 0 and re.search(rb"[1-9]", raw.split(b"e")[0].split(b"E")[0].split(b"p")[0]):
+        raise ReplyError(message)  # ERANGE: the digits underflowed to zero
+    return value
+
+
+def _long_double(raw: bytes | None, message: str) -> Fraction:
+    if raw is None:
+        return Fraction(0)
+    if len(raw) > 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+        raise ReplyError(message)
+    text = raw.decode("ascii")
+    if "nan" in text.lower():
+        raise ReplyError(message)
+    if "inf" in text.lower():
+        raise ReplyError("ERR increment would produce NaN or Infinity")
+    return longdouble.parse(text)
+
+
+def add_float(current: bytes | None, increment: bytes, current_error: str) -> bytes:
+    """INCRBYFLOAT/HINCRBYFLOAT: the sum in long double arithmetic, written as Redis writes
+    it for humans."""
+    value = longdouble.add(_long_double(current, current_error), _long_double(increment, NOT_FLOAT))
+    return longdouble.human(value).encode()
