@@ -1,5 +1,5 @@
-"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sorted
-sets as zset.ZSet), key
+"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sets as
+sets, sorted sets as zset.ZSet), key
 expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
 one place every change goes through, so that each is written to the log (persist.py) as a
 replayable record and lists that grow wake their blocked clients (blocking.py).
@@ -17,7 +17,7 @@ from typing import Union
 
 from .zset import ZSet
 
-Value = Union[deque, bytes, dict, ZSet]  # noqa: UP007 (a runtime alias used in isinstance-free code)
+Value = Union[deque, bytes, dict, set, ZSet]  # noqa: UP007 (a runtime alias used in isinstance-free code)
 Record = tuple[bytes, ...]
 
 
@@ -39,6 +39,8 @@ def type_name(value: Value | None) -> str:
         return "list"
     if isinstance(value, bytes):
         return "string"
+    if isinstance(value, set):
+        return "set"
     return "zset" if isinstance(value, ZSet) else "hash"
 
 
@@ -124,6 +126,12 @@ class Keyspace:
     def get_hash(self, key: bytes) -> dict | None:
         value = self.get(key)
         if value is not None and not isinstance(value, dict):
+            raise WrongType
+        return value
+
+    def get_set(self, key: bytes) -> set | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, set):
             raise WrongType
         return value
 
@@ -248,6 +256,30 @@ class Keyspace:
             self._log((b"HDEL", key, *fields))
         return removed
 
+    def sadd(self, key: bytes, members: list[bytes]) -> int:
+        """Add members (the key is made when missing); how many were new."""
+        s = self.data.get(key)
+        if s is None:
+            s = self.data[key] = set()
+        assert isinstance(s, set)
+        before = len(s)
+        s.update(members)
+        added = len(s) - before
+        if added:
+            self._log((b"SADD", key, *members))
+        return added
+
+    def srem(self, key: bytes, members: list[bytes]) -> int:
+        s = self.data[key]
+        assert isinstance(s, set)
+        removed = [m for m in dict.fromkeys(members) if m in s]
+        if removed:
+            s.difference_update(removed)
+            if not s:
+                self._remove(key)
+            self._log((b"SREM", key, *removed))
+        return len(removed)
+
     def zadd(self, key: bytes, pairs: list[tuple[float, bytes]]) -> None:
         """Set these members' scores (the key is made when missing)."""
         z = self.data.get(key)
@@ -362,6 +394,11 @@ class Keyspace:
                 self.ltrim(args[0], int(args[1]), int(args[2]))
         elif op == b"LINSERT":
             self.linsert(args[0], int(args[1]), args[2])
+        elif op == b"SADD":
+            self.sadd(args[0], list(args[1:]))
+        elif op == b"SREM":
+            if isinstance(self.data.get(args[0]), set):
+                self.srem(args[0], list(args[1:]))
         elif op == b"ZADD":
             self.zadd(args[0], [(float(args[i]), args[i + 1]) for i in range(1, len(args), 2)])
         elif op == b"ZREM":
@@ -402,6 +439,10 @@ class Keyspace:
                     yield (b"RPUSH", key, *items[i : i + chunk])
             elif isinstance(value, bytes):
                 yield (b"SET", key, value)
+            elif isinstance(value, set):
+                members = list(value)
+                for i in range(0, len(members), chunk):
+                    yield (b"SADD", key, *members[i : i + chunk])
             elif isinstance(value, ZSet):
                 items = [x for score, m in value.order for x in (repr(score).encode(), m)]
                 for i in range(0, len(items), 2 * chunk):
