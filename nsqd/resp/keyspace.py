@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Union
 
+from . import records
 from .zset import ZSet
 
 Value = Union[deque, bytes, dict, set, ZSet]  # noqa: UP007 (a runtime alias used in isinstance-free code)
@@ -380,80 +381,11 @@ class Keyspace:
 
     def apply(self, rec: Record) -> None:
         """Redo one logged change (persist.py's replay; self.loading is set)."""
-        op, args = rec[0], rec[1:]
-        if op in (b"LPUSH", b"RPUSH"):
-            self.push(args[0], list(args[1:]), op == b"LPUSH")
-        elif op in (b"LPOP", b"RPOP"):
-            if isinstance(self.data.get(args[0]), deque):
-                self.pop(args[0], int(args[1]), op == b"LPOP")
-        elif op == b"LREM":
-            if isinstance(self.data.get(args[0]), deque):
-                self.lrem(args[0], int(args[1]), args[2])
-        elif op == b"LTRIM":
-            if isinstance(self.data.get(args[0]), deque):
-                self.ltrim(args[0], int(args[1]), int(args[2]))
-        elif op == b"LINSERT":
-            self.linsert(args[0], int(args[1]), args[2])
-        elif op == b"SADD":
-            self.sadd(args[0], list(args[1:]))
-        elif op == b"SREM":
-            if isinstance(self.data.get(args[0]), set):
-                self.srem(args[0], list(args[1:]))
-        elif op == b"ZADD":
-            self.zadd(args[0], [(float(args[i]), args[i + 1]) for i in range(1, len(args), 2)])
-        elif op == b"ZREM":
-            if isinstance(self.data.get(args[0]), ZSet):
-                self.zrem(args[0], list(args[1:]))
-        elif op == b"RENAME":
-            if args[0] in self.data:
-                self.rename(args[0], args[1])
-        elif op == b"LSET":
-            self.lset(args[0], int(args[1]), args[2])
-        elif op in (b"SET", b"SETK"):
-            self.set_string(args[0], args[1], None, op == b"SETK")
-        elif op == b"HSET":
-            self.hset(args[0], list(args[1:]))
-        elif op == b"HDEL":
-            if isinstance(self.data.get(args[0]), dict):
-                self.hdel(args[0], list(args[1:]))
-        elif op == b"DEL":
-            for key in args:
-                if key in self.data:
-                    self._remove(key)
-        elif op == b"PEXPIREAT":
-            if args[0] in self.data:
-                self.set_expire(args[0], int(args[1]))
-        elif op == b"PERSIST":
-            self.expires.pop(args[0], None)
-        elif op == b"FLUSHALL":
-            self.flush()
-        else:
-            raise ValueError(f"unknown record {op!r}")
+        records.apply(self, rec)
 
     def snapshot(self, chunk: int = 512) -> Iterable[Record]:
         """Records that rebuild the keyspace as it is (the log's compaction)."""
-        for key, value in self.data.items():
-            if isinstance(value, deque):
-                items = list(value)
-                for i in range(0, len(items), chunk):
-                    yield (b"RPUSH", key, *items[i : i + chunk])
-            elif isinstance(value, bytes):
-                yield (b"SET", key, value)
-            elif isinstance(value, set):
-                members = list(value)
-                for i in range(0, len(members), chunk):
-                    yield (b"SADD", key, *members[i : i + chunk])
-            elif isinstance(value, ZSet):
-                items = [x for score, m in value.order for x in (repr(score).encode(), m)]
-                for i in range(0, len(items), 2 * chunk):
-                    yield (b"ZADD", key, *items[i : i + 2 * chunk])
-            else:
-                pairs = [x for kv in value.items() for x in kv]
-                for i in range(0, len(pairs), 2 * chunk):
-                    yield (b"HSET", key, *pairs[i : i + 2 * chunk])
-            when = self.expires.get(key)
-            if when is not None:
-                yield (b"PEXPIREAT", key, b"%d" % when)
+        return records.snapshot(self, chunk)
 
     def list_lengths(self) -> dict[str, int]:
         """Every list key (decoded as UTF-8, invalid bytes replaced) -> its length."""
