@@ -1,6 +1,18 @@
 """The RESP commands by family; importing this package fills registry.TABLE."""
 
-from . import clients, connection, hashes, keys, lists, mpop, sets, strings, transactions, zsets  # noqa: F401  (they register themselves)
+from . import (  # noqa: F401  (they register themselves)
+    clients,
+    connection,
+    hashes,
+    keys,
+    lists,
+    mpop,
+    pubsub,
+    sets,
+    strings,
+    transactions,
+    zsets,
+)
 from .registry import Block, ReplyError, Session, dispatch
 
 __all__ = ["Block", "ReplyError", "Session", "dispatch"]
