@@ -1,5 +1,5 @@
 """The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sets as
-sets, sorted sets as zset.ZSet), key
+sets, sorted sets as zset.ZSet, streams as stream.Stream), key
 expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
 one place every change goes through, so that each is written to the log (persist.py) as a
 replayable record and lists that grow wake their blocked clients (blocking.py).
@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from typing import Union
 
 from . import records
+from .stream import Stream, StreamID, format_id
 from .zset import ZSet
 
-Value = Union[deque, bytes, dict, set, ZSet]  # noqa: UP007 (a runtime alias used in isinstance-free code)
+Value = Union[deque, bytes, dict, set, ZSet, Stream]  # noqa: UP007 (a runtime alias used in isinstance-free code)
 Record = tuple[bytes, ...]
 
 
@@ -42,6 +43,8 @@ def type_name(value: Value | None) -> str:
         return "string"
     if isinstance(value, set):
         return "set"
+    if isinstance(value, Stream):
+        return "stream"
     return "zset" if isinstance(value, ZSet) else "hash"
 
 
@@ -133,6 +136,12 @@ class Keyspace:
     def get_set(self, key: bytes) -> set | None:
         value = self.get(key)
         if value is not None and not isinstance(value, set):
+            raise WrongType
+        return value
+
+    def get_stream(self, key: bytes) -> Stream | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, Stream):
             raise WrongType
         return value
 
@@ -280,6 +289,32 @@ class Keyspace:
                 self._remove(key)
             self._log((b"SREM", key, *removed))
         return len(removed)
+
+    def xadd(self, key: bytes, sid: StreamID, fields: list[bytes], maxlen: int | None) -> None:
+        st = self.data.get(key)
+        if st is None:
+            st = self.data[key] = Stream()
+        assert isinstance(st, Stream)
+        st.add(sid, fields)
+        self._log((b"XADD", key, format_id(sid), *fields))
+        if maxlen is not None:
+            self.xtrim(key, maxlen)
+
+    def xtrim(self, key: bytes, maxlen: int) -> int:
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.trim(maxlen)
+        if gone:
+            self._log((b"XTRIM", key, b"%d" % maxlen))
+        return gone
+
+    def xdel(self, key: bytes, sids: list[StreamID]) -> int:
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.delete(sids)
+        if gone:
+            self._log((b"XDEL", key, *[format_id(sid) for sid in sids]))
+        return gone
 
     def zadd(self, key: bytes, pairs: list[tuple[float, bytes]]) -> None:
         """Set these members' scores (the key is made when missing)."""

@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (they register themselves)
     mpop,
     pubsub,
     sets,
+    streams,
     strings,
     transactions,
     zsets,
