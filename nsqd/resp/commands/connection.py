@@ -13,6 +13,7 @@ from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, PROTOCOLS, array, bulk, i
 
 from .. import info as info_text
 from .clients import setname
+from .pubsub import mode as pubsub_mode
 from .registry import (
     SYNTAX,
     TABLE,
@@ -120,6 +121,7 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
     if name is not None:
         setname(s, name)
     s.enc = enc
+    pubsub_mode(s)  # RESP3 lifts RESP2's subscribed-mode limits, RESP2 puts them back
     return enc.map(
         [
             bulk(b"server"), bulk(b"redis"), bulk(b"version"), bulk(VERSION),

@@ -54,7 +54,7 @@ def _confirm(s: Session, kind: bytes, name: bytes | None) -> bytes:
     return s.enc.push([bulk(kind), s.enc.bulk(name), integer(_count(s))])
 
 
-def _mode(s: Session) -> None:
+def mode(s: Session) -> None:
     """Enter or leave RESP2's subscribed mode as the count says."""
     s.table = restricted() if _count(s) and s.enc.version == 2 else TABLE
 
@@ -65,7 +65,7 @@ def _subscribe(s: Session, argv: list[bytes], mine: set[bytes], where: dict, kin
         mine.add(name)
         where.setdefault(name, set()).add(s)
         out.append(_confirm(s, kind, name))
-    _mode(s)
+    mode(s)
     return b"".join(out)
 
 
@@ -84,7 +84,7 @@ def _unsubscribe(
             if not subs:
                 del where[name]
         out.append(_confirm(s, kind, name))
-    _mode(s)
+    mode(s)
     return b"".join(out)
 
 
