@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (they register themselves)
     lists,
     mpop,
     pubsub,
+    scripting,
     sets,
     streams,
     strings,
