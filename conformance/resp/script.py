@@ -11,6 +11,9 @@ first use; default `a`):
     RAW 2 b"PING\\r\\n.."   send these bytes (a Python bytes literal), read 2 replies
     RAWCLOSE b"*1\\r\\n$x"  send these bytes, read everything until the server closes
     RAWCLOSE b"A" * 70000 the same with a repeated literal
+    SHAPE HELLO 3         send the command, keep only its reply's first line (the type and
+                          size of a reply whose values differ between servers: ids, versions;
+                          of a bulk or verbatim string only its type)
     CLOSE                 close the connection
     SLEEP 0.05            wait (the order in which blocked clients arrive)
 
@@ -110,6 +113,10 @@ def _step(line: str, conns: dict[str, Conn], port: int) -> bytes:
         count, _, literal = rest.partition(" ")
         conn.send(_bytes(literal))
         return b"".join(conn.reply() for _ in range(int(count)))
+    if word == "SHAPE":
+        conn.send(encode([a.encode() for a in shlex.split(rest)]))
+        head = conn.reply().split(b"\r\n", 1)[0]
+        return head[:1] if head[:1] in (b"$", b"=") else head  # a text's length varies too
     if word == "RAWCLOSE":
         conn.send(_bytes(rest))
         return conn.until_closed()

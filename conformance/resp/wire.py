@@ -57,9 +57,9 @@ class Conn:
             return -1
         kind, head = self.buf[pos : pos + 1], self.buf[pos + 1 : end]
         nxt = end + 2
-        if kind in (b"+", b"-", b":"):
+        if kind in (b"+", b"-", b":", b"_", b",", b"#", b"("):  # RESP3 adds null, double...
             return nxt
-        if kind == b"$":
+        if kind in (b"$", b"=", b"!"):  # bulk, RESP3's verbatim text and bulk error
             n = int(head)
             if n < 0:
                 return nxt
@@ -67,13 +67,13 @@ class Conn:
                 if not self._fill(deadline):
                     return -1
             return nxt + n + 2
-        if kind in (b"*", b"%"):
-            n = int(head) * (2 if kind == b"%" else 1)
+        if kind in (b"*", b"%", b"~", b">", b"|"):  # array, map, set, push, attribute
+            n = int(head) * (2 if kind in (b"%", b"|") else 1)
             for _ in range(max(n, 0)):
                 nxt = self._one(nxt, deadline)
                 if nxt < 0:
                     return -1
-            return nxt
+            return self._one(nxt, deadline) if kind == b"|" else nxt  # attributes precede
         return end + 2  # not RESP: the line as it came
 
     def reply(self, timeout: float = 2.0) -> bytes:

@@ -17,14 +17,20 @@ if TYPE_CHECKING:
 
 
 class Waiter:
-    """One blocked client: its keys in the caller's order, how it pops (`left`) and what it
-    does with the element (`deliver`: the encoded reply; a move pushes it on first)."""
+    """One blocked client: the database it waits in, its keys in the caller's order, how it
+    pops (`left`) and what it does with the element (`deliver`: the encoded reply; a move
+    pushes it on first)."""
 
-    __slots__ = ("consumers", "deliver", "done", "keys", "left", "notify", "reply")
+    __slots__ = ("consumers", "deliver", "done", "keys", "ks", "left", "notify", "reply")
 
     def __init__(
-        self, keys: list[bytes], left: bool, deliver: Callable[[bytes, bytes], bytes]
+        self,
+        ks: Keyspace,
+        keys: list[bytes],
+        left: bool,
+        deliver: Callable[[bytes, bytes], bytes],
     ) -> None:
+        self.ks = ks
         self.keys = keys
         self.left = left
         self.deliver = deliver
@@ -41,20 +47,19 @@ class Waiter:
 
 
 class Blocking:
-    def __init__(self, keyspace: Keyspace) -> None:
-        self.ks = keyspace
-        self.queues: dict[bytes, deque[Waiter]] = keyspace.watched  # type: ignore[assignment]
+    """The waiters of every database: each keyspace's `watched` holds its key -> queue."""
 
-    def __len__(self) -> int:
-        return sum(len(q) for q in self.queues.values())
+    def __init__(self, ready: list[tuple[Keyspace, bytes]]) -> None:
+        self.ready = ready  # shared with the keyspaces, which append to it
 
     def add(self, waiter: Waiter) -> None:
+        queues: dict[bytes, deque[Waiter]] = waiter.ks.watched  # type: ignore[assignment]
         for key in dict.fromkeys(waiter.keys):
             if not key.startswith((b"channel:", b"topic:")):
-                self.queues.setdefault(key, deque()).append(waiter)
+                queues.setdefault(key, deque()).append(waiter)
 
     def remove(self, waiter: Waiter) -> None:
-        queues = self.queues
+        queues: dict[bytes, deque[Waiter]] = waiter.ks.watched  # type: ignore[assignment]
         for key in dict.fromkeys(waiter.keys):
             queue = queues.get(key)
             if queue is None:
@@ -69,10 +74,12 @@ class Blocking:
     def serve_ready(self) -> None:
         """Serve the waiters of every key that got elements, FIFO per key, until the key is
         empty or has no waiter; a move's push may make another key ready, served in turn."""
-        ks, queues = self.ks, self.queues
-        while ks.ready:
-            ready, ks.ready = ks.ready, []
-            for key in dict.fromkeys(ready):
+        ready_now = self.ready
+        while ready_now:
+            ready = ready_now[:]
+            ready_now.clear()  # the same list object: the keyspaces keep appending to it
+            for ks, key in dict.fromkeys(ready):
+                queues: dict[bytes, deque[Waiter]] = ks.watched  # type: ignore[assignment]
                 queue = queues.get(key)
                 while queue:
                     lst = ks.data.get(key)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from protocol.resp.codec import ReplyError
 from protocol.v2.names import is_valid_name
 
 from ..engine.api import Refused
 from ..engine.broker import Broker
-from .protocol import ReplyError
 
 if TYPE_CHECKING:
     from ..engine.api import Message

@@ -1,4 +1,5 @@
-"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts), key
+"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sets as
+sets, sorted sets as zset.ZSet, streams as stream.Stream), key
 expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
 one place every change goes through, so that each is written to the log
 (storage/resp_log.py) as a replayable record and lists that grow wake their blocked clients
@@ -15,7 +16,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Union
 
-Value = Union[deque, bytes, dict]  # noqa: UP007 (a runtime alias used in isinstance-free code)
+from . import records, watch
+from .stream import Stream, StreamID, format_id
+from .zset import ZSet
+
+Value = Union[deque, bytes, dict, set, ZSet, Stream]  # noqa: UP007 (a runtime alias used in isinstance-free code)
 Record = tuple[bytes, ...]
 
 
@@ -37,7 +42,11 @@ def type_name(value: Value | None) -> str:
         return "list"
     if isinstance(value, bytes):
         return "string"
-    return "hash"
+    if isinstance(value, set):
+        return "set"
+    if isinstance(value, Stream):
+        return "stream"
+    return "zset" if isinstance(value, ZSet) else "hash"
 
 
 class Keyspace:
@@ -50,7 +59,9 @@ class Keyspace:
         self.on_expired: Callable[[bytes, Value], None] | None = None
         self.deadline_moved: Callable[[], None] | None = None  # wake the expiry task
         self.watched: dict[bytes, object] = {}  # keys with blocked clients (blocking.py)
-        self.ready: list[bytes] = []  # watched keys that got elements since the last serve
+        # watched keys that got elements since the last serve, with their database: one list
+        # shared by the 16 databases (databases.py), so that one look tells the reactor
+        self.ready: list[tuple[Keyspace, bytes]] = []
         self.loading = False  # replaying the log: nothing expires, nothing is recorded
         self.watchers: dict[bytes, set] = {}  # WATCHed key -> sessions (transactions.py)
 
@@ -58,40 +69,9 @@ class Keyspace:
         if self.loading:
             return
         if self.watchers:
-            self._touch(rec)
+            watch.touch(self, rec)
         if self.record is not None:
             self.record(rec)
-
-    # -- WATCH ---------------------------------------------------------------------------
-
-    def watch(self, session: object, keys: list[bytes]) -> None:
-        for key in keys:
-            self.watchers.setdefault(key, set()).add(session)
-            session.watching.add(key)  # type: ignore[attr-defined]
-
-    def unwatch(self, session: object) -> None:
-        watching: set[bytes] = session.watching  # type: ignore[attr-defined]
-        for key in watching:
-            sessions = self.watchers.get(key)
-            if sessions is not None:
-                sessions.discard(session)
-                if not sessions:
-                    del self.watchers[key]
-        watching.clear()
-        session.dirty = False  # type: ignore[attr-defined]
-
-    def _touch(self, rec: Record) -> None:
-        """A change to a WATCHed key spoils its watchers' next EXEC."""
-        op = rec[0]
-        if op == b"FLUSHALL":
-            keys: Iterable[bytes] = list(self.watchers)
-        elif op == b"DEL":
-            keys = rec[1:]
-        else:
-            keys = rec[1:2]
-        for key in keys:
-            for session in self.watchers.get(key, ()):
-                session.dirty = True
 
     # -- lookups (lazy expiry) -----------------------------------------------------------
 
@@ -120,6 +100,24 @@ class Keyspace:
             raise WrongType
         return value
 
+    def get_set(self, key: bytes) -> set | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, set):
+            raise WrongType
+        return value
+
+    def get_stream(self, key: bytes) -> Stream | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, Stream):
+            raise WrongType
+        return value
+
+    def get_zset(self, key: bytes) -> ZSet | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, ZSet):
+            raise WrongType
+        return value
+
     # -- lists ---------------------------------------------------------------------------
 
     def push(self, key: bytes, elems: list[bytes], left: bool, create: bool = True) -> int:
@@ -135,7 +133,7 @@ class Keyspace:
             lst.extend(elems)
         self._log((b"LPUSH" if left else b"RPUSH", key, *elems))
         if key in self.watched:
-            self.ready.append(key)
+            self.ready.append((self, key))
         return len(lst)
 
     def pop(self, key: bytes, count: int, left: bool) -> list[bytes]:
@@ -185,6 +183,12 @@ class Keyspace:
                 lst.popleft()
         self._log((b"LTRIM", key, b"%d" % start, b"%d" % stop))
 
+    def linsert(self, key: bytes, index: int, elem: bytes) -> None:
+        lst = self.data[key]
+        assert isinstance(lst, deque)
+        lst.insert(index, elem)
+        self._log((b"LINSERT", key, b"%d" % index, elem))
+
     def lset(self, key: bytes, index: int, elem: bytes) -> None:
         lst = self.data[key]
         assert isinstance(lst, deque)
@@ -229,7 +233,89 @@ class Keyspace:
             self._log((b"HDEL", key, *fields))
         return removed
 
+    def sadd(self, key: bytes, members: list[bytes]) -> int:
+        """Add members (the key is made when missing); how many were new."""
+        s = self.data.get(key)
+        if s is None:
+            s = self.data[key] = set()
+        assert isinstance(s, set)
+        before = len(s)
+        s.update(members)
+        added = len(s) - before
+        if added:
+            self._log((b"SADD", key, *members))
+        return added
+
+    def srem(self, key: bytes, members: list[bytes]) -> int:
+        s = self.data[key]
+        assert isinstance(s, set)
+        removed = [m for m in dict.fromkeys(members) if m in s]
+        if removed:
+            s.difference_update(removed)
+            if not s:
+                self._remove(key)
+            self._log((b"SREM", key, *removed))
+        return len(removed)
+
+    def xadd(self, key: bytes, sid: StreamID, fields: list[bytes], maxlen: int | None) -> None:
+        st = self.data.get(key)
+        if st is None:
+            st = self.data[key] = Stream()
+        assert isinstance(st, Stream)
+        st.add(sid, fields)
+        self._log((b"XADD", key, format_id(sid), *fields))
+        if maxlen is not None:
+            self.xtrim(key, maxlen)
+
+    def xtrim(self, key: bytes, maxlen: int) -> int:
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.trim(maxlen)
+        if gone:
+            self._log((b"XTRIM", key, b"%d" % maxlen))
+        return gone
+
+    def xdel(self, key: bytes, sids: list[StreamID]) -> int:
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.delete(sids)
+        if gone:
+            self._log((b"XDEL", key, *[format_id(sid) for sid in sids]))
+        return gone
+
+    def zadd(self, key: bytes, pairs: list[tuple[float, bytes]]) -> None:
+        """Set these members' scores (the key is made when missing)."""
+        z = self.data.get(key)
+        if z is None:
+            z = self.data[key] = ZSet()
+        assert isinstance(z, ZSet)
+        for score, member in pairs:
+            z.add(member, score)
+        self._log((b"ZADD", key, *[x for score, m in pairs for x in (repr(score).encode(), m)]))
+
+    def zrem(self, key: bytes, members: list[bytes]) -> int:
+        z = self.data[key]
+        assert isinstance(z, ZSet)
+        removed = [m for m in members if z.remove(m)]
+        if removed:
+            if not z:
+                self._remove(key)
+            self._log((b"ZREM", key, *removed))
+        return len(removed)
+
     # -- keys and expiry -----------------------------------------------------------------
+
+    def rename(self, src: bytes, dst: bytes) -> None:
+        """RENAME of an existing key: dst's old value goes, src's expiry comes along."""
+        value = self.data.pop(src)
+        when = self.expires.pop(src, None)
+        self.data.pop(dst, None)
+        self.expires.pop(dst, None)
+        self.data[dst] = value
+        if when is not None:
+            self.expires[dst] = when
+            heapq.heappush(self._heap, (when, dst))
+        self._log((b"RENAME", src, dst))
 
     def delete(self, keys: Iterable[bytes]) -> int:
         gone = [k for k in keys if self.get(k) is not None and self._remove(k) is None]
@@ -296,58 +382,12 @@ class Keyspace:
     # -- replay and snapshot -------------------------------------------------------------
 
     def apply(self, rec: Record) -> None:
-        """Redo one logged change (storage/resp_log.py replay; self.loading is set)."""
-        op, args = rec[0], rec[1:]
-        if op in (b"LPUSH", b"RPUSH"):
-            self.push(args[0], list(args[1:]), op == b"LPUSH")
-        elif op in (b"LPOP", b"RPOP"):
-            if isinstance(self.data.get(args[0]), deque):
-                self.pop(args[0], int(args[1]), op == b"LPOP")
-        elif op == b"LREM":
-            if isinstance(self.data.get(args[0]), deque):
-                self.lrem(args[0], int(args[1]), args[2])
-        elif op == b"LTRIM":
-            if isinstance(self.data.get(args[0]), deque):
-                self.ltrim(args[0], int(args[1]), int(args[2]))
-        elif op == b"LSET":
-            self.lset(args[0], int(args[1]), args[2])
-        elif op in (b"SET", b"SETK"):
-            self.set_string(args[0], args[1], None, op == b"SETK")
-        elif op == b"HSET":
-            self.hset(args[0], list(args[1:]))
-        elif op == b"HDEL":
-            if isinstance(self.data.get(args[0]), dict):
-                self.hdel(args[0], list(args[1:]))
-        elif op == b"DEL":
-            for key in args:
-                if key in self.data:
-                    self._remove(key)
-        elif op == b"PEXPIREAT":
-            if args[0] in self.data:
-                self.set_expire(args[0], int(args[1]))
-        elif op == b"PERSIST":
-            self.expires.pop(args[0], None)
-        elif op == b"FLUSHALL":
-            self.flush()
-        else:
-            raise ValueError(f"unknown record {op!r}")
+        """Redo one logged change (storage/resp_log.py's replay; self.loading is set)."""
+        records.apply(self, rec)
 
     def snapshot(self, chunk: int = 512) -> Iterable[Record]:
         """Records that rebuild the keyspace as it is (the log's compaction)."""
-        for key, value in self.data.items():
-            if isinstance(value, deque):
-                items = list(value)
-                for i in range(0, len(items), chunk):
-                    yield (b"RPUSH", key, *items[i : i + chunk])
-            elif isinstance(value, bytes):
-                yield (b"SET", key, value)
-            else:
-                pairs = [x for kv in value.items() for x in kv]
-                for i in range(0, len(pairs), 2 * chunk):
-                    yield (b"HSET", key, *pairs[i : i + 2 * chunk])
-            when = self.expires.get(key)
-            if when is not None:
-                yield (b"PEXPIREAT", key, b"%d" % when)
+        return records.snapshot(self, chunk)
 
     def list_lengths(self) -> dict[str, int]:
         """Every list key (decoded as UTF-8, invalid bytes replaced) -> its length."""

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from protocol.resp.codec import Parser, ProtocolError
+
 from ..log import log
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport, write_now
 from .commands import Block, ReplyError, Session, dispatch
-from .protocol import Parser, ProtocolError
 
 if TYPE_CHECKING:
     from .server import Frontend

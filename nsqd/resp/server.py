@@ -17,15 +17,15 @@ from ..net.reactor import Loop
 from .blocking import Blocking, Waiter
 from .bridge import Bridge
 from .commands import Block, Session
+from .databases import Databases
 from .expiry import Expirer, publisher
-from .keyspace import Keyspace
 from .reactor import Client, Reactor
 
 
 class KeyspaceLog(Protocol):
     """Where the keyspace's changes are kept (storage/resp_log.py, made by the daemon)."""
 
-    def load(self, keyspace: Keyspace) -> int:
+    def load(self, keyspace: Databases) -> int:
         """Replay into `keyspace`, then record its changes; how many records were applied."""
         ...
 
@@ -45,57 +45,49 @@ class Frontend:
         self.broker = broker
         self.password = options.resp_password.encode()
         self.max_bulk = options.resp_max_bulk
-        self.ks = Keyspace()
-        self.blocking = Blocking(self.ks)
+        self.ks = Databases()  # the 16 of SELECT; each session works in one (Session.ks)
+        self.blocking = Blocking(self.ks.ready)
         self.bridge = Bridge(broker, options.max_msg_size)
         self.log = keyspace_log
         self.expirer = Expirer(self.ks, self.log.flush)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
         self.connections: dict[int, Client] = {}  # by session id
+        self.channels: dict[bytes, set[Session]] = {}  # pub/sub: channel -> subscribers
+        self.patterns: dict[bytes, set[Session]] = {}
         self.reactor: Reactor | None = None
         self.started = time.time()
         self.address: tuple[str, int] | None = None
 
     def load(self) -> None:
         n = self.log.load(self.ks)
-        log.info("RESP: %d keys restored (%d log records)", len(self.ks.data), n)
+        log.info("RESP: %d keys restored (%d log records)", self.ks.key_count(), n)
 
     # -- what commands call ------------------------------------------------------------------
 
     def block(self, waiter: Waiter, timeout: float, on_timeout: bytes) -> Block:
         return Block(waiter, timeout, on_timeout)
 
+    def deliver(self, client_id: int, data: bytes) -> None:
+        """A pub/sub message for another connection: sent with this pass's replies."""
+        conn = self.connections.get(client_id)
+        reactor = self.reactor
+        if conn is None or reactor is None:
+            return
+        conn.replies.append(data)
+        if not conn.queued:
+            conn.queued = True
+            reactor.to_send.append(conn)
+
+    def kill(self, client_id: int) -> None:
+        """CLIENT KILL of another connection: closed at once, unanswered."""
+        conn = self.connections.get(client_id)
+        if conn is not None and self.reactor is not None:
+            self.reactor._close(conn)
+
     def remote_of(self, s: Session) -> str:
         conn = self.connections.get(s.id)
         return conn.remote if conn is not None else ""
-
-    def info(self) -> str:
-        ks = self.ks
-        blocked = sum(1 for c in self.connections.values() if c.blocked)
-        port = self.address[1] if self.address else 0
-        sections = {
-            "Server": {
-                "redis_version": "7.0.0",
-                "redis_mode": "standalone",
-                "server_name": "trio-nsqd",
-                "tcp_port": port,
-                "uptime_in_seconds": int(time.time() - self.started),
-            },
-            "Clients": {"connected_clients": len(self.connections), "blocked_clients": blocked},
-            "Persistence": {"loading": 0, "aof_enabled": 1},
-            "Keyspace": (
-                {"db0": f"keys={len(ks.data)},expires={len(ks.expires)},avg_ttl=0"}
-                if ks.data
-                else {}
-            ),
-        }
-        lines = []
-        for name, fields in sections.items():
-            lines.append(f"# {name}")
-            lines += [f"{k}:{v}" for k, v in fields.items()]
-            lines.append("")
-        return "\r\n".join(lines)
 
     def list_lengths(self) -> dict[str, int]:
         """Every list key -> its length (for /stats or /metrics)."""

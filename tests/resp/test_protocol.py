@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsqd.resp.protocol import Parser, ProtocolError, command, split_args
+from protocol.resp.codec import Parser, ProtocolError, command, split_args
 
 args_st = st.lists(st.binary(max_size=40), min_size=1, max_size=6)
 

@@ -1,15 +1,17 @@
 """redis-py unchanged against ours: what it sends on connect (CLIENT SETINFO, HELLO, AUTH),
 the seed's reliable-queue pattern with blocking consumers in threads, pipelines, and RESP3
-refused with a clear error. The same checks run against redis-server: the test is right."""
+(protocol=3). The same checks run against redis-server: the test is right."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import redis
 
 from conformance.resp.script import PASSWORD
+from conformance.resp.wire import CLOSED, Conn, encode
 
 from .helpers import client
 
@@ -99,15 +101,39 @@ def test_blocking_pops_fifo_and_pipeline(port: int) -> None:
     r.close()
 
 
-def test_resp3_refused_clearly(pair) -> None:
-    redis_server, ours = pair.by_kind["plain"]
-    real = redis.Redis(host="127.0.0.1", port=redis_server.port, protocol=3, socket_timeout=5)
-    assert real.ping() is True  # Redis speaks RESP3; ours refuses it with Redis's own error
-    real.close()
-    c = redis.Redis(host="127.0.0.1", port=ours.port, protocol=3, socket_timeout=5)
-    with pytest.raises(redis.ResponseError, match="NOPROTO unsupported protocol version"):
-        c.ping()
-    c.close()
+def test_resp3(port: int) -> None:
+    """redis-py with protocol=3 (what redis-py 8 does by default): HELLO 3, then RESP3's
+    nulls, maps and verbatim text parsed into the same Python values as on redis-server."""
+    r = client(port, protocol=3)
+    assert r.ping() is True
+    assert r.get("nokey") is None
+    assert r.rpush("q", "a", "b") == 2
+    assert r.lpop("nokey", 2) is None
+    assert r.blpop(["nokey"], timeout=0.01) is None
+    assert r.blmove("nokey", "q", 0.01, "LEFT", "RIGHT") is None
+    r.hset("h", mapping={"f": "v", "g": "w"})
+    assert r.hgetall("h") == {b"f": b"v", b"g": b"w"}
+    assert r.hgetall("nokey") == {}
+    assert r.info()["redis_version"].startswith("7.")
+    assert r.client_info()["id"] == r.client_id()
+    assert r.execute_command("HELLO")[b"proto"] == 3
+    with r.pipeline() as p:
+        p.get("nokey").lpop("q").hgetall("h")
+        assert p.execute() == [None, b"a", {b"f": b"v", b"g": b"w"}]
+    r.close()
+
+
+def test_default_protocol(port: int) -> None:
+    """redis-py with its defaults (RESP3 from redis-py 8 on: HELLO 3 on connect)."""
+    r = client(port)
+    assert r.ping() is True
+    hello = r.execute_command("HELLO")
+    proto = hello[b"proto"] if isinstance(hello, dict) else hello[5]
+    assert proto == (3 if int(redis.__version__.split(".")[0]) >= 8 else 2)
+    r.rpush("jobs", "j1")
+    assert r.lmove("jobs", "work", "LEFT", "RIGHT") == b"j1"
+    assert r.hgetall("nokey") == {} and r.get("nokey") is None
+    r.close()
 
 
 def test_password(pair) -> None:
@@ -151,3 +177,26 @@ def test_transactions(port: int) -> None:
     assert r.llen("tp") == 3
     other.close()
     r.close()
+
+
+def test_client_list_kill_and_time(port: int) -> None:
+    """What queue workers use to see and reap each other: CLIENT LIST/INFO fields, KILL by
+    id (the victim's connection is closed), TIME."""
+    me = client(port, client_name="reaper")
+    victim = Conn(port)
+    for cmd in ([b"CLIENT", b"SETNAME", b"worker-7"], [b"SELECT", b"3"]):
+        victim.send(encode(cmd))
+        assert victim.reply() == b"+OK\r\n"
+    listed = {c["name"]: c for c in me.client_list()}
+    assert {"reaper", "worker-7"} <= set(listed)
+    found = listed["worker-7"]
+    assert found["db"] == "3" and found["flags"] == "N" and found["user"] == "default"
+    assert me.client_info()["name"] == "reaper"
+    assert [c["name"] for c in me.client_list(client_id=[int(found["id"])])] == ["worker-7"]
+    assert me.client_kill_filter(_id=int(found["id"])) == 1
+    assert victim.reply() == CLOSED
+    victim.close()
+    assert "worker-7" not in {c["name"] for c in me.client_list()}
+    seconds, micros = me.time()
+    assert abs(seconds - time.time()) < 5 and 0 <= micros < 1_000_000
+    me.close()

@@ -1,12 +1,20 @@
 """What clients send on connect and to manage their connection: PING, ECHO, SELECT, QUIT,
-AUTH (with --resp-password), HELLO (RESP2; RESP3 is refused with Redis's NOPROTO), CLIENT,
-COMMAND, INFO, CONFIG GET (redis-benchmark asks for save/appendonly: nothing to report)."""
+AUTH (with --resp-password), HELLO (2 or 3: the session's reply types), TIME,
+COMMAND, INFO, CONFIG GET (Redis 7.0's defaults of the parameters clients and test suites read;
+every write is logged here, hence appendonly yes)."""
 
 from __future__ import annotations
 
 import hmac
+import time
+from fnmatch import fnmatchcase
 
-from ..protocol import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+from protocol.resp.replies import PROTOCOLS
+
+from .. import info as info_text
+from .clients import setname
+from .pubsub import mode as pubsub_mode
 from .registry import (
     SYNTAX,
     TABLE,
@@ -19,7 +27,7 @@ from .registry import (
     wrong_arity,
 )
 
-VERSION = b"7.0.0"  # the Redis whose replies these are (HELLO, INFO)
+VERSION = info_text.VERSION.encode()
 
 
 @command("ping", -1)
@@ -37,8 +45,10 @@ def echo(s: Session, argv: list[bytes]) -> bytes:
 @command("select", 2)
 def select(s: Session, argv: list[bytes]) -> bytes:
     db = integer_arg(argv[1])
-    if db != 0:  # one database here (Redis has 16 by default)
+    dbs = s.fe.ks.dbs
+    if not 0 <= db < len(dbs):
         raise ReplyError("ERR DB index is out of range")
+    s.db, s.ks = db, dbs[db]
     return OK
 
 
@@ -82,9 +92,12 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
     j = 1
     if len(argv) >= 2:
         ver = integer_arg(argv[1], "ERR Protocol version is not an integer or out of range")
-        if ver != 2:  # RESP3 is not spoken here: Redis's answer to a version it lacks
+        enc = PROTOCOLS.get(ver)
+        if enc is None:
             raise ReplyError("NOPROTO unsupported protocol version")
         j = 2
+    else:
+        enc = s.enc
     user = password = name = None
     while j < len(argv):
         opt, more = argv[j].lower(), len(argv) - 1 - j
@@ -107,91 +120,42 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
             "select the RESP protocol version at the same time"
         )
     if name is not None:
-        _setname(s, name)
-    return raw_array(
+        setname(s, name)
+    s.enc = enc
+    pubsub_mode(s)  # RESP3 lifts RESP2's subscribed-mode limits, RESP2 puts them back
+    return enc.map(
         [
             bulk(b"server"), bulk(b"redis"), bulk(b"version"), bulk(VERSION),
-            bulk(b"proto"), integer(2), bulk(b"id"), integer(s.id),
+            bulk(b"proto"), integer(enc.version), bulk(b"id"), integer(s.id),
             bulk(b"mode"), bulk(b"standalone"), bulk(b"role"), bulk(b"master"),
             bulk(b"modules"), EMPTY_ARRAY,
         ]
     )  # fmt: skip
 
 
-# -- CLIENT -----------------------------------------------------------------------------------
-
-
-def _setname(s: Session, name: bytes) -> None:
-    if any(c < 33 or c > 126 for c in name):
-        raise ReplyError("ERR Client names cannot contain spaces, newlines or special characters.")
-    s.name = name
-
-
-def _client_setname(s: Session, argv: list[bytes]) -> bytes:
-    _setname(s, argv[2])
-    return OK
-
-
-def _client_info_line(s: Session) -> bytes:
-    return b"id=%d addr=%s name=%s db=0 cmd=client|info\n" % (
-        s.id,
-        s.fe.remote_of(s).encode(),
-        s.name,
-    )
-
-
-CLIENT_HELP = [
-    b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    b"GETNAME", b"    Return the name of the current connection.",
-    b"ID", b"    Return the ID of the current connection.",
-    b"INFO", b"    Return information about the current client connection.",
-    b"SETNAME <name>", b"    Assign the name <name> to the current connection.",
-    b"SETINFO <LIB-NAME|LIB-VER> <value>", b"    Accepted and ignored.",
-]  # fmt: skip
-
-container(
-    "client",
-    {
-        "setname": (_client_setname, 3),
-        "getname": (lambda s, a: bulk(s.name or None), 2),
-        "id": (lambda s, a: integer(s.id), 2),
-        "setinfo": (lambda s, a: OK, 4),  # Redis 7.2's; redis-py sends it on connect
-        "info": (lambda s, a: bulk(_client_info_line(s)), 2),
-        "list": (lambda s, a: bulk(_client_info_line(s)), -2),
-        "no-evict": (lambda s, a: OK, 3),
-        "help": (lambda s, a: b"+" + b"\r\n+".join(CLIENT_HELP) + b"\r\n", 2),
-    },
-)
-
-
 # -- COMMAND ----------------------------------------------------------------------------------
 
 
+# COMMAND's key positions (first, last, step): the default is the first argument alone;
+# keyless commands, and those whose keys need parsing (movablekeys), say 0 0 0 as Redis does
+KEYLESS = {
+    "ping", "echo", "select", "quit", "auth", "hello", "client", "command", "info", "config",
+    "dbsize", "flushall", "flushdb", "keys", "time", "randomkey", "scan", "publish",
+    "subscribe", "unsubscribe", "psubscribe", "punsubscribe", "pubsub", "xread", "lmpop",
+    "blmpop", "sintercard", "multi", "exec", "discard", "unwatch",
+}  # fmt: skip
+KEY_SPANS = {
+    "blpop": (1, -2, 1), "brpop": (1, -2, 1), "del": (1, -1, 1), "exists": (1, -1, 1),
+    "unlink": (1, -1, 1), "mget": (1, -1, 1), "watch": (1, -1, 1), "sinter": (1, -1, 1),
+    "sunion": (1, -1, 1), "sdiff": (1, -1, 1), "sinterstore": (1, -1, 1),
+    "sunionstore": (1, -1, 1), "sdiffstore": (1, -1, 1), "mset": (1, -1, 2),
+    "msetnx": (1, -1, 2), "lmove": (1, 2, 1), "blmove": (1, 2, 1), "rpoplpush": (1, 2, 1),
+    "brpoplpush": (1, 2, 1), "rename": (1, 2, 1), "renamenx": (1, 2, 1), "smove": (1, 2, 1),
+}  # fmt: skip
+
+
 def _info(cmd: Command) -> bytes:
-    keyed = cmd.name not in {
-        "ping",
-        "echo",
-        "select",
-        "quit",
-        "auth",
-        "hello",
-        "client",
-        "command",
-        "info",
-        "config",
-        "dbsize",
-        "flushall",
-        "flushdb",
-        "keys",
-    }
-    last = (
-        -2
-        if cmd.name in ("blpop", "brpop")
-        else (-1 if cmd.name in ("del", "exists", "unlink") else 1)
-    )
-    if cmd.name in ("lmove", "blmove", "rpoplpush", "brpoplpush"):
-        last = 2
-    first, last, step = (1, last, 1) if keyed else (0, 0, 0)
+    first, last, step = (0, 0, 0) if cmd.name in KEYLESS else KEY_SPANS.get(cmd.name, (1, 1, 1))
     return raw_array(
         [bulk(cmd.name.encode()), integer(cmd.arity), EMPTY_ARRAY, integer(first),
          integer(last), integer(step), EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY]
@@ -204,7 +168,7 @@ def _command_all(s: Session, argv: list[bytes]) -> bytes:
 
 def _command_info(s: Session, argv: list[bytes]) -> bytes:
     names = argv[2:] or list(TABLE)
-    return raw_array([_info(TABLE[n.lower()]) if n.lower() in TABLE else bulk(None) for n in names])
+    return raw_array([_info(TABLE[n.lower()]) if n.lower() in TABLE else s.enc.null for n in names])
 
 
 container(
@@ -219,16 +183,46 @@ container(
 )
 
 
+@command("time", 1)
+def time_(s: Session, argv: list[bytes]) -> bytes:
+    now = time.time_ns() // 1000
+    return array([b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)])
+
+
 # -- INFO, CONFIG -----------------------------------------------------------------------------
 
 
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
-    return bulk(s.fe.info().encode())
+    return s.enc.verbatim(info_text.render(s.fe, argv[1:]))
+
+
+CONFIG = {
+    "appendfsync": "everysec", "appendonly": "yes", "databases": "16",
+    "hash-max-listpack-entries": "512", "hash-max-listpack-value": "64",
+    "hash-max-ziplist-entries": "512", "hash-max-ziplist-value": "64", "hz": "10",
+    "list-max-listpack-size": "-2", "list-max-ziplist-size": "-2",
+    "maxclients": "10000", "maxmemory": "0", "maxmemory-policy": "noeviction",
+    "notify-keyspace-events": "", "port": "6379", "save": "",
+    "set-max-intset-entries": "512",
+    "timeout": "0", "zset-max-listpack-entries": "128", "zset-max-listpack-value": "64",
+    "zset-max-ziplist-entries": "128", "zset-max-ziplist-value": "64",
+}  # fmt: skip
 
 
 def _config_get(s: Session, argv: list[bytes]) -> bytes:
-    return EMPTY_ARRAY  # nothing of Redis's configuration applies
+    """Every parameter some pattern matches, once each (Redis 7.0 takes several patterns)."""
+    found: dict[str, str] = {}  # the name as replied -> its value
+    for raw in argv[2:]:
+        pattern = raw.decode("latin-1")
+        if not any(c in pattern for c in "*?["):  # a plain name comes back as it was given
+            if pattern.lower() in CONFIG:
+                found.setdefault(pattern, CONFIG[pattern.lower()])
+            continue
+        for k, v in CONFIG.items():
+            if fnmatchcase(k, pattern.lower()):
+                found.setdefault(k, v)
+    return s.enc.map([bulk(x.encode()) for kv in found.items() for x in kv])
 
 
 def _config_set(s: Session, argv: list[bytes]) -> bytes:

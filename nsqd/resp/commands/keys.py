@@ -1,19 +1,25 @@
 """Key commands the queue and expiry models need: DEL/UNLINK, EXISTS, TYPE, KEYS, DBSIZE,
-FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST."""
+FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST;
+and (issue 29) RENAME RENAMENX EXPIRETIME PEXPIRETIME SCAN RANDOMKEY, the SCAN family's
+options."""
 
 from __future__ import annotations
 
+import random
+from bisect import bisect_left
 from fnmatch import fnmatchcase
+from zlib import crc32
+
+from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple, string2ll
 
 from ..bridge import is_bridged
 from ..keyspace import now_ms, type_name
-from ..protocol import OK, ONE, ZERO, array, integer, simple
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 
 @command("del", -2)
 def del_(s: Session, argv: list[bytes]) -> bytes:
-    return integer(s.fe.ks.delete(dict.fromkeys(argv[1:])))
+    return integer(s.ks.delete(dict.fromkeys(argv[1:])))
 
 
 @command("unlink", -2)
@@ -23,7 +29,7 @@ def unlink(s: Session, argv: list[bytes]) -> bytes:
 
 @command("exists", -2)
 def exists(s: Session, argv: list[bytes]) -> bytes:
-    ks = s.fe.ks
+    ks = s.ks
     return integer(sum(1 for key in argv[1:] if ks.get(key) is not None))
 
 
@@ -31,37 +37,39 @@ def exists(s: Session, argv: list[bytes]) -> bytes:
 def type_(s: Session, argv: list[bytes]) -> bytes:
     if is_bridged(argv[1]) and s.fe.bridge.exists(argv[1]):
         return simple("list")
-    return simple(type_name(s.fe.ks.get(argv[1])))
+    return simple(type_name(s.ks.get(argv[1])))
 
 
 @command("keys", 2)
 def keys(s: Session, argv: list[bytes]) -> bytes:
     pattern = argv[1].decode("latin-1")
-    ks = s.fe.ks
+    ks = s.ks
     found = [k for k in list(ks.data) if fnmatchcase(k.decode("latin-1"), pattern)]
     return array([k for k in found if ks.get(k) is not None])
 
 
 @command("dbsize", 1)
 def dbsize(s: Session, argv: list[bytes]) -> bytes:
-    return integer(len(s.fe.ks.data))
+    return integer(len(s.ks.data))
 
 
-def _flush(s: Session, argv: list[bytes]) -> bytes:
+def _flush_mode(argv: list[bytes]) -> None:
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
         raise ReplyError(SYNTAX)
-    s.fe.ks.flush()
-    return OK
 
 
 @command("flushall", -1)
 def flushall(s: Session, argv: list[bytes]) -> bytes:
-    return _flush(s, argv)
+    _flush_mode(argv)
+    s.fe.ks.flush_all()
+    return OK
 
 
 @command("flushdb", -1)
 def flushdb(s: Session, argv: list[bytes]) -> bytes:
-    return _flush(s, argv)
+    _flush_mode(argv)
+    s.ks.flush()
+    return OK
 
 
 def _expire_flags(argv: list[bytes]) -> set[bytes]:
@@ -84,14 +92,14 @@ def _expire(s: Session, argv: list[bytes], name: str, seconds: bool, absolute: b
     when = integer_arg(argv[2])
     bad = f"ERR invalid expire time in '{name}' command"
     if seconds:
-        if not -(2**63) // 1000 <= when <= (2**63 - 1) // 1000:
+        if not -(2**63 // 1000) <= when <= (2**63 - 1) // 1000:  # C's LLONG_MIN / 1000 truncates
             raise ReplyError(bad)
         when *= 1000
     base = 0 if absolute else now_ms()
     if when > 2**63 - 1 - base:
         raise ReplyError(bad)
     when += base
-    ks, key = s.fe.ks, argv[1]
+    ks, key = s.ks, argv[1]
     if ks.get(key) is None:
         return ZERO
     current = ks.expires.get(key, -1)
@@ -127,7 +135,7 @@ def pexpireat(s: Session, argv: list[bytes]) -> bytes:
 
 
 def _ttl(s: Session, key: bytes, ms: bool) -> bytes:
-    ks = s.fe.ks
+    ks = s.ks
     if ks.get(key) is None:
         return integer(-2)
     when = ks.expires.get(key)
@@ -149,7 +157,130 @@ def pttl(s: Session, argv: list[bytes]) -> bytes:
 
 @command("persist", 2)
 def persist(s: Session, argv: list[bytes]) -> bytes:
-    ks = s.fe.ks
+    ks = s.ks
     if ks.get(argv[1]) is None:
         return ZERO
     return ONE if ks.persist(argv[1]) else ZERO
+
+
+# -- issue 29: RENAME, EXPIRETIME, SCAN --------------------------------------------------------
+
+
+def _rename(s: Session, argv: list[bytes], nx: bool) -> bytes | None:
+    ks, src, dst = s.ks, argv[1], argv[2]
+    if ks.get(src) is None:
+        raise ReplyError("ERR no such key")
+    if src == dst:
+        return ZERO if nx else OK
+    if nx and ks.get(dst) is not None:
+        return ZERO
+    ks.get(dst)  # an expired destination goes first, with its event
+    ks.rename(src, dst)
+    return None
+
+
+@command("rename", 3)
+def rename(s: Session, argv: list[bytes]) -> bytes:
+    return _rename(s, argv, False) or OK
+
+
+@command("renamenx", 3)
+def renamenx(s: Session, argv: list[bytes]) -> bytes:
+    return _rename(s, argv, True) or ONE
+
+
+def _expiretime(s: Session, key: bytes, ms: bool) -> bytes:
+    ks = s.ks
+    if ks.get(key) is None:
+        return integer(-2)
+    when = ks.expires.get(key)
+    if when is None:
+        return integer(-1)
+    return integer(when if ms else (when + 500) // 1000)
+
+
+@command("expiretime", 2)
+def expiretime(s: Session, argv: list[bytes]) -> bytes:
+    return _expiretime(s, argv[1], False)
+
+
+@command("pexpiretime", 2)
+def pexpiretime(s: Session, argv: list[bytes]) -> bytes:
+    return _expiretime(s, argv[1], True)
+
+
+def scan_options(
+    argv: list[bytes], at: int, typed: bool
+) -> tuple[int, str | None, int, str | None]:
+    """The cursor at `at`, then MATCH, COUNT and (SCAN only) TYPE."""
+    cursor = string2ll(argv[at])
+    if cursor is None or cursor < 0 or cursor > 2**32:
+        raise ReplyError("ERR invalid cursor")
+    pattern, count, kind = None, 10, None
+    j = at + 1
+    while j < len(argv):
+        opt, more = argv[j].lower(), j + 1 < len(argv)
+        if opt == b"count" and more:
+            count = integer_arg(argv[j + 1])
+            if count < 1:
+                raise ReplyError(SYNTAX)
+        elif opt == b"match" and more:
+            pattern = argv[j + 1].decode("latin-1")
+        elif opt == b"type" and more and typed:
+            kind = argv[j + 1].decode("latin-1").lower()
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    return cursor, pattern, count, kind
+
+
+def scan_all(argv: list[bytes], items: list[tuple[bytes, list[bytes]]]) -> bytes:
+    """SSCAN/HSCAN/ZSCAN of a collection: everything at once and cursor 0, as Redis does for
+    a small (listpack or intset) one; `items` are (the element MATCH looks at, what is
+    replied for it)."""
+    _, pattern, _, _ = scan_options(argv, 2, False)
+    out = [
+        x
+        for element, reply in items
+        if pattern is None or fnmatchcase(element.decode("latin-1"), pattern)
+        for x in reply
+    ]
+    return raw_array([bulk(b"0"), array(out)])
+
+
+@command("scan", -2)
+def scan(s: Session, argv: list[bytes]) -> bytes:
+    """A cursor is the crc32 to go on from (+1; 0: done): a key present for the whole scan is
+    returned at least once, as Redis promises, whatever else is added or deleted meanwhile."""
+    cursor, pattern, count, kind = scan_options(argv, 1, True)
+    ks = s.ks
+    ordered = sorted((crc32(k), k) for k in ks.data)
+    start = bisect_left(ordered, (cursor - 1 if cursor else 0, b""))
+    batch = ordered[start : start + count]
+    end = start + len(batch)
+    while end < len(ordered) and batch and ordered[end][0] == batch[-1][0]:
+        batch.append(ordered[end])  # a crc32 shared by several keys is never split
+        end += 1
+    nxt = 0 if end >= len(ordered) else ordered[end][0] + 1
+    found = []
+    for _, key in batch:
+        value = ks.get(key)
+        if value is None:
+            continue
+        if pattern is not None and not fnmatchcase(key.decode("latin-1"), pattern):
+            continue
+        if kind is not None and type_name(value) != kind:
+            continue
+        found.append(key)
+    return raw_array([bulk(b"%d" % nxt), array(found)])
+
+
+@command("randomkey", 1)
+def randomkey(s: Session, argv: list[bytes]) -> bytes:
+    ks = s.ks
+    keys = list(ks.data)
+    while keys:
+        key = keys.pop(random.randrange(len(keys)))
+        if ks.get(key) is not None:  # an expired one goes, as Redis's lookup does
+            return bulk(key)
+    return s.enc.null

@@ -1,7 +1,8 @@
 """The list commands of seed 001 (queues on lists), with Redis 7.0's replies and errors and its
 order of checks (argument parsing before the key lookup where Redis does it, and after it where
 Redis does that): pushes, pops with COUNT, blocking pops over several keys, LMOVE/BLMOVE and
-their deprecated forms, LLEN, LREM, LTRIM, LRANGE, LINDEX, LSET.
+their deprecated forms, LLEN, LREM, LTRIM, LRANGE, LINDEX, LSET; and (issue 29) LPOS,
+LINSERT (LMPOP and BLMPOP are in mpop.py).
 
 Keys `topic:<name>` and `channel:<topic>:<channel>` are the NSQ bridge (bridge.py)."""
 
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 from itertools import islice
 
+from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
+
 from ..blocking import Waiter
 from ..bridge import is_bridged
-from ..protocol import EMPTY_ARRAY, NULL, NULL_ARRAY, OK, array, bulk, integer
+from ..keyspace import WRONGTYPE, WrongType
 from .registry import (
     SYNTAX,
     Block,
@@ -34,7 +37,7 @@ def _push(s: Session, argv: list[bytes], left: bool, create: bool) -> bytes:
     key = argv[1]
     if is_bridged(key):
         return integer(s.fe.bridge.push(key, argv[2:]))
-    return integer(s.fe.ks.push(key, argv[2:], left, create))
+    return integer(s.ks.push(key, argv[2:], left, create))
 
 
 @command("lpush", -3)
@@ -68,13 +71,13 @@ def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
     if is_bridged(key):
         items = s.fe.bridge.pop(key, 1 if count is None else count)
     else:
-        lst = s.fe.ks.get_list(key)
+        lst = s.ks.get_list(key)
         if lst is None:
-            return NULL if count is None else NULL_ARRAY
-        items = [] if count == 0 else s.fe.ks.pop(key, count or 1, left)
+            return s.enc.null if count is None else s.enc.null_array
+        items = [] if count == 0 else s.ks.pop(key, count or 1, left)
     if count is None:
-        return bulk(items[0]) if items else NULL
-    return array(items) if items or count == 0 else NULL_ARRAY
+        return bulk(items[0]) if items else s.enc.null
+    return array(items) if items or count == 0 else s.enc.null_array
 
 
 @command("lpop", -2)
@@ -92,9 +95,9 @@ def _take_one(s: Session, key: bytes, left: bool) -> bytes | None:
     if is_bridged(key):
         items = s.fe.bridge.pop(key, 1)
         return items[0] if items else None
-    if not s.fe.ks.get_list(key):
+    if not s.ks.get_list(key):
         return None
-    return s.fe.ks.pop(key, 1, left)[0]
+    return s.ks.pop(key, 1, left)[0]
 
 
 def _bpop(s: Session, argv: list[bytes], left: bool) -> bytes | Block:
@@ -104,8 +107,8 @@ def _bpop(s: Session, argv: list[bytes], left: bool) -> bytes | Block:
         elem = _take_one(s, key, left)
         if elem is not None:
             return array([key, elem])
-    waiter = Waiter(keys, left, lambda key, elem: array([key, elem]))
-    return s.fe.block(waiter, timeout, NULL_ARRAY)
+    waiter = Waiter(s.ks, keys, left, lambda key, elem: array([key, elem]))
+    return s.fe.block(waiter, timeout, s.enc.null_array)
 
 
 @command("blpop", -3)
@@ -121,7 +124,7 @@ def brpop(s: Session, argv: list[bytes]) -> bytes | Block:
 # -- moves --------------------------------------------------------------------------------
 
 
-def _where(raw: bytes) -> bool:
+def where_arg(raw: bytes) -> bool:
     side = raw.lower()
     if side == b"left":
         return True
@@ -134,12 +137,12 @@ def _put(s: Session, dst: bytes, elem: bytes, left: bool) -> None:
     if is_bridged(dst):
         s.fe.bridge.push(dst, [elem])
     else:
-        s.fe.ks.push(dst, [elem], left)
+        s.ks.push(dst, [elem], left)
 
 
 def _check_dst(s: Session, dst: bytes) -> None:
     if not is_bridged(dst):
-        s.fe.ks.get_list(dst)  # WRONGTYPE before anything is popped
+        s.ks.get_list(dst)  # WRONGTYPE before anything is popped
 
 
 def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | None:
@@ -147,7 +150,7 @@ def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) ->
         _check_dst(s, dst)
         elem = _take_one(s, src, wherefrom)
     else:
-        if not s.fe.ks.get_list(src):
+        if not s.ks.get_list(src):
             return None
         _check_dst(s, dst)
         elem = _take_one(s, src, wherefrom)
@@ -166,32 +169,35 @@ def _blmove(
         return bulk(elem)
 
     def deliver(key: bytes, elem: bytes) -> bytes:
+        # The destination may have become another type while this client waited: as Redis,
+        # this waiter alone gets WRONGTYPE and the element goes back where it was, for the
+        # next waiter (the pusher's reply and the other ready keys are not concerned).
         try:
             _check_dst(s, dst)
-        except Exception:
+        except WrongType:
             if not is_bridged(src):
-                s.fe.ks.push(src, [elem], wherefrom)  # put it back where it was
-            raise
+                s.ks.push(src, [elem], wherefrom)
+            return WRONGTYPE
         _put(s, dst, elem, whereto)
         return bulk(elem)
 
-    return s.fe.block(Waiter([src], wherefrom, deliver), timeout, NULL_ARRAY)
+    return s.fe.block(Waiter(s.ks, [src], wherefrom, deliver), timeout, s.enc.null_array)
 
 
 @command("lmove", 5)
 def lmove(s: Session, argv: list[bytes]) -> bytes:
-    wherefrom, whereto = _where(argv[3]), _where(argv[4])
-    return bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
+    wherefrom, whereto = where_arg(argv[3]), where_arg(argv[4])
+    return s.enc.bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
 
 
 @command("rpoplpush", 3)
 def rpoplpush(s: Session, argv: list[bytes]) -> bytes:
-    return bulk(_move(s, argv[1], argv[2], False, True))
+    return s.enc.bulk(_move(s, argv[1], argv[2], False, True))
 
 
 @command("blmove", 6)
 def blmove(s: Session, argv: list[bytes]) -> bytes | Block:
-    wherefrom, whereto = _where(argv[3]), _where(argv[4])
+    wherefrom, whereto = where_arg(argv[3]), where_arg(argv[4])
     return _blmove(s, argv[1], argv[2], wherefrom, whereto, argv[5])
 
 
@@ -208,7 +214,7 @@ def llen(s: Session, argv: list[bytes]) -> bytes:
     key = argv[1]
     if is_bridged(key):
         return integer(s.fe.bridge.length(key))
-    lst = s.fe.ks.get_list(key)
+    lst = s.ks.get_list(key)
     return integer(len(lst) if lst is not None else 0)
 
 
@@ -227,7 +233,7 @@ def _range(start: int, end: int, n: int) -> tuple[int, int] | None:
 @command("lrange", 4)
 def lrange(s: Session, argv: list[bytes]) -> bytes:
     start, end = integer_arg(argv[2]), integer_arg(argv[3])
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         return EMPTY_ARRAY
     span = _range(start, end, len(lst))
@@ -238,18 +244,18 @@ def lrange(s: Session, argv: list[bytes]) -> bytes:
 
 @command("lindex", 3)
 def lindex(s: Session, argv: list[bytes]) -> bytes:
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
-        return NULL
+        return s.enc.null
     index = integer_arg(argv[2])
     if index < 0:
         index += len(lst)
-    return bulk(lst[index]) if 0 <= index < len(lst) else NULL
+    return s.enc.bulk(lst[index] if 0 <= index < len(lst) else None)
 
 
 @command("lset", 4)
 def lset(s: Session, argv: list[bytes]) -> bytes:
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         raise ReplyError("ERR no such key")
     index = integer_arg(argv[2])
@@ -257,27 +263,94 @@ def lset(s: Session, argv: list[bytes]) -> bytes:
         index += len(lst)
     if not 0 <= index < len(lst):
         raise ReplyError("ERR index out of range")
-    s.fe.ks.lset(argv[1], index, argv[3])
+    s.ks.lset(argv[1], index, argv[3])
     return OK
 
 
 @command("lrem", 4)
 def lrem(s: Session, argv: list[bytes]) -> bytes:
     count = integer_arg(argv[2])
-    if s.fe.ks.get_list(argv[1]) is None:
+    if s.ks.get_list(argv[1]) is None:
         return integer(0)
-    return integer(s.fe.ks.lrem(argv[1], count, argv[3]))
+    return integer(s.ks.lrem(argv[1], count, argv[3]))
 
 
 @command("ltrim", 4)
 def ltrim(s: Session, argv: list[bytes]) -> bytes:
     start, end = integer_arg(argv[2]), integer_arg(argv[3])
-    lst = s.fe.ks.get_list(argv[1])
+    lst = s.ks.get_list(argv[1])
     if lst is None:
         return OK
     span = _range(start, end, len(lst))
     if span is None:
-        s.fe.ks.ltrim(argv[1], 1, 0)
+        s.ks.ltrim(argv[1], 1, 0)
     elif span != (0, len(lst) - 1):
-        s.fe.ks.ltrim(argv[1], *span)
+        s.ks.ltrim(argv[1], *span)
     return OK
+
+
+# -- issue 29: LPOS, LINSERT ----------------------------------------------------
+
+
+def _lpos_options(argv: list[bytes]) -> tuple[int, int | None, int]:
+    rank, count, maxlen = 1, None, 0
+    j = 3
+    while j < len(argv):
+        opt, more = argv[j].lower(), j + 1 < len(argv)
+        if opt == b"rank" and more:
+            rank = integer_arg(argv[j + 1])
+            if rank == -(2**63):
+                rank = -1  # Redis 7.0 negates it and overflows: the first match from the tail
+            if rank == 0:
+                raise ReplyError(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the "
+                    "second ... or use negative to start from the end of the list"
+                )
+        elif opt == b"count" and more:
+            count = positive_arg(argv[j + 1], "ERR COUNT can't be negative")
+        elif opt == b"maxlen" and more:
+            maxlen = positive_arg(argv[j + 1], "ERR MAXLEN can't be negative")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    return rank, count, maxlen
+
+
+@command("lpos", -3)
+def lpos(s: Session, argv: list[bytes]) -> bytes:
+    rank, count, maxlen = _lpos_options(argv)
+    lst = s.ks.get_list(argv[1])
+    if lst is None:
+        return EMPTY_ARRAY if count is not None else s.enc.null
+    n = len(lst)
+    indexes = range(n) if rank > 0 else range(n - 1, -1, -1)
+    if maxlen:
+        indexes = indexes[:maxlen]
+    want, skip, found = argv[2], abs(rank) - 1, []
+    for i in indexes:
+        if lst[i] == want:
+            if skip:
+                skip -= 1
+                continue
+            found.append(i)
+            if count is None or len(found) == count:
+                break
+    if count is None:
+        return integer(found[0]) if found else s.enc.null
+    return b"*%d\r\n" % len(found) + b"".join(integer(i) for i in found)
+
+
+@command("linsert", 5)
+def linsert(s: Session, argv: list[bytes]) -> bytes:
+    where = argv[2].lower()
+    if where not in (b"before", b"after"):
+        raise ReplyError(SYNTAX)
+    lst = s.ks.get_list(argv[1])
+    if lst is None:
+        return integer(0)
+    try:
+        index = lst.index(argv[3])
+    except ValueError:
+        return integer(-1)
+    s.ks.linsert(argv[1], index + (where == b"after"), argv[4])
+    return integer(len(lst))

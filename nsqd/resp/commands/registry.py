@@ -5,13 +5,18 @@ dispatch (unknown command, wrong arity, NOAUTH, WRONGTYPE) in processCommand's o
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from ..keyspace import WRONGTYPE, WrongType
-from ..protocol import ReplyError, string2ll
+from protocol.resp.codec import ReplyError, string2ll
+from protocol.resp.replies import RESP2, Resp2
+
+from .. import longdouble
+from ..keyspace import WRONGTYPE, Keyspace, WrongType
 
 if TYPE_CHECKING:
     from ..server import Frontend
@@ -33,8 +38,8 @@ class Session:
     """One connection's state as the commands see it."""
 
     __slots__ = (
-        "authed", "close_after", "dirty", "fe", "id", "multi", "multi_failed", "name", "parser",
-        "watching",
+        "authed", "channels", "close_after", "created", "db", "dirty", "enc", "fe", "id", "ks",
+        "multi", "multi_failed", "name", "parser", "patterns", "table", "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -43,10 +48,18 @@ class Session:
         self.parser = parser
         self.authed = not fe.password
         self.name = b""
+        self.created = time.monotonic()  # CLIENT LIST's age
+        self.table = TABLE  # pubsub.py swaps in its own while a RESP2 connection subscribes
+        self.channels: set[bytes] = set()  # SUBSCRIBEd channels and PSUBSCRIBEd patterns
+        self.patterns: set[bytes] = set()
+        self.db = 0  # SELECT's database, and its keyspace
+        self.ks: Keyspace = fe.ks.dbs[0]
+        self.enc: Resp2 = RESP2  # the reply types HELLO chose (RESP2 or RESP3)
         self.close_after = False  # QUIT: close once its +OK is sent
         self.multi: list[tuple[Command, list[bytes]]] | None = None  # queued by MULTI
         self.multi_failed = False  # a command was refused while queueing: EXEC aborts
-        self.watching: set[bytes] = set()  # WATCHed keys (keyspace.watchers has the reverse)
+        # WATCHed keys with their database (each keyspace's watchers has the reverse)
+        self.watching: set[tuple[Keyspace, bytes]] = set()
         self.dirty = False  # one of them changed: EXEC answers the null array
 
 
@@ -117,7 +130,7 @@ def _unknown(argv: list[bytes]) -> bytes:
 
 def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
     """Run one command (or queue it inside MULTI) in processCommand's order of checks."""
-    cmd = TABLE.get(argv[0].lower())
+    cmd = s.table.get(argv[0].lower())
     error = None
     if cmd is None:
         error = _unknown(argv)
@@ -207,3 +220,42 @@ def timeout_arg(raw: bytes) -> float:
     if ms < 0 or ms >= 2**63:
         raise ReplyError("ERR timeout is negative")
     return float(ms) / 1000
+
+
+NOT_FLOAT = "ERR value is not a valid float"
+
+
+def float_arg(raw: bytes, message: str = NOT_FLOAT) -> float:
+    """getDoubleFromObject: what strtod reads whole (hex floats and inf too), no spaces, no
+    NaN, no overflow to infinity or underflow to zero."""
+    if len(raw) > 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+        raise ReplyError(message)
+    text = raw.decode("ascii")
+    value = float.fromhex(text) if _HEX_FLOAT.match(raw) else float(text)
+    if value != value:
+        raise ReplyError(message)
+    if value in (float("inf"), float("-inf")) and "inf" not in text.lower():
+        raise ReplyError(message)  # ERANGE: the digits overflowed
+    if value == 0 and re.search(rb"[1-9]", raw.split(b"e")[0].split(b"E")[0].split(b"p")[0]):
+        raise ReplyError(message)  # ERANGE: the digits underflowed to zero
+    return value
+
+
+def _long_double(raw: bytes | None, message: str) -> Fraction:
+    if raw is None:
+        return Fraction(0)
+    if len(raw) > 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+        raise ReplyError(message)
+    text = raw.decode("ascii")
+    if "nan" in text.lower():
+        raise ReplyError(message)
+    if "inf" in text.lower():
+        raise ReplyError("ERR increment would produce NaN or Infinity")
+    return longdouble.parse(text)
+
+
+def add_float(current: bytes | None, increment: bytes, current_error: str) -> bytes:
+    """INCRBYFLOAT/HINCRBYFLOAT: the sum in long double arithmetic, written as Redis writes
+    it for humans."""
+    value = longdouble.add(_long_double(current, current_error), _long_double(increment, NOT_FLOAT))
+    return longdouble.human(value).encode()

@@ -5,7 +5,9 @@ anyone (a write, a pop, a DEL, its expiry) makes EXEC answer the null array."""
 
 from __future__ import annotations
 
-from ..protocol import NULL_ARRAY, OK, raw_array
+from protocol.resp.codec import OK, raw_array
+
+from .. import watch as watching
 from .registry import Block, ReplyError, Session, command, run
 
 
@@ -23,11 +25,11 @@ def exec_(s: Session, argv: list[bytes]) -> bytes:
         raise ReplyError("ERR EXEC without MULTI")
     queued, failed, dirty = s.multi, s.multi_failed, s.dirty
     s.multi, s.multi_failed = None, False
-    s.fe.ks.unwatch(s)
+    watching.unwatch(s)
     if failed:
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
     if dirty:
-        return NULL_ARRAY
+        return s.enc.null_array
     replies = []
     for cmd, args in queued:
         reply = run(s, cmd, args)
@@ -40,7 +42,7 @@ def discard(s: Session, argv: list[bytes]) -> bytes:
     if s.multi is None:
         raise ReplyError("ERR DISCARD without MULTI")
     s.multi, s.multi_failed = None, False
-    s.fe.ks.unwatch(s)
+    watching.unwatch(s)
     return OK
 
 
@@ -48,11 +50,11 @@ def discard(s: Session, argv: list[bytes]) -> bytes:
 def watch(s: Session, argv: list[bytes]) -> bytes:
     if s.multi is not None:
         raise ReplyError("ERR WATCH inside MULTI is not allowed")
-    s.fe.ks.watch(s, argv[1:])
+    watching.watch(s.ks, s, argv[1:])
     return OK
 
 
 @command("unwatch", 1)
 def unwatch(s: Session, argv: list[bytes]) -> bytes:
-    s.fe.ks.unwatch(s)
+    watching.unwatch(s)
     return OK
