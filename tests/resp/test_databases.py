@@ -8,14 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsqd.resp.databases import Databases
-from nsqd.resp.persist import FILE, RespLog, read_records
+from nsqd.storage import records as record_log
+from nsqd.storage.resp_log import FILE, RespLog, decode
 
 from .helpers import client, wait_for
 
 
 def fresh(path: Path) -> tuple[Databases, RespLog]:
     dbs = Databases()
-    log = RespLog(str(path), sync_every=1, sync_timeout=1.0)
+    log = RespLog(str(path), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
     log.load(dbs)  # type: ignore[arg-type]  (the log sees the 16 as one keyspace)
     return dbs, log
 
@@ -28,7 +29,8 @@ def state(dbs: Databases) -> list[dict]:
 
 
 def records(path: Path) -> list[tuple[bytes, ...]]:
-    return read_records((path / FILE).read_bytes())[0]
+    scan = record_log.read((path / FILE).read_bytes(), FILE)
+    return [decode(p) for p in scan.payloads]
 
 
 def test_replay_and_compaction_keep_each_database(tmp_path: Path) -> None:

@@ -7,15 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsqd.resp.databases import Databases
-from nsqd.resp.persist import RespLog
 from nsqd.resp.zset import ZSet
+from nsqd.storage.resp_log import RespLog
 
 from .helpers import client, consume, wait_for
 
 
 def fresh(path: Path) -> tuple[Databases, RespLog]:
     dbs = Databases()
-    log = RespLog(str(path), sync_every=1, sync_timeout=1.0)
+    log = RespLog(str(path), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
     log.load(dbs)  # type: ignore[arg-type]
     return dbs, log
 
