@@ -34,6 +34,7 @@ class Frontend:
         self.expirer = Expirer(self.ks, self.log.flush)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
+        self.settings: dict[bytes, bytes] = {}  # CONFIG SET's values (commands/admin.py)
         self.connections: dict[int, Client] = {}  # by session id
         self.reactor: Reactor | None = None
         self.started = time.time()

@@ -1,6 +1,6 @@
 """What clients send on connect and to manage their connection: PING, ECHO, SELECT, QUIT,
 AUTH (with --resp-password), HELLO (2 or 3: the session's reply types), TIME,
-COMMAND, INFO, CONFIG GET (redis-benchmark asks for save/appendonly: nothing to report)."""
+COMMAND, INFO (CONFIG is in admin.py)."""
 
 from __future__ import annotations
 
@@ -189,27 +189,9 @@ def time_(s: Session, argv: list[bytes]) -> bytes:
     return array([b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)])
 
 
-# -- INFO, CONFIG -----------------------------------------------------------------------------
+# -- INFO -----------------------------------------------------------------------------------
 
 
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
     return s.enc.verbatim(info_text.render(s.fe, argv[1:]))
-
-
-def _config_get(s: Session, argv: list[bytes]) -> bytes:
-    return s.enc.map([])  # nothing of Redis's configuration applies
-
-
-def _config_set(s: Session, argv: list[bytes]) -> bytes:
-    raise ReplyError("ERR CONFIG SET is not supported here")
-
-
-container(
-    "config",
-    {
-        "get": (_config_get, -3),
-        "set": (_config_set, -4),
-        "resetstat": (lambda s, a: OK, 2),
-    },
-)
