@@ -1,5 +1,5 @@
 """What Redis's own test suite asks of a server around its tests: CONFIG GET/SET of the
-settings that exist here, FUNCTION FLUSH, and the cheap DEBUG subcommands (with
+settings that exist here, FUNCTION FLUSH, MEMORY USAGE, and the cheap DEBUG subcommands (with
 --resp-enable-debug-command, as Redis's enable-debug-command).
 
 The encoding knobs (list-max-listpack-size, list-compress-depth, hash-max-listpack-*) only
@@ -9,14 +9,16 @@ only "" is accepted: this front-end persists by its log, never by RDB snapshots.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from protocol.resp.codec import OK, bulk, string2ll
+from protocol.resp.codec import OK, bulk, integer, string2ll
 
-from .registry import ReplyError, Session, command, container, wrong_arity
+from ..zset import ZSet
+from .registry import SYNTAX, ReplyError, Session, command, container, integer_arg, wrong_arity
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -182,3 +184,35 @@ def debug(s: Session, argv: list[bytes]) -> bytes:
             f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try DEBUG HELP."
         )
     return sub[0](s, argv)
+
+
+# -- MEMORY USAGE -----------------------------------------------------------------------------
+
+
+def _size(value: object) -> int:
+    """What a value takes in this process, its elements included (Python's own sizes)."""
+    if isinstance(value, bytes):
+        return sys.getsizeof(value)
+    if isinstance(value, dict):
+        return (
+            sys.getsizeof(value)
+            + sum(map(sys.getsizeof, value))
+            + sum(map(sys.getsizeof, value.values()))
+        )
+    if isinstance(value, ZSet):
+        return _size(value.scores) + sys.getsizeof(value.order) + 72 * len(value.order)
+    return sys.getsizeof(value) + sum(map(sys.getsizeof, value))  # a list (deque)
+
+
+def _memory_usage(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) not in (3, 5) or (len(argv) == 5 and argv[3].lower() != b"samples"):
+        raise ReplyError(SYNTAX)
+    if len(argv) == 5:
+        integer_arg(argv[4])
+    value = s.ks.get(argv[2])
+    if value is None:
+        return s.enc.null
+    return integer(sys.getsizeof(argv[2]) + _size(value))
+
+
+container("memory", {"usage": (_memory_usage, -3)})
