@@ -1,5 +1,5 @@
-"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sorted
-sets as zset.ZSet), key
+"""The Redis keyspace: typed values (lists as deques, strings as bytes, hashes as dicts, sets as
+sets, sorted sets as zset.ZSet, streams as stream.Stream), key
 expiry (absolute unix ms, lazy on access and active through `expire_due`), WRONGTYPE, and the
 one place every change goes through, so that each is written to the log (persist.py) as a
 replayable record and lists that grow wake their blocked clients (blocking.py).
@@ -15,9 +15,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Union
 
+from . import records
+from .stream import Stream, StreamID, format_id
 from .zset import ZSet
 
-Value = Union[deque, bytes, dict, ZSet]  # noqa: UP007 (a runtime alias used in isinstance-free code)
+Value = Union[deque, bytes, dict, set, ZSet, Stream]  # noqa: UP007 (a runtime alias used in isinstance-free code)
 Record = tuple[bytes, ...]
 
 
@@ -39,6 +41,10 @@ def type_name(value: Value | None) -> str:
         return "list"
     if isinstance(value, bytes):
         return "string"
+    if isinstance(value, set):
+        return "set"
+    if isinstance(value, Stream):
+        return "stream"
     return "zset" if isinstance(value, ZSet) else "hash"
 
 
@@ -124,6 +130,18 @@ class Keyspace:
     def get_hash(self, key: bytes) -> dict | None:
         value = self.get(key)
         if value is not None and not isinstance(value, dict):
+            raise WrongType
+        return value
+
+    def get_set(self, key: bytes) -> set | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, set):
+            raise WrongType
+        return value
+
+    def get_stream(self, key: bytes) -> Stream | None:
+        value = self.get(key)
+        if value is not None and not isinstance(value, Stream):
             raise WrongType
         return value
 
@@ -248,6 +266,56 @@ class Keyspace:
             self._log((b"HDEL", key, *fields))
         return removed
 
+    def sadd(self, key: bytes, members: list[bytes]) -> int:
+        """Add members (the key is made when missing); how many were new."""
+        s = self.data.get(key)
+        if s is None:
+            s = self.data[key] = set()
+        assert isinstance(s, set)
+        before = len(s)
+        s.update(members)
+        added = len(s) - before
+        if added:
+            self._log((b"SADD", key, *members))
+        return added
+
+    def srem(self, key: bytes, members: list[bytes]) -> int:
+        s = self.data[key]
+        assert isinstance(s, set)
+        removed = [m for m in dict.fromkeys(members) if m in s]
+        if removed:
+            s.difference_update(removed)
+            if not s:
+                self._remove(key)
+            self._log((b"SREM", key, *removed))
+        return len(removed)
+
+    def xadd(self, key: bytes, sid: StreamID, fields: list[bytes], maxlen: int | None) -> None:
+        st = self.data.get(key)
+        if st is None:
+            st = self.data[key] = Stream()
+        assert isinstance(st, Stream)
+        st.add(sid, fields)
+        self._log((b"XADD", key, format_id(sid), *fields))
+        if maxlen is not None:
+            self.xtrim(key, maxlen)
+
+    def xtrim(self, key: bytes, maxlen: int) -> int:
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.trim(maxlen)
+        if gone:
+            self._log((b"XTRIM", key, b"%d" % maxlen))
+        return gone
+
+    def xdel(self, key: bytes, sids: list[StreamID]) -> int:
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.delete(sids)
+        if gone:
+            self._log((b"XDEL", key, *[format_id(sid) for sid in sids]))
+        return gone
+
     def zadd(self, key: bytes, pairs: list[tuple[float, bytes]]) -> None:
         """Set these members' scores (the key is made when missing)."""
         z = self.data.get(key)
@@ -350,71 +418,11 @@ class Keyspace:
 
     def apply(self, rec: Record) -> None:
         """Redo one logged change (persist.py's replay; self.loading is set)."""
-        op, args = rec[0], rec[1:]
-        if op in (b"LPUSH", b"RPUSH"):
-            self.push(args[0], list(args[1:]), op == b"LPUSH")
-        elif op in (b"LPOP", b"RPOP"):
-            if isinstance(self.data.get(args[0]), deque):
-                self.pop(args[0], int(args[1]), op == b"LPOP")
-        elif op == b"LREM":
-            if isinstance(self.data.get(args[0]), deque):
-                self.lrem(args[0], int(args[1]), args[2])
-        elif op == b"LTRIM":
-            if isinstance(self.data.get(args[0]), deque):
-                self.ltrim(args[0], int(args[1]), int(args[2]))
-        elif op == b"LINSERT":
-            self.linsert(args[0], int(args[1]), args[2])
-        elif op == b"ZADD":
-            self.zadd(args[0], [(float(args[i]), args[i + 1]) for i in range(1, len(args), 2)])
-        elif op == b"ZREM":
-            if isinstance(self.data.get(args[0]), ZSet):
-                self.zrem(args[0], list(args[1:]))
-        elif op == b"RENAME":
-            if args[0] in self.data:
-                self.rename(args[0], args[1])
-        elif op == b"LSET":
-            self.lset(args[0], int(args[1]), args[2])
-        elif op in (b"SET", b"SETK"):
-            self.set_string(args[0], args[1], None, op == b"SETK")
-        elif op == b"HSET":
-            self.hset(args[0], list(args[1:]))
-        elif op == b"HDEL":
-            if isinstance(self.data.get(args[0]), dict):
-                self.hdel(args[0], list(args[1:]))
-        elif op == b"DEL":
-            for key in args:
-                if key in self.data:
-                    self._remove(key)
-        elif op == b"PEXPIREAT":
-            if args[0] in self.data:
-                self.set_expire(args[0], int(args[1]))
-        elif op == b"PERSIST":
-            self.expires.pop(args[0], None)
-        elif op == b"FLUSHALL":
-            self.flush()
-        else:
-            raise ValueError(f"unknown record {op!r}")
+        records.apply(self, rec)
 
     def snapshot(self, chunk: int = 512) -> Iterable[Record]:
         """Records that rebuild the keyspace as it is (the log's compaction)."""
-        for key, value in self.data.items():
-            if isinstance(value, deque):
-                items = list(value)
-                for i in range(0, len(items), chunk):
-                    yield (b"RPUSH", key, *items[i : i + chunk])
-            elif isinstance(value, bytes):
-                yield (b"SET", key, value)
-            elif isinstance(value, ZSet):
-                items = [x for score, m in value.order for x in (repr(score).encode(), m)]
-                for i in range(0, len(items), 2 * chunk):
-                    yield (b"ZADD", key, *items[i : i + 2 * chunk])
-            else:
-                pairs = [x for kv in value.items() for x in kv]
-                for i in range(0, len(pairs), 2 * chunk):
-                    yield (b"HSET", key, *pairs[i : i + 2 * chunk])
-            when = self.expires.get(key)
-            if when is not None:
-                yield (b"PEXPIREAT", key, b"%d" % when)
+        return records.snapshot(self, chunk)
 
     def list_lengths(self) -> dict[str, int]:
         """Every list key (decoded as UTF-8, invalid bytes replaced) -> its length."""

@@ -36,6 +36,8 @@ class Frontend:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
         self.settings: dict[bytes, bytes] = {}  # CONFIG SET's values (commands/admin.py)
         self.connections: dict[int, Client] = {}  # by session id
+        self.channels: dict[bytes, set[Session]] = {}  # pub/sub: channel -> subscribers
+        self.patterns: dict[bytes, set[Session]] = {}
         self.reactor: Reactor | None = None
         self.started = time.time()
         self.address: tuple[str, int] | None = None
@@ -48,6 +50,17 @@ class Frontend:
 
     def block(self, waiter: Waiter, timeout: float, on_timeout: bytes) -> Block:
         return Block(waiter, timeout, on_timeout)
+
+    def deliver(self, client_id: int, data: bytes) -> None:
+        """A pub/sub message for another connection: sent with this pass's replies."""
+        conn = self.connections.get(client_id)
+        reactor = self.reactor
+        if conn is None or reactor is None:
+            return
+        conn.replies.append(data)
+        if not conn.queued:
+            conn.queued = True
+            reactor.to_send.append(conn)
 
     def kill(self, client_id: int) -> None:
         """CLIENT KILL of another connection: closed at once, unanswered."""

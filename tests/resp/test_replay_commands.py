@@ -1,5 +1,5 @@
-"""The records issue 29's commands write (LINSERT, ZADD, ZREM, RENAME, and SET-keeping-TTL of
-the counters) replay to the same keyspace, before and after a compaction; a sorted set
+"""The records issue 29's commands write (LINSERT, ZADD, ZREM, SADD, SREM, RENAME, and the
+counters' SET-keeping-TTL) replay to the same keyspace, before and after a compaction; a sorted set
 expires without an expiry event (the seed's frames are for strings and hashes)."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def state(dbs: Databases) -> dict:
     out = {}
     for i, ks in enumerate(dbs.dbs):
         for k, v in ks.data.items():
-            if isinstance(v, ZSet):
+            if isinstance(v, set):
+                v = sorted(v)
+            elif isinstance(v, ZSet):
                 v = list(v.order)
             elif not isinstance(v, bytes | dict):
                 v = list(v)
@@ -43,6 +45,8 @@ def test_new_records_replay_and_compact(tmp_path: Path) -> None:
     ks.set_string(b"t", b"v", 99_999_999_999_999, keep_ttl=False)
     ks.rename(b"t", b"t2")
     ks.set_string(b"t2", b"11", None, keep_ttl=True)
+    ks.sadd(b"set", [b"a", b"b", b"c"])
+    ks.srem(b"set", [b"b", b"zz"])
     ks.zadd(b"gone", [(1.0, b"x")])
     ks.zrem(b"gone", [b"x"])
     log.close()
@@ -51,6 +55,7 @@ def test_new_records_replay_and_compact(tmp_path: Path) -> None:
         (2, b"l"): ([b"a", b"b", b"c"], None),
         (2, b"z"): ([(float("-inf"), b"low"), (3.0, b"m1")], None),
         (2, b"t2"): (b"11", 99_999_999_999_999),
+        (2, b"set"): ([b"a", b"c"], None),
     }
     again, log2 = fresh(tmp_path)
     assert state(again) == want

@@ -1,6 +1,20 @@
 """The RESP commands by family; importing this package fills registry.TABLE."""
 
-from . import admin, clients, connection, hashes, keys, lists, strings, transactions, zsets  # noqa: F401  (they register themselves)
+from . import (  # noqa: F401  (they register themselves)
+    admin,
+    clients,
+    connection,
+    hashes,
+    keys,
+    lists,
+    mpop,
+    pubsub,
+    sets,
+    streams,
+    strings,
+    transactions,
+    zsets,
+)
 from .registry import Block, ReplyError, Session, dispatch
 
 __all__ = ["Block", "ReplyError", "Session", "dispatch"]

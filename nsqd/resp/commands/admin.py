@@ -55,6 +55,10 @@ def _save(raw: bytes) -> str:
     return "" if raw == b"" else "this server persists by its log, not by RDB snapshots"
 
 
+def _fixed(raw: bytes) -> str:
+    return "can't set immutable config"
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     names: tuple[bytes, ...]  # the name and Redis 7.0's alias for it
@@ -62,6 +66,15 @@ class Setting:
     check: Callable[[bytes], str]  # "" when the value is acceptable, else why not
 
 
+# Redis 7.0's values of the parameters clients and test suites read; those this server cannot
+# change are fixed (every write is logged here, hence appendonly yes)
+FIXED = {
+    "appendfsync": "everysec", "appendonly": "yes", "databases": "16", "hz": "10",
+    "maxclients": "10000", "maxmemory": "0", "maxmemory-policy": "noeviction",
+    "notify-keyspace-events": "", "port": "6379", "set-max-intset-entries": "512",
+    "timeout": "0", "zset-max-listpack-entries": "128", "zset-max-listpack-value": "64",
+    "zset-max-ziplist-entries": "128", "zset-max-ziplist-value": "64",
+}  # fmt: skip
 SETTINGS = (
     Setting((b"list-max-listpack-size", b"list-max-ziplist-size"), b"-2",
             _number(-(2**31), INT_MAX, string2ll)),
@@ -71,18 +84,24 @@ SETTINGS = (
     Setting((b"hash-max-listpack-value", b"hash-max-ziplist-value"), b"64",
             _number(0, LONG_MAX, memtoull)),
     Setting((b"save",), b"", _save),
+    *(Setting((name.encode(),), value.encode(), _fixed) for name, value in FIXED.items()),
 )  # fmt: skip
 BY_NAME = {name: setting for setting in SETTINGS for name in setting.names}
 
 
 def _config_get(s: Session, argv: list[bytes]) -> bytes:
+    """Every parameter some pattern matches, once each (Redis 7.0 takes several patterns; a
+    plain name comes back as it was given)."""
     values = s.fe.settings
-    found: dict[bytes, bytes] = {}
-    for pattern in (p.lower() for p in argv[2:]):
-        names = [pattern] if pattern in BY_NAME else [n for n in BY_NAME if fnmatchcase(n, pattern)]
-        for name in names:
+    found: dict[bytes, bytes] = {}  # the name as replied -> its value
+    for pattern in argv[2:]:
+        if any(c in pattern for c in b"*?["):
+            names = [(n, n) for n in BY_NAME if fnmatchcase(n, pattern.lower())]
+        else:
+            names = [(pattern, pattern.lower())] if pattern.lower() in BY_NAME else []
+        for shown, name in names:
             setting = BY_NAME[name]
-            found[name] = values.get(setting.names[0], setting.default)
+            found.setdefault(shown, values.get(setting.names[0], setting.default))
     return s.enc.map([bulk(x) for pair in found.items() for x in pair])
 
 

@@ -11,6 +11,7 @@ from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, PROTOCOLS, array, bulk, i
 
 from .. import info as info_text
 from .clients import setname
+from .pubsub import mode as pubsub_mode
 from .registry import (
     SYNTAX,
     TABLE,
@@ -118,6 +119,7 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
     if name is not None:
         setname(s, name)
     s.enc = enc
+    pubsub_mode(s)  # RESP3 lifts RESP2's subscribed-mode limits, RESP2 puts them back
     return enc.map(
         [
             bulk(b"server"), bulk(b"redis"), bulk(b"version"), bulk(VERSION),
@@ -131,31 +133,26 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
 # -- COMMAND ----------------------------------------------------------------------------------
 
 
+# COMMAND's key positions (first, last, step): the default is the first argument alone;
+# keyless commands, and those whose keys need parsing (movablekeys), say 0 0 0 as Redis does
+KEYLESS = {
+    "ping", "echo", "select", "quit", "auth", "hello", "client", "command", "info", "config",
+    "dbsize", "flushall", "flushdb", "keys", "time", "randomkey", "scan", "publish",
+    "subscribe", "unsubscribe", "psubscribe", "punsubscribe", "pubsub", "xread", "lmpop",
+    "blmpop", "sintercard", "multi", "exec", "discard", "unwatch",
+}  # fmt: skip
+KEY_SPANS = {
+    "blpop": (1, -2, 1), "brpop": (1, -2, 1), "del": (1, -1, 1), "exists": (1, -1, 1),
+    "unlink": (1, -1, 1), "mget": (1, -1, 1), "watch": (1, -1, 1), "sinter": (1, -1, 1),
+    "sunion": (1, -1, 1), "sdiff": (1, -1, 1), "sinterstore": (1, -1, 1),
+    "sunionstore": (1, -1, 1), "sdiffstore": (1, -1, 1), "mset": (1, -1, 2),
+    "msetnx": (1, -1, 2), "lmove": (1, 2, 1), "blmove": (1, 2, 1), "rpoplpush": (1, 2, 1),
+    "brpoplpush": (1, 2, 1), "rename": (1, 2, 1), "renamenx": (1, 2, 1), "smove": (1, 2, 1),
+}  # fmt: skip
+
+
 def _info(cmd: Command) -> bytes:
-    keyed = cmd.name not in {
-        "ping",
-        "echo",
-        "select",
-        "quit",
-        "auth",
-        "hello",
-        "client",
-        "command",
-        "info",
-        "config",
-        "dbsize",
-        "flushall",
-        "flushdb",
-        "keys",
-    }
-    last = (
-        -2
-        if cmd.name in ("blpop", "brpop")
-        else (-1 if cmd.name in ("del", "exists", "unlink") else 1)
-    )
-    if cmd.name in ("lmove", "blmove", "rpoplpush", "brpoplpush"):
-        last = 2
-    first, last, step = (1, last, 1) if keyed else (0, 0, 0)
+    first, last, step = (0, 0, 0) if cmd.name in KEYLESS else KEY_SPANS.get(cmd.name, (1, 1, 1))
     return raw_array(
         [bulk(cmd.name.encode()), integer(cmd.arity), EMPTY_ARRAY, integer(first),
          integer(last), integer(step), EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY]
@@ -189,9 +186,10 @@ def time_(s: Session, argv: list[bytes]) -> bytes:
     return array([b"%d" % (now // 1_000_000), b"%d" % (now % 1_000_000)])
 
 
-# -- INFO -----------------------------------------------------------------------------------
+# -- INFO, CONFIG -----------------------------------------------------------------------------
 
 
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
     return s.enc.verbatim(info_text.render(s.fe, argv[1:]))
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, string2ll
 
+from .keys import scan_all
 from .registry import (
     NOT_FLOAT,
     ReplyError,
@@ -121,3 +122,9 @@ def hincrbyfloat(s: Session, argv: list[bytes]) -> bytes:
     new = add_float(h.get(argv[2]), argv[3], "ERR hash value is not a float")
     s.ks.hset(argv[1], [argv[2], new])
     return bulk(new)
+
+
+@command("hscan", -3)
+def hscan(s: Session, argv: list[bytes]) -> bytes:
+    h = s.ks.get_hash(argv[1]) or {}
+    return scan_all(argv, [(f, [f, v]) for f, v in h.items()])

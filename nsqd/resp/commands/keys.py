@@ -1,9 +1,11 @@
 """Key commands the queue and expiry models need: DEL/UNLINK, EXISTS, TYPE, KEYS, DBSIZE,
 FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST;
-and (issue 29) RENAME RENAMENX EXPIRETIME PEXPIRETIME SCAN."""
+and (issue 29) RENAME RENAMENX EXPIRETIME PEXPIRETIME SCAN RANDOMKEY, the SCAN family's
+options."""
 
 from __future__ import annotations
 
+import random
 from bisect import bisect_left
 from fnmatch import fnmatchcase
 from zlib import crc32
@@ -207,15 +209,15 @@ def pexpiretime(s: Session, argv: list[bytes]) -> bytes:
     return _expiretime(s, argv[1], True)
 
 
-@command("scan", -2)
-def scan(s: Session, argv: list[bytes]) -> bytes:
-    """A cursor is the crc32 to go on from (+1; 0: done): a key present for the whole scan is
-    returned at least once, as Redis promises, whatever else is added or deleted meanwhile."""
-    cursor = string2ll(argv[1])
+def scan_options(
+    argv: list[bytes], at: int, typed: bool
+) -> tuple[int, str | None, int, str | None]:
+    """The cursor at `at`, then MATCH, COUNT and (SCAN only) TYPE."""
+    cursor = string2ll(argv[at])
     if cursor is None or cursor < 0 or cursor > 2**32:
         raise ReplyError("ERR invalid cursor")
     pattern, count, kind = None, 10, None
-    j = 2
+    j = at + 1
     while j < len(argv):
         opt, more = argv[j].lower(), j + 1 < len(argv)
         if opt == b"count" and more:
@@ -224,11 +226,33 @@ def scan(s: Session, argv: list[bytes]) -> bytes:
                 raise ReplyError(SYNTAX)
         elif opt == b"match" and more:
             pattern = argv[j + 1].decode("latin-1")
-        elif opt == b"type" and more:
+        elif opt == b"type" and more and typed:
             kind = argv[j + 1].decode("latin-1").lower()
         else:
             raise ReplyError(SYNTAX)
         j += 2
+    return cursor, pattern, count, kind
+
+
+def scan_all(argv: list[bytes], items: list[tuple[bytes, list[bytes]]]) -> bytes:
+    """SSCAN/HSCAN/ZSCAN of a collection: everything at once and cursor 0, as Redis does for
+    a small (listpack or intset) one; `items` are (the element MATCH looks at, what is
+    replied for it)."""
+    _, pattern, _, _ = scan_options(argv, 2, False)
+    out = [
+        x
+        for element, reply in items
+        if pattern is None or fnmatchcase(element.decode("latin-1"), pattern)
+        for x in reply
+    ]
+    return raw_array([bulk(b"0"), array(out)])
+
+
+@command("scan", -2)
+def scan(s: Session, argv: list[bytes]) -> bytes:
+    """A cursor is the crc32 to go on from (+1; 0: done): a key present for the whole scan is
+    returned at least once, as Redis promises, whatever else is added or deleted meanwhile."""
+    cursor, pattern, count, kind = scan_options(argv, 1, True)
     ks = s.ks
     ordered = sorted((crc32(k), k) for k in ks.data)
     start = bisect_left(ordered, (cursor - 1 if cursor else 0, b""))
@@ -249,3 +273,14 @@ def scan(s: Session, argv: list[bytes]) -> bytes:
             continue
         found.append(key)
     return raw_array([bulk(b"%d" % nxt), array(found)])
+
+
+@command("randomkey", 1)
+def randomkey(s: Session, argv: list[bytes]) -> bytes:
+    ks = s.ks
+    keys = list(ks.data)
+    while keys:
+        key = keys.pop(random.randrange(len(keys)))
+        if ks.get(key) is not None:  # an expired one goes, as Redis's lookup does
+            return bulk(key)
+    return s.enc.null

@@ -2,7 +2,7 @@
 order of checks (argument parsing before the key lookup where Redis does it, and after it where
 Redis does that): pushes, pops with COUNT, blocking pops over several keys, LMOVE/BLMOVE and
 their deprecated forms, LLEN, LREM, LTRIM, LRANGE, LINDEX, LSET; and (issue 29) LPOS,
-LINSERT, LMPOP, BLMPOP.
+LINSERT (LMPOP and BLMPOP are in mpop.py).
 
 Keys `topic:<name>` and `channel:<topic>:<channel>` are the NSQ bridge (bridge.py)."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer, string2ll
+from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
 
 from ..blocking import Waiter
 from ..bridge import is_bridged
@@ -124,7 +124,7 @@ def brpop(s: Session, argv: list[bytes]) -> bytes | Block:
 # -- moves --------------------------------------------------------------------------------
 
 
-def _where(raw: bytes) -> bool:
+def where_arg(raw: bytes) -> bool:
     side = raw.lower()
     if side == b"left":
         return True
@@ -186,7 +186,7 @@ def _blmove(
 
 @command("lmove", 5)
 def lmove(s: Session, argv: list[bytes]) -> bytes:
-    wherefrom, whereto = _where(argv[3]), _where(argv[4])
+    wherefrom, whereto = where_arg(argv[3]), where_arg(argv[4])
     return s.enc.bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
 
 
@@ -197,7 +197,7 @@ def rpoplpush(s: Session, argv: list[bytes]) -> bytes:
 
 @command("blmove", 6)
 def blmove(s: Session, argv: list[bytes]) -> bytes | Block:
-    wherefrom, whereto = _where(argv[3]), _where(argv[4])
+    wherefrom, whereto = where_arg(argv[3]), where_arg(argv[4])
     return _blmove(s, argv[1], argv[2], wherefrom, whereto, argv[5])
 
 
@@ -289,7 +289,7 @@ def ltrim(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
-# -- issue 29: LPOS, LINSERT, LMPOP, BLMPOP ----------------------------------------------------
+# -- issue 29: LPOS, LINSERT ----------------------------------------------------
 
 
 def _lpos_options(argv: list[bytes]) -> tuple[int, int | None, int]:
@@ -354,65 +354,3 @@ def linsert(s: Session, argv: list[bytes]) -> bytes:
         return integer(-1)
     s.ks.linsert(argv[1], index + (where == b"after"), argv[4])
     return integer(len(lst))
-
-
-def _mpop_args(argv: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
-    """lmpopGenericCommand's parse: numkeys, the keys, LEFT|RIGHT, COUNT."""
-    numkeys = string2ll(argv[first])
-    if numkeys is None or numkeys < 1:
-        raise ReplyError("ERR numkeys should be greater than 0")
-    where_at = first + 1 + numkeys
-    if where_at >= len(argv):
-        raise ReplyError(SYNTAX)
-    left = _where(argv[where_at])
-    count = None
-    j = where_at + 1
-    while j < len(argv):
-        if count is None and argv[j].lower() == b"count" and j + 1 < len(argv):
-            count = string2ll(argv[j + 1])
-            if count is None or count < 1:
-                raise ReplyError("ERR count should be greater than 0")
-            j += 2
-        else:
-            raise ReplyError(SYNTAX)
-    return argv[first + 1 : where_at], left, count or 1
-
-
-def _mpop_reply(key: bytes, elems: list[bytes]) -> bytes:
-    return b"*2\r\n" + bulk(key) + array(elems)
-
-
-def _mpop_now(s: Session, keys: list[bytes], left: bool, count: int) -> bytes | None:
-    for key in keys:
-        if is_bridged(key):
-            items = s.fe.bridge.pop(key, count)
-        elif s.ks.get_list(key):
-            items = s.ks.pop(key, count, left)
-        else:
-            continue
-        if items:
-            return _mpop_reply(key, items)
-    return None
-
-
-@command("lmpop", -4)
-def lmpop(s: Session, argv: list[bytes]) -> bytes:
-    keys, left, count = _mpop_args(argv, 1)
-    return _mpop_now(s, keys, left, count) or s.enc.null_array
-
-
-@command("blmpop", -5)
-def blmpop(s: Session, argv: list[bytes]) -> bytes | Block:
-    timeout = timeout_arg(argv[1])
-    keys, left, count = _mpop_args(argv, 2)
-    found = _mpop_now(s, keys, left, count)
-    if found is not None:
-        return found
-    ks = s.ks
-
-    def deliver(key: bytes, elem: bytes) -> bytes:
-        # the blocking engine took one; the rest of COUNT comes off the same list at once
-        more = count - 1 if not is_bridged(key) and ks.get_list(key) else 0
-        return _mpop_reply(key, [elem, *(ks.pop(key, more, left) if more else [])])
-
-    return s.fe.block(Waiter(ks, keys, left, deliver), timeout, s.enc.null_array)

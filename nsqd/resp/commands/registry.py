@@ -37,8 +37,8 @@ class Session:
     """One connection's state as the commands see it."""
 
     __slots__ = (
-        "authed", "close_after", "created", "db", "dirty", "enc", "fe", "id", "ks", "multi",
-        "multi_failed", "name", "parser", "watching",
+        "authed", "channels", "close_after", "created", "db", "dirty", "enc", "fe", "id", "ks",
+        "multi", "multi_failed", "name", "parser", "patterns", "table", "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -48,6 +48,9 @@ class Session:
         self.authed = not fe.password
         self.name = b""
         self.created = time.monotonic()  # CLIENT LIST's age
+        self.table = TABLE  # pubsub.py swaps in its own while a RESP2 connection subscribes
+        self.channels: set[bytes] = set()  # SUBSCRIBEd channels and PSUBSCRIBEd patterns
+        self.patterns: set[bytes] = set()
         self.db = 0  # SELECT's database, and its keyspace
         self.ks: Keyspace = fe.ks.dbs[0]
         self.enc: Resp2 = RESP2  # the reply types HELLO chose (RESP2 or RESP3)
@@ -126,7 +129,7 @@ def _unknown(argv: list[bytes]) -> bytes:
 
 def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
     """Run one command (or queue it inside MULTI) in processCommand's order of checks."""
-    cmd = TABLE.get(argv[0].lower())
+    cmd = s.table.get(argv[0].lower())
     error = None
     if cmd is None:
         error = _unknown(argv)

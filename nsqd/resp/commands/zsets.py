@@ -1,6 +1,7 @@
 """The sorted-set subset a reliable-queue reaper keeps job timestamps in (issue 29): ZADD with
 NX/XX/GT/LT/CH/INCR, ZREM, ZSCORE, ZCARD, ZRANGE (by rank, BYSCORE, REV, LIMIT, WITHSCORES),
-ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZPOPMIN/ZPOPMAX, ZREMRANGEBYSCORE, ZINCRBY; Redis 7.0's
+ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZREVRANGE, ZRANK, ZREVRANK, ZCOUNT, ZMSCORE, ZPOPMIN/ZPOPMAX,
+ZREMRANGEBYSCORE, ZREMRANGEBYRANK, ZINCRBY, ZSCAN; Redis 7.0's
 replies (RESP3: scores as doubles, WITHSCORES as pairs) and errors, in its order of checks."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from protocol.resp.codec import EMPTY_ARRAY, ZERO, bulk, integer
 
 from ..zset import ZSet
+from .keys import scan_all
 from .registry import (
     SYNTAX,
     ReplyError,
@@ -175,12 +177,13 @@ def _zrange(
 
 
 def _range_options(
-    argv: list[bytes], at: int, fixed_score: bool | None
+    argv: list[bytes], at: int, fixed: bytes | None
 ) -> tuple[bool, bool, tuple[int, int] | None, bool]:
-    """zrangeGenericCommand's option loop: (by score, rev, limit, withscores)."""
+    """zrangeGenericCommand's option loop: (by score, rev, limit, withscores); `fixed` is
+    the range type of the older commands (b"score", b"rank"), which take no REV/BY* word."""
     scores = False
-    rev: bool | None = None if fixed_score is None else False
-    by: bytes | None = None if fixed_score is None else b"score"
+    rev: bool | None = None if fixed is None else False
+    by: bytes | None = fixed
     limit = None
     j = at
     while j < len(argv):
@@ -197,7 +200,7 @@ def _range_options(
         else:
             raise ReplyError(SYNTAX)
         j += 1
-    if limit is not None and by is None:
+    if limit is not None and by in (None, b"rank"):
         raise ReplyError(
             "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
         )
@@ -216,14 +219,73 @@ def zrange(s: Session, argv: list[bytes]) -> bytes:
 
 @command("zrangebyscore", -4)
 def zrangebyscore(s: Session, argv: list[bytes]) -> bytes:
-    _, _, limit, scores = _range_options(argv, 4, True)
+    _, _, limit, scores = _range_options(argv, 4, b"score")
     return _zrange(s, argv[1], argv[2], argv[3], True, False, limit, scores)
 
 
 @command("zrevrangebyscore", -4)
 def zrevrangebyscore(s: Session, argv: list[bytes]) -> bytes:
-    _, _, limit, scores = _range_options(argv, 4, True)
+    _, _, limit, scores = _range_options(argv, 4, b"score")
     return _zrange(s, argv[1], argv[2], argv[3], True, True, limit, scores)
+
+
+@command("zrevrange", -4)
+def zrevrange(s: Session, argv: list[bytes]) -> bytes:
+    _, _, _, scores = _range_options(argv, 4, b"rank")
+    return _zrange(s, argv[1], argv[2], argv[3], False, True, None, scores)
+
+
+def _rank(s: Session, argv: list[bytes], rev: bool) -> bytes:
+    z = s.ks.get_zset(argv[1])
+    score = None if z is None else z.scores.get(argv[2])
+    if score is None:
+        return s.enc.null
+    assert z is not None
+    rank = z.order.index((score, argv[2]))
+    return integer(len(z) - 1 - rank if rev else rank)
+
+
+@command("zrank", 3)
+def zrank(s: Session, argv: list[bytes]) -> bytes:
+    return _rank(s, argv, False)
+
+
+@command("zrevrank", 3)
+def zrevrank(s: Session, argv: list[bytes]) -> bytes:
+    return _rank(s, argv, True)
+
+
+@command("zcount", 4)
+def zcount(s: Session, argv: list[bytes]) -> bytes:
+    lo, lo_open = _bound(argv[2])
+    hi, hi_open = _bound(argv[3])
+    z = s.ks.get_zset(argv[1])
+    return integer(0 if z is None else len(z.score_span(lo, lo_open, hi, hi_open)))
+
+
+@command("zmscore", -3)
+def zmscore(s: Session, argv: list[bytes]) -> bytes:
+    z = s.ks.get_zset(argv[1])
+    scores = z.scores if z is not None else {}
+    enc = s.enc
+    return b"*%d\r\n" % (len(argv) - 2) + b"".join(
+        enc.null if scores.get(m) is None else enc.double(scores[m]) for m in argv[2:]
+    )
+
+
+@command("zremrangebyrank", 4)
+def zremrangebyrank(s: Session, argv: list[bytes]) -> bytes:
+    start, stop = integer_arg(argv[2]), integer_arg(argv[3])
+    z = s.ks.get_zset(argv[1])
+    if z is None:
+        return ZERO
+    n = len(z)
+    start, stop = start + n if start < 0 else start, stop + n if stop < 0 else stop
+    start = max(start, 0)
+    if start > stop or start >= n:
+        return ZERO
+    members = [m for _, m in z.order[start : min(stop, n - 1) + 1]]
+    return integer(s.ks.zrem(argv[1], members))
 
 
 @command("zremrangebyscore", 4)
@@ -268,3 +330,10 @@ def zpopmin(s: Session, argv: list[bytes]) -> bytes:
 @command("zpopmax", -2)
 def zpopmax(s: Session, argv: list[bytes]) -> bytes:
     return _zpop(s, argv, True)
+
+
+@command("zscan", -3)
+def zscan(s: Session, argv: list[bytes]) -> bytes:
+    z = s.ks.get_zset(argv[1])
+    order = z.order if z is not None else []
+    return scan_all(argv, [(m, [m, b"%.17g" % v]) for v, m in order])

@@ -1,0 +1,74 @@
+"""LMPOP and BLMPOP (issue 29) as Redis 7.0 parses and answers them: numkeys, the keys, LEFT or
+RIGHT, COUNT; the first non-empty key gives up to COUNT elements, and a blocked BLMPOP served
+by a push takes the rest of its COUNT off that list in the same step."""
+
+from __future__ import annotations
+
+from protocol.resp.codec import array, bulk, string2ll
+
+from ..blocking import Waiter
+from ..bridge import is_bridged
+from .lists import where_arg
+from .registry import SYNTAX, Block, ReplyError, Session, command, timeout_arg
+
+
+def _mpop_args(argv: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
+    """lmpopGenericCommand's parse: numkeys, the keys, LEFT|RIGHT, COUNT."""
+    numkeys = string2ll(argv[first])
+    if numkeys is None or numkeys < 1:
+        raise ReplyError("ERR numkeys should be greater than 0")
+    where_at = first + 1 + numkeys
+    if where_at >= len(argv):
+        raise ReplyError(SYNTAX)
+    left = where_arg(argv[where_at])
+    count = None
+    j = where_at + 1
+    while j < len(argv):
+        if count is None and argv[j].lower() == b"count" and j + 1 < len(argv):
+            count = string2ll(argv[j + 1])
+            if count is None or count < 1:
+                raise ReplyError("ERR count should be greater than 0")
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    return argv[first + 1 : where_at], left, count or 1
+
+
+def _mpop_reply(key: bytes, elems: list[bytes]) -> bytes:
+    return b"*2\r\n" + bulk(key) + array(elems)
+
+
+def _mpop_now(s: Session, keys: list[bytes], left: bool, count: int) -> bytes | None:
+    for key in keys:
+        if is_bridged(key):
+            items = s.fe.bridge.pop(key, count)
+        elif s.ks.get_list(key):
+            items = s.ks.pop(key, count, left)
+        else:
+            continue
+        if items:
+            return _mpop_reply(key, items)
+    return None
+
+
+@command("lmpop", -4)
+def lmpop(s: Session, argv: list[bytes]) -> bytes:
+    keys, left, count = _mpop_args(argv, 1)
+    return _mpop_now(s, keys, left, count) or s.enc.null_array
+
+
+@command("blmpop", -5)
+def blmpop(s: Session, argv: list[bytes]) -> bytes | Block:
+    timeout = timeout_arg(argv[1])
+    keys, left, count = _mpop_args(argv, 2)
+    found = _mpop_now(s, keys, left, count)
+    if found is not None:
+        return found
+    ks = s.ks
+
+    def deliver(key: bytes, elem: bytes) -> bytes:
+        # the blocking engine took one; the rest of COUNT comes off the same list at once
+        more = count - 1 if not is_bridged(key) and ks.get_list(key) else 0
+        return _mpop_reply(key, [elem, *(ks.pop(key, more, left) if more else [])])
+
+    return s.fe.block(Waiter(ks, keys, left, deliver), timeout, s.enc.null_array)

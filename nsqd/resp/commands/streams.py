@@ -1,0 +1,205 @@
+"""Streams, the part python-rq keeps job results in: XADD (auto or explicit IDs, NOMKSTREAM,
+MAXLEN with = or ~, taken as exact), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
+ends), XDEL, XTRIM MAXLEN, and XREAD without BLOCK; Redis 7.0's replies and errors. Consumer
+groups and XREAD BLOCK are not here (see README)."""
+
+from __future__ import annotations
+
+from protocol.resp.codec import ZERO, array, bulk, integer, string2ll
+
+from ..keyspace import now_ms
+from ..stream import MAX_SEQ, Stream, StreamID, format_id
+from .registry import SYNTAX, ReplyError, Session, command, integer_arg
+
+INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
+
+
+def _parse_id(raw: bytes, missing_seq: int) -> StreamID:
+    ms_text, dash, seq_text = raw.partition(b"-")
+    ms = _u64(ms_text)
+    seq = _u64(seq_text) if dash else missing_seq
+    if ms is None or seq is None:
+        raise ReplyError(INVALID_ID)
+    return ms, seq
+
+
+def _u64(text: bytes) -> int | None:
+    if not text.isdigit() or len(text) > 20:
+        return None
+    value = int(text)
+    return value if value <= MAX_SEQ else None
+
+
+def _bound(raw: bytes, low: bool) -> StreamID:
+    """A range end: - and +, an ID (a bare ms covers all its seqs), `(` for an open end."""
+    if raw == b"-":
+        return (0, 0)
+    if raw == b"+":
+        return (MAX_SEQ, MAX_SEQ)
+    exclusive = raw[:1] == b"("
+    sid = _parse_id(raw[1:] if exclusive else raw, 0 if low else MAX_SEQ)
+    if exclusive:
+        ms, seq = sid
+        if low:
+            if sid == (MAX_SEQ, MAX_SEQ):
+                raise ReplyError("ERR invalid start ID for the interval")
+            sid = (ms, seq + 1) if seq < MAX_SEQ else (ms + 1, 0)
+        else:
+            if sid == (0, 0):
+                raise ReplyError("ERR invalid end ID for the interval")
+            sid = (ms, seq - 1) if seq > 0 else (ms - 1, MAX_SEQ)
+    return sid
+
+
+def _entry(st: Stream, i: int) -> bytes:
+    return b"*2\r\n" + bulk(format_id(st.ids[i])) + array(st.entries[i])
+
+
+def _maxlen(argv: list[bytes], j: int) -> tuple[int | None, int]:
+    """MAXLEN [=|~] n [LIMIT c] at j: the length and the index past it."""
+    j += 1
+    if j < len(argv) and argv[j] in (b"=", b"~"):
+        j += 1
+    if j >= len(argv):
+        raise ReplyError(SYNTAX)
+    n = string2ll(argv[j])
+    if n is None:
+        raise ReplyError("ERR value is not an integer or out of range")
+    if n < 0:
+        raise ReplyError("ERR The MAXLEN argument must be >= 0.")
+    j += 1
+    if j + 1 < len(argv) and argv[j].lower() == b"limit":
+        integer_arg(argv[j + 1])
+        j += 2
+    return n, j
+
+
+@command("xadd", -5)
+def xadd(s: Session, argv: list[bytes]) -> bytes:
+    j, maxlen, nomk = 2, None, False
+    while j < len(argv):
+        opt = argv[j].lower()
+        if opt == b"nomkstream":
+            nomk, j = True, j + 1
+        elif opt == b"maxlen":
+            maxlen, j = _maxlen(argv, j)
+        else:
+            break
+    raw_id, fields = argv[j], argv[j + 1 :]
+    if not fields or len(fields) % 2:
+        raise ReplyError("ERR wrong number of arguments for 'xadd' command")
+    auto = raw_id == b"*"
+    sid = None if auto else _parse_id(raw_id.removesuffix(b"-*"), 0)
+    ks, key = s.ks, argv[1]
+    st = ks.get_stream(key)
+    if st is None and nomk:
+        return s.enc.null
+    last = st.last if st is not None else (0, 0)
+    if sid is None:
+        sid = (st or Stream()).next_id(now_ms())
+    elif raw_id.endswith(b"-*"):
+        sid = (sid[0], last[1] + 1) if sid[0] == last[0] else sid
+    if sid == (0, 0):
+        raise ReplyError("ERR The ID specified in XADD must be greater than 0-0")
+    if sid <= last and (st is not None):
+        raise ReplyError(
+            "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+        )
+    ks.xadd(key, sid, fields, maxlen)
+    return bulk(format_id(sid))
+
+
+@command("xlen", 2)
+def xlen(s: Session, argv: list[bytes]) -> bytes:
+    return integer(len(s.ks.get_stream(argv[1]) or ()))
+
+
+def _range(s: Session, argv: list[bytes], rev: bool) -> bytes:
+    low, high = (argv[3], argv[2]) if rev else (argv[2], argv[3])
+    lo, hi = _bound(low, True), _bound(high, False)
+    count = None
+    if len(argv) > 4:
+        if len(argv) != 6 or argv[4].lower() != b"count":
+            raise ReplyError(SYNTAX)
+        count = integer_arg(argv[5])
+    if count == 0:
+        return s.enc.null_array  # as Redis 7.0 answers COUNT 0
+    st = s.ks.get_stream(argv[1])
+    if st is None or lo > hi:
+        return array([])
+    span = list(st.span(lo, hi))
+    if rev:
+        span.reverse()
+    if count is not None and count > 0:
+        span = span[:count]
+    return b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
+
+
+@command("xrange", -4)
+def xrange(s: Session, argv: list[bytes]) -> bytes:
+    return _range(s, argv, False)
+
+
+@command("xrevrange", -4)
+def xrevrange(s: Session, argv: list[bytes]) -> bytes:
+    return _range(s, argv, True)
+
+
+@command("xdel", -3)
+def xdel(s: Session, argv: list[bytes]) -> bytes:
+    sids = [_parse_id(raw, 0) for raw in argv[2:]]
+    if s.ks.get_stream(argv[1]) is None:
+        return ZERO
+    return integer(s.ks.xdel(argv[1], sids))
+
+
+@command("xtrim", -4)
+def xtrim(s: Session, argv: list[bytes]) -> bytes:
+    if argv[2].lower() != b"maxlen":
+        raise ReplyError(SYNTAX)
+    maxlen, j = _maxlen(argv, 2)
+    if j != len(argv):
+        raise ReplyError(SYNTAX)
+    if s.ks.get_stream(argv[1]) is None:
+        return ZERO
+    return integer(s.ks.xtrim(argv[1], maxlen or 0))
+
+
+@command("xread", -4)
+def xread(s: Session, argv: list[bytes]) -> bytes:
+    count, j = None, 1
+    while j < len(argv) and argv[j].lower() != b"streams":
+        opt = argv[j].lower()
+        if opt == b"count" and j + 1 < len(argv):
+            count = integer_arg(argv[j + 1])
+        elif opt == b"block" and j + 1 < len(argv):
+            raise ReplyError("ERR XREAD BLOCK is not supported here")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    rest = argv[j + 1 :]
+    if j >= len(argv) or not rest or len(rest) % 2:
+        raise ReplyError(
+            "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be "
+            "specified."
+        )
+    half = len(rest) // 2
+    out = []
+    for key, raw in zip(rest[:half], rest[half:], strict=True):
+        st = s.ks.get_stream(key)
+        if raw == b"$":  # only what comes after now: nothing, without BLOCK
+            continue
+        ms, seq = _parse_id(raw, 0)
+        if st is None:
+            continue
+        span = list(st.span((ms, seq + 1) if seq < MAX_SEQ else (ms + 1, 0), (MAX_SEQ, MAX_SEQ)))
+        if count is not None and count > 0:
+            span = span[:count]
+        if span:
+            entries = b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
+            out.append((bulk(key), entries))
+    if not out:
+        return s.enc.null_array
+    if s.enc.version == 3:
+        return s.enc.map([x for pair in out for x in pair])
+    return b"*%d\r\n" % len(out) + b"".join(b"*2\r\n" + k + v for k, v in out)

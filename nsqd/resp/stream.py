@@ -1,0 +1,56 @@
+"""The stream value (what XADD makes), as far as python-rq keeps job results in one: entries
+in ID order, each an (ms, seq) ID with its field/value list, the last ID ever given (a trimmed
+or emptied stream still refuses smaller IDs), ranges by ID."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+StreamID = tuple[int, int]
+MAX_SEQ = 2**64 - 1
+
+
+class Stream:
+    __slots__ = ("entries", "ids", "last")
+
+    def __init__(self) -> None:
+        self.ids: list[StreamID] = []
+        self.entries: list[list[bytes]] = []  # the field/value lists, in the order of ids
+        self.last: StreamID = (0, 0)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def next_id(self, now: int) -> StreamID:
+        ms, seq = self.last
+        return (now, 0) if now > ms else (ms, seq + 1)
+
+    def add(self, sid: StreamID, fields: list[bytes]) -> None:
+        self.ids.append(sid)
+        self.entries.append(fields)
+        self.last = max(self.last, sid)
+
+    def trim(self, maxlen: int) -> int:
+        """Keep the newest `maxlen` entries; how many went."""
+        extra = max(0, len(self.ids) - maxlen)
+        del self.ids[:extra]
+        del self.entries[:extra]
+        return extra
+
+    def delete(self, sids: list[StreamID]) -> int:
+        gone = 0
+        for sid in sids:
+            i = bisect_left(self.ids, sid)
+            if i < len(self.ids) and self.ids[i] == sid:
+                del self.ids[i]
+                del self.entries[i]
+                gone += 1
+        return gone
+
+    def span(self, low: StreamID, high: StreamID) -> range:
+        start = bisect_left(self.ids, low)
+        return range(start, max(start, bisect_right(self.ids, high)))
+
+
+def format_id(sid: StreamID) -> bytes:
+    return b"%d-%d" % sid
