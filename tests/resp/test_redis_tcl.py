@@ -50,6 +50,9 @@ EXCLUDED = {
     "SET - use KEEPTTL option, TTL should not be removed after loadaof": _AOF,
     "GETEX use of PERSIST option should remove TTL after loadaof": _AOF,
     "client unblock tests": "CLIENT UNBLOCK is not implemented here",
+    "Is a ziplist encoded Hash promoted on big payload?": "DEBUG OBJECT: a value's encoding",
+    "Hash ziplist of various encodings": _DUMP,
+    "Hash ziplist of various encodings - sanitize dump": _DUMP,
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
