@@ -192,4 +192,3 @@ def time_(s: Session, argv: list[bytes]) -> bytes:
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
     return s.enc.verbatim(info_text.render(s.fe, argv[1:]))
-
