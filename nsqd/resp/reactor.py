@@ -255,6 +255,18 @@ class Reactor:
         if not self._in_pass:
             os.eventfd_write(self.wake_fd, 1)
 
+    def unblock(self, client_id: int, reply: bytes | None) -> bool:
+        """CLIENT UNBLOCK: a parked client answers now, through the timeout path (with its
+        command's timeout reply, or `reply`); False when it is not parked."""
+        client = self.fe.connections.get(client_id)
+        if client is None or client.block is None or client.block.waiter.done:
+            return False
+        if reply is not None:
+            client.block.on_timeout = reply
+        client.timed_out = True
+        self._wake(client)
+        return True
+
     def _expire(self, now: float) -> None:
         timers = self.timers
         while timers and timers[0][0] <= now:

@@ -68,6 +68,10 @@ class Frontend:
         if conn is not None and self.reactor is not None:
             self.reactor._close(conn)
 
+    def unblock(self, client_id: int, reply: bytes | None) -> bool:
+        """CLIENT UNBLOCK of another connection (reactor.py)."""
+        return self.reactor is not None and self.reactor.unblock(client_id, reply)
+
     def remote_of(self, s: Session) -> str:
         conn = self.connections.get(s.id)
         return conn.remote if conn is not None else ""

@@ -49,7 +49,6 @@ EXCLUDED = {
     "RANDOMKEY: Lazy-expire should not be wrapped in MULTI/EXEC": _REPL,
     "SET - use KEEPTTL option, TTL should not be removed after loadaof": _AOF,
     "GETEX use of PERSIST option should remove TTL after loadaof": _AOF,
-    "client unblock tests": "CLIENT UNBLOCK is not implemented here",
     "Is a ziplist encoded Hash promoted on big payload?": "DEBUG OBJECT: a value's encoding",
     "Hash ziplist of various encodings": _DUMP,
     "Hash ziplist of various encodings - sanitize dump": _DUMP,
