@@ -39,23 +39,26 @@ def memtoull(raw: bytes) -> int | None:
 # -- CONFIG GET / SET -------------------------------------------------------------------------
 
 
-def _number(low: int, high: int, parse: Callable[[bytes], int | None]) -> Callable[[bytes], str]:
-    def check(raw: bytes) -> str:
+Check = Callable[[bytes], "bytes | str"]  # the value as CONFIG GET shows it, or why not
+
+
+def _number(low: int, high: int, parse: Callable[[bytes], int | None]) -> Check:
+    def check(raw: bytes) -> bytes | str:
         value = parse(raw)
         if value is None:
             return "argument couldn't be parsed into an integer"
         if not low <= value <= high:
             return f"argument must be between {low} and {high} inclusive"
-        return ""
+        return b"%d" % value  # 1k reads back as 1000
 
     return check
 
 
-def _save(raw: bytes) -> str:
-    return "" if raw == b"" else "this server persists by its log, not by RDB snapshots"
+def _save(raw: bytes) -> bytes | str:
+    return raw if raw == b"" else "this server persists by its log, not by RDB snapshots"
 
 
-def _fixed(raw: bytes) -> str:
+def _fixed(raw: bytes) -> bytes | str:
     return "can't set immutable config"
 
 
@@ -63,7 +66,7 @@ def _fixed(raw: bytes) -> str:
 class Setting:
     names: tuple[bytes, ...]  # the name and Redis 7.0's alias for it
     default: bytes
-    check: Callable[[bytes], str]  # "" when the value is acceptable, else why not
+    check: Check
 
 
 # Redis 7.0's values of the parameters clients and test suites read; those this server cannot
@@ -114,12 +117,12 @@ def _config_set(s: Session, argv: list[bytes]) -> bytes:
         name = raw_name.decode("utf-8", "surrogateescape")
         if setting is None:
             raise ReplyError(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
-        why = "duplicate parameter" if setting.names[0] in staged else setting.check(value)
-        if why:
+        checked = "duplicate parameter" if setting.names[0] in staged else setting.check(value)
+        if isinstance(checked, str):
             raise ReplyError(
-                f"ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                f"ERR CONFIG SET failed (possibly related to argument '{name}') - {checked}"
             )
-        staged[setting.names[0]] = value
+        staged[setting.names[0]] = checked
     s.fe.settings.update(staged)  # all or nothing, as Redis 7.0
     return OK
 
@@ -142,8 +145,9 @@ def _function_flush(s: Session, argv: list[bytes]) -> bytes:
     if len(argv) == 3 and argv[2].lower() not in (b"sync", b"async"):
         raise ReplyError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
     if len(argv) > 3:
+        sub = argv[1].decode("utf-8", "surrogateescape")
         raise ReplyError(
-            "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP."
+            f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try FUNCTION HELP."
         )
     return OK
 

@@ -165,8 +165,9 @@ _UNBLOCK_REPLY = {b"timeout": None, b"error": UNBLOCKED}  # None: the command's 
 
 def _unblock(s: Session, argv: list[bytes]) -> bytes:
     if len(argv) > 4:
+        sub = argv[1].decode("utf-8", "surrogateescape")
         raise ReplyError(
-            "ERR unknown subcommand or wrong number of arguments for 'unblock'. Try CLIENT HELP."
+            f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."
         )
     reason = argv[3].lower() if len(argv) == 4 else b"timeout"
     if reason not in _UNBLOCK_REPLY:
