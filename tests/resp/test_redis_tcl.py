@@ -30,15 +30,12 @@ RUN_TIMEOUT = 420  # seconds for the whole run against one server; ours takes ~9
 _RELOAD = "DEBUG RELOAD: saves an RDB and loads it back; ours persists by its log, read at start"
 _REPL = "reads the replication stream (SYNC via attach_to_replication_stream): no replication here"
 _DUMP = "DUMP/RESTORE: Redis's RDB serialization of a value, not implemented here"
-_SORT = "SORT ... STORE: SORT is not implemented here"
 _AOF = "CONFIG SET appendonly + DEBUG LOADAOF: Redis's AOF rewrite and reload"
 
 # test name -> why ours cannot pass it (the names as the suite prints them)
 EXCLUDED = {
     "Test LPUSH and LPOP on plain nodes": _RELOAD,
     "Check if list is still ok after a DEBUG RELOAD - quicklist": _RELOAD,
-    "BLPOP when result key is created by SORT..STORE": _SORT,
-    "BLMPOP_LEFT when result key is created by SORT..STORE": _SORT,
     "BLMPOP propagate as pop with count command to replica": _REPL,
     "LMPOP propagate as pop with count command to replica": _REPL,
     "List ziplist of various encodings": _DUMP,

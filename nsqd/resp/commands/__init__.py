@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (they register themselves)
     mpop,
     pubsub,
     sets,
+    sort,
     streams,
     strings,
     transactions,
