@@ -27,15 +27,12 @@ OPTIONS = ["--singledb", "--ignore-encoding", "--ignore-digest", "--tags", "-res
 REDIS_FLAGS = ("--enable-debug-command", "yes")  # as the suite's own tests/assets/default.conf
 RUN_TIMEOUT = 420  # seconds for the whole run against one server; ours takes ~90 on 2 cores
 
-_RELOAD = "DEBUG RELOAD: saves an RDB and loads it back; ours persists by its log, read at start"
 _REPL = "reads the replication stream (SYNC via attach_to_replication_stream): no replication here"
 _DUMP = "DUMP/RESTORE: Redis's RDB serialization of a value, not implemented here"
 _AOF = "CONFIG SET appendonly + DEBUG LOADAOF: Redis's AOF rewrite and reload"
 
 # test name -> why ours cannot pass it (the names as the suite prints them)
 EXCLUDED = {
-    "Test LPUSH and LPOP on plain nodes": _RELOAD,
-    "Check if list is still ok after a DEBUG RELOAD - quicklist": _RELOAD,
     "BLMPOP propagate as pop with count command to replica": _REPL,
     "LMPOP propagate as pop with count command to replica": _REPL,
     "List ziplist of various encodings": _DUMP,

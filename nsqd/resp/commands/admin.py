@@ -1,6 +1,8 @@
 """What Redis's own test suite asks of a server around its tests: CONFIG GET/SET of the
-settings that exist here, FUNCTION FLUSH, MEMORY USAGE, and the cheap DEBUG subcommands (with
---resp-enable-debug-command, as Redis's enable-debug-command).
+settings that exist here, FUNCTION FLUSH, MEMORY USAGE, and the DEBUG subcommands that mean
+something here (with --resp-enable-debug-command, as Redis's enable-debug-command): SLEEP,
+SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD (accepted: memory layout only), RELOAD (a
+round trip of the dataset through the log).
 
 The encoding knobs (list-max-listpack-size, list-compress-depth, hash-max-listpack-*) only
 choose how Redis packs small values in memory; no reply depends on them, so they are kept,
@@ -17,6 +19,7 @@ from fnmatch import fnmatchcase
 
 from protocol.resp.codec import OK, bulk, integer, string2ll
 
+from ..persist import read_records
 from ..zset import ZSet
 from .registry import SYNTAX, ReplyError, Session, command, container, integer_arg, wrong_arity
 
@@ -188,9 +191,27 @@ def _debug_packed_threshold(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
+def _debug_reload(s: Session, argv: list[bytes]) -> bytes:
+    """Redis saves an RDB and loads it back; here the log is rewritten from the dataset
+    (fsynced), the dataset emptied and rebuilt from the log, as a restart would."""
+    fe = s.fe
+    fe.log.rewrite()
+    records, _, _ = read_records(fe.log.path.read_bytes())
+    fe.ks.loading = True  # nothing recorded, nothing expires
+    try:
+        for db in fe.ks.dbs:
+            db.flush()
+        for rec in records:
+            fe.ks.apply(rec)
+    finally:
+        fe.ks.loading = False
+    return OK
+
+
 # name -> (handler, exact argc); DEBUG's arity errors name the subcommand
 _DEBUG = {
     b"sleep": (_debug_sleep, 3),
+    b"reload": (_debug_reload, 2),
     b"set-active-expire": (_debug_set_active_expire, 3),
     b"quicklist-packed-threshold": (_debug_packed_threshold, 3),
 }
