@@ -51,6 +51,10 @@ def test_debug_reload_keeps_every_type_and_database(ours) -> None:
     assert r.get("other-db") == b"here"
     r.select(0)
     r.rpush("l", "after")  # the log goes on after the rewrite: a restart sees it all
+    r.set("s", "v2", keepttl=True)
+    assert r.execute_command("DEBUG", "LOADAOF") == b"OK"  # the log as it is, replayed
+    assert r.lrange("l", -2, -1) == [b"x" * 5000, b"after"] and r.get("s") == b"v2"
+    assert r.pttl("s") > 590_000
     r.close()
     assert server.stop() == 0
     server = ours.start("--resp-enable-debug-command", data=server.data)

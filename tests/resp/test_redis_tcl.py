@@ -29,7 +29,6 @@ RUN_TIMEOUT = 420  # seconds for the whole run against one server; ours takes ~9
 
 _REPL = "reads the replication stream (SYNC via attach_to_replication_stream): no replication here"
 _DUMP = "DUMP/RESTORE: Redis's RDB serialization of a value, not implemented here"
-_AOF = "CONFIG SET appendonly + DEBUG LOADAOF: Redis's AOF rewrite and reload"
 
 # test name -> why ours cannot pass it (the names as the suite prints them)
 EXCLUDED = {
@@ -41,8 +40,6 @@ EXCLUDED = {
     "GETEX propagate as to replica as PERSIST, DEL, or nothing": _REPL,
     "SCAN: Lazy-expire should not be wrapped in MULTI/EXEC": _REPL,
     "RANDOMKEY: Lazy-expire should not be wrapped in MULTI/EXEC": _REPL,
-    "SET - use KEEPTTL option, TTL should not be removed after loadaof": _AOF,
-    "GETEX use of PERSIST option should remove TTL after loadaof": _AOF,
     "Is a ziplist encoded Hash promoted on big payload?": "DEBUG OBJECT: a value's encoding",
     "Hash ziplist of various encodings": _DUMP,
     "Hash ziplist of various encodings - sanitize dump": _DUMP,

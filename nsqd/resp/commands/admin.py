@@ -1,8 +1,8 @@
 """What Redis's own test suite asks of a server around its tests: CONFIG GET/SET of the
 settings that exist here, FUNCTION FLUSH, MEMORY USAGE, and the DEBUG subcommands that mean
 something here (with --resp-enable-debug-command, as Redis's enable-debug-command): SLEEP,
-SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD (accepted: memory layout only), RELOAD (a
-round trip of the dataset through the log).
+SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD (accepted: memory layout only), RELOAD and
+LOADAOF (a round trip of the dataset through the log).
 
 The encoding knobs (list-max-listpack-size, list-compress-depth, hash-max-listpack-*) only
 choose how Redis packs small values in memory; no reply depends on them, so they are kept,
@@ -61,8 +61,17 @@ def _save(raw: bytes) -> bytes | str:
     return raw if raw == b"" else "this server persists by its log, not by RDB snapshots"
 
 
-def _fixed(raw: bytes) -> bytes | str:
+def _immutable(raw: bytes) -> bytes | str:
     return "can't set immutable config"
+
+
+def _fixed(value: bytes) -> Check:
+    """A parameter Redis can change and this server cannot: setting it to what it is works."""
+
+    def check(raw: bytes) -> bytes | str:
+        return raw if raw.lower() == value else f"only '{value.decode()}' is supported here"
+
+    return check
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +84,13 @@ class Setting:
 # Redis 7.0's values of the parameters clients and test suites read; those this server cannot
 # change are fixed (every write is logged here, hence appendonly yes)
 FIXED = {
-    "appendfsync": "everysec", "appendonly": "yes", "databases": "16", "hz": "10",
+    "appendfsync": "everysec", "appendonly": "yes", "hz": "10",
     "maxclients": "10000", "maxmemory": "0", "maxmemory-policy": "noeviction",
-    "notify-keyspace-events": "", "port": "6379", "set-max-intset-entries": "512",
+    "notify-keyspace-events": "", "set-max-intset-entries": "512",
     "timeout": "0", "zset-max-listpack-entries": "128", "zset-max-listpack-value": "64",
     "zset-max-ziplist-entries": "128", "zset-max-ziplist-value": "64",
 }  # fmt: skip
+IMMUTABLE = {"databases": "16", "port": "6379"}  # set at start in Redis too
 SETTINGS = (
     Setting((b"list-max-listpack-size", b"list-max-ziplist-size"), b"-2",
             _number(-(2**31), INT_MAX, string2ll)),
@@ -90,7 +100,9 @@ SETTINGS = (
     Setting((b"hash-max-listpack-value", b"hash-max-ziplist-value"), b"64",
             _number(0, LONG_MAX, memtoull)),
     Setting((b"save",), b"", _save),
-    *(Setting((name.encode(),), value.encode(), _fixed) for name, value in FIXED.items()),
+    *(Setting((name.encode(),), value.encode(), _fixed(value.encode()))
+      for name, value in FIXED.items()),
+    *(Setting((name.encode(),), value.encode(), _immutable) for name, value in IMMUTABLE.items()),
 )  # fmt: skip
 BY_NAME = {name: setting for setting in SETTINGS for name in setting.names}
 
@@ -194,8 +206,18 @@ def _debug_packed_threshold(s: Session, argv: list[bytes]) -> bytes:
 def _debug_reload(s: Session, argv: list[bytes]) -> bytes:
     """Redis saves an RDB and loads it back; here the log is rewritten from the dataset
     (fsynced), the dataset emptied and rebuilt from the log, as a restart would."""
+    s.fe.log.rewrite()
+    return _replay(s)
+
+
+def _debug_loadaof(s: Session, argv: list[bytes]) -> bytes:
+    """Redis flushes its AOF and loads it back; here the log is the append-only file."""
+    s.fe.log.flush()
+    return _replay(s)
+
+
+def _replay(s: Session) -> bytes:
     fe = s.fe
-    fe.log.rewrite()
     records, _, _ = read_records(fe.log.path.read_bytes())
     fe.ks.loading = True  # nothing recorded, nothing expires
     try:
@@ -212,6 +234,7 @@ def _debug_reload(s: Session, argv: list[bytes]) -> bytes:
 _DEBUG = {
     b"sleep": (_debug_sleep, 3),
     b"reload": (_debug_reload, 2),
+    b"loadaof": (_debug_loadaof, 2),
     b"set-active-expire": (_debug_set_active_expire, 3),
     b"quicklist-packed-threshold": (_debug_packed_threshold, 3),
 }
