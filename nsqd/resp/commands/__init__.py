@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (they register themselves)
     lists,
     mpop,
     pubsub,
+    scripting,
     sets,
     sort,
     streams,
