@@ -7,9 +7,11 @@ here. tclsh 8.6 is installed by scripts/install_redis.sh; a missing tclsh fails 
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -103,7 +105,7 @@ def start_run(workdir: Path, port: int, extra: list[str]) -> subprocess.Popen[st
     argv += [*OPTIONS, *units, "--baseport", str(base), *extra]
     return subprocess.Popen(
         argv, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={"PATH": "/usr/bin:/bin", "TERM": "dumb"},
+        env={"PATH": "/usr/bin:/bin", "TERM": "dumb"}, start_new_session=True,
     )  # fmt: skip
 
 
@@ -111,7 +113,7 @@ def finish(run: subprocess.Popen[str]) -> str:
     try:
         output, _ = run.communicate(timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
-        run.kill()
+        os.killpg(run.pid, signal.SIGKILL)  # the harness and the test client it started
         output, _ = run.communicate()
         output += f"\n(killed after {RUN_TIMEOUT}s)"
     return output
@@ -140,13 +142,15 @@ def test_redis_tcl_units(tmp_path: Path, ours: Any) -> None:
     mine = ours.start("--resp-enable-debug-command")
     skipfile = tmp_path / "excluded.txt"
     skipfile.write_text("".join(f"{name}\n" for name in EXCLUDED))
+    runs: list[subprocess.Popen[str]] = []
     try:
-        runs = [
-            start_run(tmp_path / "redis", redis.port, []),
-            start_run(tmp_path / "ours", mine.port, ["--skipfile", str(skipfile)]),
-        ]
+        runs.append(start_run(tmp_path / "redis", redis.port, []))
+        runs.append(start_run(tmp_path / "ours", mine.port, ["--skipfile", str(skipfile)]))
         want_out, got_out = (finish(run) for run in runs)
     finally:
+        for run in runs:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
         redis.stop()
     want, got = parse(want_out), parse(got_out)
     for unit in UNITS:
