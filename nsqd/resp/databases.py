@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from . import watch
 from .keyspace import Keyspace, Record, Value
 
 COUNT = 16  # Redis's default `databases`
@@ -80,7 +81,7 @@ class Databases:
     # -- what the commands, the expiry task and the log call -------------------------------
 
     def unwatch(self, session: object) -> None:
-        self.dbs[0].unwatch(session)  # each watched key knows its own database
+        watch.unwatch(session)  # each watched key knows its own database
 
     def flush_all(self) -> None:
         """FLUSHALL: every database that holds keys (each logs its own flush)."""

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Union
 
-from . import records
+from . import records, watch
 from .stream import Stream, StreamID, format_id
 from .zset import ZSet
 
@@ -68,43 +68,9 @@ class Keyspace:
         if self.loading:
             return
         if self.watchers:
-            self._touch(rec)
+            watch.touch(self, rec)
         if self.record is not None:
             self.record(rec)
-
-    # -- WATCH ---------------------------------------------------------------------------
-
-    def watch(self, session: object, keys: list[bytes]) -> None:
-        for key in keys:
-            self.watchers.setdefault(key, set()).add(session)
-            session.watching.add((self, key))  # type: ignore[attr-defined]
-
-    def unwatch(self, session: object) -> None:
-        """Forget every key the session WATCHes, in whichever database it watched it."""
-        watching: set[tuple[Keyspace, bytes]] = session.watching  # type: ignore[attr-defined]
-        for ks, key in watching:
-            sessions = ks.watchers.get(key)
-            if sessions is not None:
-                sessions.discard(session)
-                if not sessions:
-                    del ks.watchers[key]
-        watching.clear()
-        session.dirty = False  # type: ignore[attr-defined]
-
-    def _touch(self, rec: Record) -> None:
-        """A change to a WATCHed key spoils its watchers' next EXEC."""
-        op = rec[0]
-        if op == b"FLUSHALL":
-            keys: Iterable[bytes] = list(self.watchers)
-        elif op == b"DEL":
-            keys = rec[1:]
-        elif op == b"RENAME":
-            keys = rec[1:3]
-        else:
-            keys = rec[1:2]
-        for key in keys:
-            for session in self.watchers.get(key, ()):
-                session.dirty = True
 
     # -- lookups (lazy expiry) -----------------------------------------------------------
 

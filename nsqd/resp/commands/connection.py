@@ -7,7 +7,8 @@ from __future__ import annotations
 import hmac
 import time
 
-from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, PROTOCOLS, array, bulk, integer, raw_array
+from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
+from protocol.resp.replies import PROTOCOLS
 
 from .. import info as info_text
 from .clients import setname

@@ -12,7 +12,8 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from protocol.resp.codec import RESP2, ReplyError, Resp2, string2ll
+from protocol.resp.codec import ReplyError, string2ll
+from protocol.resp.replies import RESP2, Resp2
 
 from .. import longdouble
 from ..keyspace import WRONGTYPE, Keyspace, WrongType

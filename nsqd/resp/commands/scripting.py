@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from protocol.resp.codec import OK, RESP2, bulk, integer, string2ll
+from protocol.resp.codec import OK, bulk, integer, string2ll
+from protocol.resp.replies import RESP2
 
 from .registry import TABLE, Block, ReplyError, Session, command, container, run
 

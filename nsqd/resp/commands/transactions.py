@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from protocol.resp.codec import OK, raw_array
 
+from .. import watch as watching
 from .registry import Block, ReplyError, Session, command, run
 
 
@@ -24,7 +25,7 @@ def exec_(s: Session, argv: list[bytes]) -> bytes:
         raise ReplyError("ERR EXEC without MULTI")
     queued, failed, dirty = s.multi, s.multi_failed, s.dirty
     s.multi, s.multi_failed = None, False
-    s.ks.unwatch(s)
+    watching.unwatch(s)
     if failed:
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
     if dirty:
@@ -41,7 +42,7 @@ def discard(s: Session, argv: list[bytes]) -> bytes:
     if s.multi is None:
         raise ReplyError("ERR DISCARD without MULTI")
     s.multi, s.multi_failed = None, False
-    s.ks.unwatch(s)
+    watching.unwatch(s)
     return OK
 
 
@@ -49,11 +50,11 @@ def discard(s: Session, argv: list[bytes]) -> bytes:
 def watch(s: Session, argv: list[bytes]) -> bytes:
     if s.multi is not None:
         raise ReplyError("ERR WATCH inside MULTI is not allowed")
-    s.ks.watch(s, argv[1:])
+    watching.watch(s.ks, s, argv[1:])
     return OK
 
 
 @command("unwatch", 1)
 def unwatch(s: Session, argv: list[bytes]) -> bytes:
-    s.ks.unwatch(s)
+    watching.unwatch(s)
     return OK

@@ -1,0 +1,46 @@
+"""WATCH's bookkeeping: each keyspace maps a watched key to its sessions, each session holds
+its (keyspace, key) pairs, and a logged change to a watched key (a write, a pop, a DEL, an
+expiry, a FLUSHALL, a RENAME's two keys) marks those sessions dirty, so their EXEC answers
+the null array."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .keyspace import Keyspace, Record
+
+
+def watch(ks: Keyspace, session: Any, keys: list[bytes]) -> None:
+    for key in keys:
+        ks.watchers.setdefault(key, set()).add(session)
+        session.watching.add((ks, key))
+
+
+def unwatch(session: Any) -> None:
+    """Forget every key the session WATCHes, in whichever database it watched it."""
+    for ks, key in session.watching:
+        sessions = ks.watchers.get(key)
+        if sessions is not None:
+            sessions.discard(session)
+            if not sessions:
+                del ks.watchers[key]
+    session.watching.clear()
+    session.dirty = False
+
+
+def touch(ks: Keyspace, rec: Record) -> None:
+    """A change to a WATCHed key spoils its watchers' next EXEC."""
+    op = rec[0]
+    if op == b"FLUSHALL":
+        keys: Iterable[bytes] = list(ks.watchers)
+    elif op == b"DEL":
+        keys = rec[1:]
+    elif op == b"RENAME":
+        keys = rec[1:3]
+    else:
+        keys = rec[1:2]
+    for key in keys:
+        for session in ks.watchers.get(key, ()):
+            session.dirty = True
