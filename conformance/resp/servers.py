@@ -48,7 +48,8 @@ class Server:
         return nsqd_process.log_tail(self.log_path, 40)
 
 
-def start_redis(workdir: Path, password: str = "") -> Server:
+def start_redis(workdir: Path, password: str = "", *extra: str) -> Server:
+    """`extra`: more --name value arguments (Redis's own test suite wants DEBUG enabled)."""
     port = nsqd_process.free_port()
     argv = [
         redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -56,6 +57,7 @@ def start_redis(workdir: Path, password: str = "") -> Server:
     ]  # fmt: skip
     if password:
         argv += ["--requirepass", password]
+    argv += extra
     log_path = workdir / f"redis-{port}.log"
     proc = nsqd_process.launch(argv, log_path)
     if not nsqd_process.wait_accepting(proc, port, 15):

@@ -340,6 +340,13 @@ FLAGS: list[Flag] = [
         EXTENSIONS,
     ),
     Flag(
+        "resp-enable-debug-command",
+        "bool",
+        False,
+        "allow the Redis DEBUG command (Redis's enable-debug-command; its test suite needs it)",
+        EXTENSIONS,
+    ),
+    Flag(
         "resp-expiry-topic",
         "str",
         "",

@@ -82,16 +82,21 @@ class Expirer:
         self.ks = keyspace
         self.after_pass = after_pass  # write the DEL records, serve nothing else
         self._wakeup = trio.Event()
+        self.active = True  # DEBUG SET-ACTIVE-EXPIRE 0: keys expire only when read
         keyspace.deadline_moved = self._wake
 
     def _wake(self) -> None:
         self._wakeup.set()
 
+    def set_active(self, active: bool) -> None:
+        self.active = active
+        self._wake()
+
     async def run(self) -> None:
         ks = self.ks
         while True:
             self._wakeup = trio.Event()
-            deadline = ks.next_deadline()
+            deadline = ks.next_deadline() if self.active else None
             if deadline is None:
                 await self._wakeup.wait()
                 continue

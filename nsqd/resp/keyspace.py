@@ -316,6 +316,8 @@ class Keyspace:
             self.expires[dst] = when
             heapq.heappush(self._heap, (when, dst))
         self._log((b"RENAME", src, dst))
+        if dst in self.watched:  # a list moved into place serves clients blocked on dst
+            self.ready.append((self, dst))
 
     def delete(self, keys: Iterable[bytes]) -> int:
         gone = [k for k in keys if self.get(k) is not None and self._remove(k) is None]

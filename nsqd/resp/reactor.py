@@ -220,6 +220,18 @@ class Reactor(EpollReactor):
         self.runnable.append(client)
         self.wake()
 
+    def unblock(self, client_id: int, reply: bytes | None) -> bool:
+        """CLIENT UNBLOCK: a parked client answers now, through the timeout path (with its
+        command's timeout reply, or `reply`); False when it is not parked."""
+        client = self.fe.connections.get(client_id)
+        if client is None or client.block is None or client.block.waiter.done:
+            return False
+        if reply is not None:
+            client.block.on_timeout = reply
+        client.timed_out = True
+        self._wake(client)
+        return True
+
     def _resume(self, client: Client) -> None:
         blk = client.block
         if blk is not None:

@@ -74,7 +74,7 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
 
 
 def apply(ks: Keyspace, rec: Record) -> None:
-    """Redo one logged change (persist.py's replay; ks.loading is set)."""
+    """Redo one logged change (storage/resp_log.py's replay; ks.loading is set)."""
     redo = REDO.get(rec[0])
     if redo is None:
         raise ValueError(f"unknown record {rec[0]!r}")

@@ -33,6 +33,10 @@ class KeyspaceLog(Protocol):
         """Write the changes gathered so far (before their replies are sent)."""
         ...
 
+    def replay(self, keyspace: Databases) -> int:
+        """Apply the log as it is on disk to `keyspace` again (DEBUG RELOAD, LOADAOF)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -52,6 +56,7 @@ class Frontend:
         self.expirer = Expirer(self.ks, self.log.flush)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
+        self.settings: dict[bytes, bytes] = {}  # CONFIG SET's values (commands/admin.py)
         self.connections: dict[int, Client] = {}  # by session id
         self.channels: dict[bytes, set[Session]] = {}  # pub/sub: channel -> subscribers
         self.patterns: dict[bytes, set[Session]] = {}
@@ -84,6 +89,10 @@ class Frontend:
         conn = self.connections.get(client_id)
         if conn is not None and self.reactor is not None:
             self.reactor._close(conn)
+
+    def unblock(self, client_id: int, reply: bytes | None) -> bool:
+        """CLIENT UNBLOCK of another connection (reactor.py)."""
+        return self.reactor is not None and self.reactor.unblock(client_id, reply)
 
     def remote_of(self, s: Session) -> str:
         conn = self.connections.get(s.id)

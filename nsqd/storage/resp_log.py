@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ..log import log
-from .records import RecordLog, legacy_framing
+from .records import RecordLog, legacy_framing, read
 
 FILE = "resp.log"
 REWRITE_MIN = 64 * 1024 * 1024
@@ -84,20 +84,21 @@ class RespLog:
         records were applied. A file in the old framing is rewritten at once."""
         self.keyspace = keyspace
         scan = self._log.load()
-        keyspace.loading = True
-        try:
-            for payload in scan.payloads:
-                try:
-                    keyspace.apply(decode(payload))
-                except (ValueError, IndexError, KeyError, TypeError, struct.error) as exc:
-                    log.error("RESP: %s: skipping a record that does not apply - %s", FILE, exc)
-        finally:
-            keyspace.loading = False
+        _apply(keyspace, scan.payloads)
         self._base = scan.end
         if scan.legacy:
             self.rewrite()
         keyspace.record = self.record
         return len(scan.payloads)
+
+    def replay(self, keyspace: Replayable) -> int:
+        """The log as it is on disk applied again to `keyspace` (emptied by the caller; Redis's
+        DEBUG RELOAD / LOADAOF: what a restart would rebuild); how many records."""
+        self._log.flush()
+        with open(self.path, "rb") as f:
+            payloads = read(f.read(), FILE).payloads
+        _apply(keyspace, payloads)
+        return len(payloads)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -129,3 +130,17 @@ class RespLog:
     def close(self) -> None:
         """Clean stop: everything written and fsynced."""
         self._log.close()
+
+
+def _apply(keyspace: Replayable, payloads: list[bytes]) -> None:
+    """Replay records into `keyspace` (nothing recorded, nothing expires meanwhile); a record
+    that does not apply is skipped with a log line."""
+    keyspace.loading = True
+    try:
+        for payload in payloads:
+            try:
+                keyspace.apply(decode(payload))
+            except (ValueError, IndexError, KeyError, TypeError, struct.error) as exc:
+                log.error("RESP: %s: skipping a record that does not apply - %s", FILE, exc)
+    finally:
+        keyspace.loading = False

@@ -1,6 +1,7 @@
 """The RESP commands by family; importing this package fills registry.TABLE."""
 
 from . import (  # noqa: F401  (they register themselves)
+    admin,
     clients,
     connection,
     hashes,
@@ -10,6 +11,7 @@ from . import (  # noqa: F401  (they register themselves)
     pubsub,
     scripting,
     sets,
+    sort,
     streams,
     strings,
     transactions,

@@ -1,6 +1,7 @@
 """CLIENT as Redis 7.0 answers it, as far as clients and queue libraries use it: SETNAME,
 GETNAME, ID, INFO and LIST (Redis's line layout; the memory and buffer fields are 0 here),
-KILL (the old `addr` form and the filters ID/ADDR/LADDR/TYPE/USER/SKIPME), NO-EVICT, HELP;
+KILL (the old `addr` form and the filters ID/ADDR/LADDR/TYPE/USER/SKIPME), UNBLOCK, NO-EVICT,
+HELP;
 SETINFO (Redis 7.2's, sent by redis-py on connect) is accepted."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable
 
 from protocol.resp.codec import OK, integer, string2ll
 
-from .registry import SYNTAX, ReplyError, Session, container
+from .registry import SYNTAX, ReplyError, Session, container, integer_arg
 
 TYPES = {b"normal", b"master", b"slave", b"replica", b"pubsub"}
 
@@ -158,6 +159,23 @@ CLIENT_HELP = [
     b"SETINFO <LIB-NAME|LIB-VER> <value>", b"    Accepted and ignored.",
 ]  # fmt: skip
 
+UNBLOCKED = b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+_UNBLOCK_REPLY = {b"timeout": None, b"error": UNBLOCKED}  # None: the command's timeout reply
+
+
+def _unblock(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) > 4:
+        sub = argv[1].decode("utf-8", "surrogateescape")
+        raise ReplyError(
+            f"ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."
+        )
+    reason = argv[3].lower() if len(argv) == 4 else b"timeout"
+    if reason not in _UNBLOCK_REPLY:
+        raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    client_id = integer_arg(argv[2])
+    return integer(int(s.fe.unblock(client_id, _UNBLOCK_REPLY[reason])))
+
+
 container(
     "client",
     {
@@ -168,6 +186,7 @@ container(
         "info": (_info, 2),
         "list": (_list, -2),
         "kill": (_kill, -3),
+        "unblock": (_unblock, -3),
         "no-evict": (lambda s, a: OK, 3),
         "help": (lambda s, a: b"+" + b"\r\n+".join(CLIENT_HELP) + b"\r\n", 2),
     },

@@ -1,13 +1,11 @@
 """What clients send on connect and to manage their connection: PING, ECHO, SELECT, QUIT,
 AUTH (with --resp-password), HELLO (2 or 3: the session's reply types), TIME,
-COMMAND, INFO, CONFIG GET (Redis 7.0's defaults of the parameters clients and test suites read;
-every write is logged here, hence appendonly yes)."""
+COMMAND, INFO (CONFIG is in admin.py)."""
 
 from __future__ import annotations
 
 import hmac
 import time
-from fnmatch import fnmatchcase
 
 from protocol.resp.codec import EMPTY_ARRAY, OK, PONG, array, bulk, integer, raw_array
 from protocol.resp.replies import PROTOCOLS
@@ -195,45 +193,3 @@ def time_(s: Session, argv: list[bytes]) -> bytes:
 @command("info", -1)
 def info(s: Session, argv: list[bytes]) -> bytes:
     return s.enc.verbatim(info_text.render(s.fe, argv[1:]))
-
-
-CONFIG = {
-    "appendfsync": "everysec", "appendonly": "yes", "databases": "16",
-    "hash-max-listpack-entries": "512", "hash-max-listpack-value": "64",
-    "hash-max-ziplist-entries": "512", "hash-max-ziplist-value": "64", "hz": "10",
-    "list-max-listpack-size": "-2", "list-max-ziplist-size": "-2",
-    "maxclients": "10000", "maxmemory": "0", "maxmemory-policy": "noeviction",
-    "notify-keyspace-events": "", "port": "6379", "save": "",
-    "set-max-intset-entries": "512",
-    "timeout": "0", "zset-max-listpack-entries": "128", "zset-max-listpack-value": "64",
-    "zset-max-ziplist-entries": "128", "zset-max-ziplist-value": "64",
-}  # fmt: skip
-
-
-def _config_get(s: Session, argv: list[bytes]) -> bytes:
-    """Every parameter some pattern matches, once each (Redis 7.0 takes several patterns)."""
-    found: dict[str, str] = {}  # the name as replied -> its value
-    for raw in argv[2:]:
-        pattern = raw.decode("latin-1")
-        if not any(c in pattern for c in "*?["):  # a plain name comes back as it was given
-            if pattern.lower() in CONFIG:
-                found.setdefault(pattern, CONFIG[pattern.lower()])
-            continue
-        for k, v in CONFIG.items():
-            if fnmatchcase(k, pattern.lower()):
-                found.setdefault(k, v)
-    return s.enc.map([bulk(x.encode()) for kv in found.items() for x in kv])
-
-
-def _config_set(s: Session, argv: list[bytes]) -> bytes:
-    raise ReplyError("ERR CONFIG SET is not supported here")
-
-
-container(
-    "config",
-    {
-        "get": (_config_get, -3),
-        "set": (_config_set, -4),
-        "resetstat": (lambda s, a: OK, 2),
-    },
-)

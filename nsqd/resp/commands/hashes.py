@@ -1,13 +1,26 @@
 """Hashes (seed 003): HSET/HMSET, HGET, HGETALL, HDEL, HLEN, HEXISTS; and (issue 29) HSETNX
-HMGET HKEYS HVALS HSTRLEN HINCRBY HINCRBYFLOAT."""
+HMGET HKEYS HVALS HSTRLEN HINCRBY HINCRBYFLOAT; HRANDFIELD (Redis's own hash suite uses it)."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, string2ll
+import random
+
+from protocol.resp.codec import (
+    EMPTY_ARRAY,
+    OK,
+    ONE,
+    ZERO,
+    array,
+    bulk,
+    integer,
+    raw_array,
+    string2ll,
+)
 
 from .keys import scan_all
 from .registry import (
     NOT_FLOAT,
+    SYNTAX,
     ReplyError,
     Session,
     add_float,
@@ -128,3 +141,38 @@ def hincrbyfloat(s: Session, argv: list[bytes]) -> bytes:
 def hscan(s: Session, argv: list[bytes]) -> bytes:
     h = s.ks.get_hash(argv[1]) or {}
     return scan_all(argv, [(f, [f, v]) for f, v in h.items()])
+
+
+_LONG_MAX = 2**63 - 1
+
+
+@command("hrandfield", -2)
+def hrandfield(s: Session, argv: list[bytes]) -> bytes:
+    """Redis 7.0's: one field (or null); with a count, that many distinct fields (the whole
+    hash when it has no more), or with a negative count that many drawn with repeats."""
+    if len(argv) == 2:
+        h = s.ks.get_hash(argv[1])
+        return s.enc.bulk(None if h is None else random.choice(list(h)))
+    count = integer_arg(argv[2])
+    if count < -_LONG_MAX:
+        raise ReplyError(  # sic: Redis 7.0's wording
+            f"ERR value is out of range, value must between {-_LONG_MAX} and {_LONG_MAX}"
+        )
+    if len(argv) > 4 or (len(argv) == 4 and argv[3].lower() != b"withvalues"):
+        raise ReplyError(SYNTAX)
+    withvalues = len(argv) == 4
+    if withvalues and not -_LONG_MAX // 2 <= count <= _LONG_MAX // 2:
+        raise ReplyError("ERR value is out of range")
+    h = s.ks.get_hash(argv[1])
+    if h is None or count == 0:
+        return EMPTY_ARRAY
+    fields = list(h)
+    if count < 0:
+        picked = random.choices(fields, k=-count)
+    else:
+        picked = fields if count >= len(fields) else random.sample(fields, count)
+    if not withvalues:
+        return array(picked)
+    if s.enc.version == 3:  # RESP3: a [field, value] pair each
+        return raw_array([array([f, h[f]]) for f in picked])
+    return array([x for f in picked for x in (f, h[f])])
