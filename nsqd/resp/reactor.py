@@ -86,6 +86,19 @@ class Reactor(EpollReactor):
         self.fe.connections[client.session.id] = client
         self.watch(client)
 
+    def send_later(self, client: Client, data: bytes) -> None:
+        """`data` goes out with this pass's replies, after its log write (a pub/sub message
+        for another connection)."""
+        client.replies.append(data)
+        if not client.queued:
+            client.queued = True
+            self.to_send.append(client)
+            self.wake()  # from outside a pass: one comes soon
+
+    def end(self, client: Client) -> None:
+        """Close a connection at once, unanswered (CLIENT KILL)."""
+        self._close(client)
+
     def _close(self, client: Client) -> None:
         if client.closed:
             return

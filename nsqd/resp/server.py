@@ -76,19 +76,14 @@ class Frontend:
     def deliver(self, client_id: int, data: bytes) -> None:
         """A pub/sub message for another connection: sent with this pass's replies."""
         conn = self.connections.get(client_id)
-        reactor = self.reactor
-        if conn is None or reactor is None:
-            return
-        conn.replies.append(data)
-        if not conn.queued:
-            conn.queued = True
-            reactor.to_send.append(conn)
+        if conn is not None and self.reactor is not None:
+            self.reactor.send_later(conn, data)
 
     def kill(self, client_id: int) -> None:
         """CLIENT KILL of another connection: closed at once, unanswered."""
         conn = self.connections.get(client_id)
         if conn is not None and self.reactor is not None:
-            self.reactor._close(conn)
+            self.reactor.end(conn)
 
     def unblock(self, client_id: int, reply: bytes | None) -> bool:
         """CLIENT UNBLOCK of another connection (reactor.py)."""

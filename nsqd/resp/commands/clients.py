@@ -51,7 +51,7 @@ def _line(me: Session, s: Session, cmd: bytes) -> bytes:
         s.id,
         (conn.remote if conn is not None else "").encode(),
         laddr,
-        conn.fd if conn is not None else -1,
+        conn.socket.fd if conn is not None else -1,
         s.name,
         int(time.monotonic() - s.created),
         flags or b"N",
