@@ -56,7 +56,17 @@ class EpollReactor:
             self.ep.unregister(fd)
         except (OSError, ValueError):
             pass
+        if len(self.timers) > 64 + 2 * len(self.conns):
+            self._compact()
         return True
+
+    def _compact(self) -> None:
+        """Drop the entries that will only be skipped: each holds its connection, and a closed
+        or handed-over one (its buffers, its codec state) must not live on until its entry's
+        time (seconds of connections under churn). In place: the loop may be popping it."""
+        timers = self.timers
+        timers[:] = [t for t in timers if t[0] == t[2].due]
+        heapq.heapify(timers)
 
     def schedule(self, conn: Any, due: float) -> None:
         """Call `_expire(conn)` at `due`, unless an earlier call is already scheduled."""

@@ -61,6 +61,31 @@ _pack_header = MESSAGE_FRAME_HEADER.pack
 _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
 
 
+class _Ended(trio.abc.Stream):
+    """The stream and transport of a connection that ended: nothing to read, nothing sent."""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return b""
+
+    async def receive(self, max_bytes: int) -> bytes:
+        return b""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        raise trio.ClosedResourceError
+
+    async def send(self, data: bytes, limit: float) -> None:
+        raise trio.ClosedResourceError
+
+    async def wait_send_all_might_not_block(self) -> None:
+        raise trio.ClosedResourceError
+
+    async def aclose(self) -> None:
+        pass
+
+
+_ENDED = _Ended()
+
+
 def upgrades(negotiation: Negotiation | None) -> bool:
     """Whether an IDENTIFY's answer starts TLS or compression on the connection."""
     return negotiation is not None and (
@@ -298,6 +323,10 @@ class Client:
             self.ended()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await self.transport.aclose()
+            # This Client lives on while it owns in-flight messages (until they time out, as
+            # in nsqd): its stream layers must not (a deflate compressor alone is ~300 KiB).
+            self.stream = self.transport = _ENDED
+            self.tls_stream = None
 
     def ended(self) -> None:
         """Forget this connection everywhere (its socket is closed by the caller)."""

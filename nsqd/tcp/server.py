@@ -66,4 +66,3 @@ async def _accept(
         log.info("TCP: new client(%s)", client.remote_address)
         if not client.adopted():
             nursery.start_soon(guarded, client, client.run)
-
