@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from ..log import log
+from ..net.boundary import describe, guarded
 from ..net.transport import SocketTransport, Transport, transport_for
 from . import gonet, parser
 from .reactor import HTTPReactor
@@ -236,8 +237,8 @@ class Connection:
                 status, headers, body = await handler(request)
             except (trio.BrokenResourceError, trio.TooSlowError):
                 raise  # the client is gone or does not read: no answer to give
-            except Exception:
-                log.exception("HTTP: error in %s %s", request.method, request.path)
+            except Exception as exc:
+                log.error("HTTP: error in %s %s - %s", request.method, request.path, describe(exc))
                 status, headers, body = _INTERNAL_ERROR
             linger = conn.their_state is not _DONE and not await self._finish_body(request)
             if event.http_version == b"2.0":  # an HTTP/2 preface, answered as Go does, then closed
@@ -383,7 +384,8 @@ class Server:
         connections: trio.Nursery,
     ) -> None:
         async def handle(stream: trio.SocketStream) -> None:
-            await self._connection(stream, context)
+            # the boundary also covers what the connection's own handler cannot (its close)
+            await guarded("HTTP", self._connection, stream, context)
 
         await trio.serve_listeners(handle, [listener], handler_nursery=connections)
 
@@ -425,8 +427,8 @@ class Server:
                 await conn.run()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
             pass  # the client went away, or would not take its answer
-        except Exception:
-            log.exception("HTTP: connection from %s:%d", *client)
+        except Exception as exc:
+            log.error("HTTP: connection from %s:%d - %s", *client, describe(exc))
         finally:
             if conn is not None:
                 self._connections.discard(conn)

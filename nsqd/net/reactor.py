@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from ..log import log
+from .boundary import describe
 
 _IN = select.EPOLLIN
 SPIN_MAX_S = 100e-6
@@ -150,12 +151,16 @@ class EpollReactor:
                 continue
             try:
                 self._ready(conn, fd)
-            except Exception:  # one connection must never take the others down
-                log.exception("[%s] unexpected error", conn)
+            except Exception as exc:  # one connection must never take the others down
+                log.error("[%s] unexpected error - %s", conn, describe(exc))
                 self._fail(conn)
         timers = self.timers
         while timers and timers[0][0] <= now:
             due, _, conn = heapq.heappop(timers)
             if due == conn.due:  # else an entry superseded by an earlier one
                 conn.due = math.inf  # this entry is spent
-                self._expire(conn, now)
+                try:
+                    self._expire(conn, now)
+                except Exception as exc:  # a heartbeat's write, say: that connection ends
+                    log.error("[%s] unexpected error - %s", conn, describe(exc))
+                    self._fail(conn)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..log import log
+from ..net.boundary import describe
 from .blocking import Waiter
 from .commands import Block, ReplyError, Session, dispatch
 from .protocol import Parser, ProtocolError
@@ -146,8 +147,8 @@ class Reactor:
                     self._write_out(client)
                 if mask & ~_OUT and not client.closed:
                     self._read(client)
-            except Exception:  # one client must never take the others down
-                log.exception("RESP: [%s] unexpected error", client.remote)
+            except Exception as exc:  # one client must never take the others down
+                log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
                 self._close(client)
         if self.timers:
             self._expire(trio.current_time())
@@ -158,8 +159,8 @@ class Reactor:
                     continue
                 try:
                     self._resume(client)
-                except Exception:
-                    log.exception("RESP: [%s] unexpected error", client.remote)
+                except Exception as exc:
+                    log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
                     self._close(client)
         self._commit()
 
