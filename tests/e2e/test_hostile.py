@@ -105,6 +105,10 @@ def tls_refused(data: bytes) -> Callable[[RawClient], None]:
     return act
 
 
+def _identify_body(body: bytes) -> bytes:
+    return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
+
+
 CORRUPT_BLOCK = b"\xff\xff\xff\xff\x0f\x00\x01\x02"  # a snappy block whose length varint lies
 COMPRESSED_NOP = snappy.compress(b"NOP\n")
 _DEFLATED = deflated(b"PUB hostile\n" + struct.pack(">i", 5) + b"hello")
@@ -120,6 +124,12 @@ CASES: dict[str, tuple[str, Callable[[RawClient], None], str]] = {
     "plain-truncated-line": ("", raw(b"PUB hostile", then_eof=True), "closed"),
     "plain-huge-body": ("", raw(b"PUB t\n\x7f\xff\xff\xff"), "closed E_BAD_MESSAGE"),
     "plain-junk": ("", raw(b"\x00\xff\x01junk\n"), "closed E_INVALID"),
+    "plain-deep-identify": (
+        "",
+        raw(_identify_body(b'{"a":' * 9_999 + b"1" + b"}" * 9_999)),
+        "open OK",
+    ),
+    "plain-deeper-identify": ("", raw(_identify_body(b"[" * 200_000)), "closed E_BAD_BODY"),
     # snappy
     "snappy-bad-crc": ("snappy", raw(SNAPPY_ID + plain_chunk(b"NOP\n", b"\0\0\0\0")), "closed"),
     "snappy-bad-crc-compressed": (
