@@ -27,7 +27,7 @@ from tls_support import (
 )
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
-from nsqd_process import HOST, free_ports
+from nsqd_process import HOST, free_ports, wait_accepting
 
 __all__ = [
     "Certs",
@@ -35,11 +35,13 @@ __all__ = [
     "RawClient",
     "closed_within",
     "daemon_flags",
+    "free_ports",
     "https_port",
     "liveness",
     "make_certs",
     "negotiate",
     "upgraded",
+    "wait_accepting",
 ]
 
 

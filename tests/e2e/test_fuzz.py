@@ -17,7 +17,15 @@ import pytest
 
 from .conftest import Daemon
 from .fuzz_streams import Fuzzer, targets, vm_hwm_mib
-from .hostile_wire import Certs, daemon_flags, https_port, liveness, make_certs
+from .hostile_wire import (
+    Certs,
+    daemon_flags,
+    free_ports,
+    https_port,
+    liveness,
+    make_certs,
+    wait_accepting,
+)
 
 STREAMS = int(os.environ.get("NSQD_FUZZ_STREAMS", "2400"))
 LIVENESS_EVERY = 300
@@ -39,12 +47,12 @@ def test_fuzzed_streams_never_stop_the_daemon(
     flags = list(daemon_flags(fuzz_certs))
     resp = None
     if daemon_kind == "ours":
-        from nsqd_process import free_ports
-
         resp = free_ports(1)[0]
         flags.append(f"--resp-address=127.0.0.1:{resp}")
     daemon = make_daemon(*flags)
     fronts = targets(daemon.tcp_port, daemon.http_port, https_port(daemon), resp)
+    for front in fronts:  # the daemon is started when its TCP port answers: the others too
+        assert wait_accepting(daemon.proc, front.port, 10), f"{front.name}: port {front.port}"
     fuzzer = Fuzzer(seed, fuzz_certs.client_context())
     for n in range(1, STREAMS + 1):
         try:

@@ -9,10 +9,13 @@ guard, and reached the daemon's task tree."""
 
 from __future__ import annotations
 
+import gc
+import math
 import os
 import socket
 import struct
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 import snappy
 
+from nsqd.net.reactor import EpollReactor
 from protocol.v2 import FrameType
 
 from .conftest import Daemon, DaemonPool
@@ -242,3 +246,27 @@ def test_hostile_stream_closes_one_connection_only(
         client.close()
     liveness(tls_daemon)
     assert got == expected, f"{tls_daemon.kind}: {case}"
+
+
+def test_the_reactor_timers_let_closed_connections_go() -> None:
+    """What the fuzz's memory came from: a reactor's timer heap kept an entry, and with it the
+    connection (its buffers, its codec state), until the entry's time, seconds after the
+    connection closed. Compacted, the heap holds at most a bounded number of dead ones."""
+
+    class Conn:
+        due = math.inf
+
+    reactor = EpollReactor()
+    refs = []
+    for i in range(500):
+        here, there = socket.socketpair()
+        conn = Conn()
+        reactor.watch(here.fileno(), conn)
+        reactor.schedule(conn, 1e9 + i)  # a heartbeat far away
+        reactor.unwatch(here.fileno(), conn)
+        here.close()
+        there.close()
+        refs.append(weakref.ref(conn))
+        del conn
+    gc.collect()
+    assert sum(ref() is not None for ref in refs) <= 65
