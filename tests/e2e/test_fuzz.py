@@ -4,7 +4,7 @@ after each upgrade (snappy, deflate, TLS), HTTP, HTTPS and, on ours, RESP, with 
 same streams (less RESP): it proves the streams and the checks, not the daemon, decide.
 
 NSQD_FUZZ_SEED replays a run (the seed is printed, and named in every failure);
-NSQD_FUZZ_STREAMS changes how many streams a daemon gets (default 2,400)."""
+NSQD_FUZZ_STREAMS changes how many streams a daemon gets (default 3,000)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ from .hostile_wire import (
     wait_accepting,
 )
 
-STREAMS = int(os.environ.get("NSQD_FUZZ_STREAMS", "2400"))
+STREAMS = int(os.environ.get("NSQD_FUZZ_STREAMS", "3000"))
+# one seed per session: both daemons take the same streams
+SEED = int(os.environ.get("NSQD_FUZZ_SEED") or random.randrange(1 << 32))
 LIVENESS_EVERY = 300
 
 
@@ -42,7 +44,7 @@ def test_fuzzed_streams_never_stop_the_daemon(
     fuzz_certs: Certs,
     record_property: pytest.RecordProperty,
 ) -> None:
-    seed = int(os.environ.get("NSQD_FUZZ_SEED") or random.randrange(1 << 32))
+    seed = SEED
     print(f"fuzz seed {seed} (NSQD_FUZZ_SEED={seed} replays it)")
     flags = list(daemon_flags(fuzz_certs))
     resp = None
