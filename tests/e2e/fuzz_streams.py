@@ -21,12 +21,14 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import snappy
 
 HOST = "127.0.0.1"
 MAX_STREAM = 4096
 DRAIN_S = 1.0  # how long a stream's connection may take to close after its half-close
+PIECE_GAP_S = 0.002
 _I32 = struct.Struct(">i")
 # topics and channels the seeds use: few, so the fuzz does not measure topic creation
 TOPICS = (b"fuzz", b"fuzz2")
@@ -197,6 +199,11 @@ def _read_frame(sock: socket.socket | ssl.SSLSocket) -> bytes:
     return data
 
 
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    bounds = [0, *cuts, len(data)]
+    return [data[a:b] for a, b in pairwise(bounds) if b > a]
+
+
 def _compress(layer: str, data: bytes) -> bytes:
     if layer == "snappy":
         return snappy.StreamCompressor().add_chunk(data)
@@ -227,18 +234,24 @@ class Fuzzer:
                 payload = mutate(rng, [compressed])
             else:
                 payload = _compress(target.layer, payload)
+        # 1 in 4 goes out in pieces, a moment apart: the parsers' state between reads
+        cuts = sorted(rng.sample(range(1, len(payload)), min(3, max(len(payload) - 1, 0))))
+        pieces = _split(payload, cuts) if rng.random() < 0.25 else [payload]
         self.counts[target.name] += 1
-        if not self._deliver(target, payload):
+        if not self._deliver(target, pieces):
             self.lingering[target.name] += 1
 
-    def _deliver(self, target: Target, payload: bytes) -> bool:
-        """Send `payload`, half-close, read until the daemon closes: False if it did not
+    def _deliver(self, target: Target, pieces: list[bytes]) -> bool:
+        """Send the pieces, half-close, read until the daemon closes: False if it did not
         within DRAIN_S."""
         sock: socket.socket | ssl.SSLSocket = socket.create_connection((HOST, target.port), 5)
         try:
             sock = self._negotiate(sock, target)
             try:
-                sock.sendall(payload)
+                for n, piece in enumerate(pieces):
+                    if n:
+                        time.sleep(PIECE_GAP_S)
+                    sock.sendall(piece)
                 sock.shutdown(socket.SHUT_WR)
             except OSError:
                 return True  # closed already: what it had sent was enough to refuse
