@@ -239,6 +239,7 @@ def test_hostile_stream_closes_one_connection_only(
 ) -> None:
     layers, act, expected = CASES[case]
     client = upgraded(tls_daemon, hostile_certs, layers)
+    me = f"127.0.0.1:{client._io.getsockname()[1]}"
     try:
         act(client)
         got = outcome(client)
@@ -246,6 +247,10 @@ def test_hostile_stream_closes_one_connection_only(
         client.close()
     liveness(tls_daemon)
     assert got == expected, f"{tls_daemon.kind}: {case}"
+    if tls_daemon.kind == "ours":  # logged once, as what it is (nothing unexpected)
+        errors = [line for line in tls_daemon.log().splitlines() if me in line and "ERR" in line]
+        assert len(errors) <= 1, errors
+        assert not any("unexpected" in line for line in errors), errors
 
 
 def test_the_reactor_timers_let_closed_connections_go() -> None:
