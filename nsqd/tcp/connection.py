@@ -37,7 +37,7 @@ from protocol.v2.message import MESSAGE_FRAME_HEADER
 from protocol.v2.state import ClientState
 
 from ..log import log
-from ..net.transport import SocketTransport, Transport, transport_for, write_now
+from ..net.transport import SocketTransport, StreamError, Transport, transport_for, write_now
 from . import commands
 from .stats import client_stats
 from .upgrade import upgrade
@@ -354,6 +354,9 @@ class Client:
                 data = await self.transport.receive(RECEIVE_SIZE)
             except ProtocolClosed as exc:  # a compressed stream Go's readers refuse
                 log.error("[%s] - %s", self, exc)
+                return
+            except StreamError as exc:  # a TLS record that does not decrypt
+                log.error("[%s] - failed to read command - %s", self, exc)
                 return
             self._last_read = trio.current_time()
             conn.receive_data(data)

@@ -250,7 +250,7 @@ def test_hostile_stream_closes_one_connection_only(
     if tls_daemon.kind == "ours":  # logged once, as what it is (nothing unexpected)
         errors = [line for line in tls_daemon.log().splitlines() if me in line and "ERR" in line]
         assert len(errors) <= 1, errors
-        assert not any("unexpected" in line for line in errors), errors
+        assert not any("unexpected error" in line for line in errors), errors
 
 
 def test_the_reactor_timers_let_closed_connections_go() -> None:
