@@ -5,6 +5,7 @@ memory (VmHWM) after them; the daemon must still answer /ping.
 
     python bench/hostile_memory.py [--streams 20000] [--seed 1] [--fronts v2,http]
                                    [--max-ratio 1.0] [--mem-queue-size 10000]
+                                   [--ours-cmd "env PYTHONPATH=<tree> python -m nsqd"]
 
 With --max-ratio, exits 1 when ours' peak passes the Go nsqd's times that ratio (the bound the
 issue sets: no more than Go's under the same streams). Streams are drawn from --seed, so both
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import ssl
 import sys
 import tempfile
@@ -26,7 +28,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-from daemons import Daemon, ping_ok, start_daemon  # noqa: E402
+from daemons import OURS_COMMAND, Daemon, ping_ok, start_daemon  # noqa: E402
 from nsqd_process import free_ports, wait_accepting  # noqa: E402
 from reference import ensure_reference  # noqa: E402
 
@@ -43,7 +45,9 @@ def run(target: str, args: argparse.Namespace, certs: CertFiles, bin_dir: Path) 
     ]
     if target == "ours":
         flags.append(f"--resp-address=127.0.0.1:{resp}")
-    daemon: Daemon = start_daemon(target, args.mem_queue_size, bin_dir, extra_flags=flags)
+    daemon: Daemon = start_daemon(
+        target, args.mem_queue_size, bin_dir, tuple(shlex.split(args.ours_cmd)), flags
+    )
     with daemon:
         fronts = targets(
             daemon.tcp_port, daemon.http_port, https, resp if target == "ours" else None
@@ -79,6 +83,9 @@ def main() -> int:
     parser.add_argument("--fronts", default="", help="comma-separated subset, e.g. v2,http")
     parser.add_argument("--mem-queue-size", type=int, default=10_000)
     parser.add_argument("--max-ratio", type=float, default=None)
+    parser.add_argument(
+        "--ours-cmd", default=" ".join(OURS_COMMAND), help="how to run ours (another tree's)"
+    )
     args = parser.parse_args()
     bin_dir = ensure_reference()
     certs = write_all(Path(tempfile.mkdtemp(prefix="hostile-certs-")))
