@@ -140,6 +140,7 @@ class Connection:
             try:
                 event = conn.next_event()
             except parser.ProtocolError as exc:
+                exc.__traceback__ = None  # see _serve
                 raise BodyError(str(exc)) from None
             kind = type(event)
             if kind is _Data:
@@ -220,6 +221,9 @@ class Connection:
             try:
                 event = await self._next_request(begun)
             except parser.ProtocolError as exc:
+                # h11 re-raises its error from a frame that holds it: a cycle, kept (with this
+                # connection) until a full collection under the daemon's gc thresholds
+                exc.__traceback__ = None
                 if not self.eof:  # net/http does not answer a request cut short
                     await self._reject(gonet.go_error(exc))
                 return False
@@ -435,3 +439,8 @@ class Server:
             with trio.CancelScope(shield=True) as closing:
                 closing.deadline = trio.current_time() + 1.0
                 await outer.aclose()
+            if outer is not stream:
+                # trio.SSLStream is a reference cycle (its handshake's _Once holds a bound
+                # method): under the daemon's gc thresholds (cli.py) it would keep its OpenSSL
+                # object, ~18 KiB of buffers, until a full collection. Let go of it now.
+                vars(outer).clear()
