@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from ..log import log
+from ..net.boundary import describe, guarded
 from ..net.reactor import Loop
 from ..net.transport import SocketTransport, Transport, transport_for
 from . import gonet, parser
@@ -147,6 +148,7 @@ class Connection:
             try:
                 event = conn.next_event()
             except parser.ProtocolError as exc:
+                exc.__traceback__ = None  # see _serve
                 raise BodyError(str(exc)) from None
             kind = type(event)
             if kind is _Data:
@@ -228,6 +230,9 @@ class Connection:
             try:
                 event = await self._next_request(begun)
             except parser.ProtocolError as exc:
+                # h11 re-raises its error from a frame that holds it: a cycle, kept (with this
+                # connection) until a full collection under the daemon's gc thresholds
+                exc.__traceback__ = None
                 if not self.eof:  # net/http does not answer a request cut short
                     await self._reject(gonet.go_error(exc))
                 return False
@@ -245,8 +250,8 @@ class Connection:
                 status, headers, body = await handler(request)
             except (trio.BrokenResourceError, trio.TooSlowError):
                 raise  # the client is gone or does not read: no answer to give
-            except Exception:
-                log.exception("HTTP: error in %s %s", request.method, request.path)
+            except Exception as exc:
+                log.error("HTTP: error in %s %s - %s", request.method, request.path, describe(exc))
                 status, headers, body = _INTERNAL_ERROR
             linger = conn.their_state is not _DONE and not await self._finish_body(request)
             if event.http_version == b"2.0":  # an HTTP/2 preface, answered as Go does, then closed
@@ -394,7 +399,8 @@ class Server:
         connections: trio.Nursery,
     ) -> None:
         async def handle(stream: trio.SocketStream) -> None:
-            await self._connection(stream, context)
+            # the boundary also covers what the connection's own handler cannot (its close)
+            await guarded("HTTP", self._connection, stream, context)
 
         await trio.serve_listeners(handle, [listener], handler_nursery=connections)
 
@@ -436,11 +442,16 @@ class Server:
                 await conn.run()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
             pass  # the client went away, or would not take its answer
-        except Exception:
-            log.exception("HTTP: connection from %s:%d", *client)
+        except Exception as exc:
+            log.error("HTTP: connection from %s:%d - %s", *client, describe(exc))
         finally:
             if conn is not None:
                 self._connections.discard(conn)
             with trio.CancelScope(shield=True) as closing:
                 closing.deadline = trio.current_time() + 1.0
                 await outer.aclose()
+            if outer is not stream:
+                # trio.SSLStream is a reference cycle (its handshake's _Once holds a bound
+                # method): under the daemon's gc thresholds (cli.py) it would keep its OpenSSL
+                # object, ~18 KiB of buffers, until a full collection. Let go of it now.
+                vars(outer).clear()

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import trio
 
 from ..log import log
+from .boundary import describe
 from .transport import SocketTransport
 
 _IN = select.EPOLLIN
@@ -70,6 +71,14 @@ class Loop:
             sleep = self._sleep
             if sleep is not None and due < sleep.deadline:
                 sleep.deadline = due  # scheduled from another task while the loop sleeps
+
+    def compact(self) -> None:
+        """Drop the timer entries that will only be skipped: each holds its connection, and a
+        closed or handed-over one (its buffers, its codec state) must not live on until its
+        entry's time (seconds of connections under churn). In place: a pass may be popping."""
+        timers = self.timers
+        timers[:] = [t for t in timers if t[0] == t[2].due]
+        heapq.heapify(timers)
 
     def wake(self) -> None:
         """Run a pass soon (work for a `_passed` that came from another task)."""
@@ -137,15 +146,19 @@ class Loop:
                 conn, frontend = entry
                 try:
                     frontend._ready(conn, mask)
-                except Exception:  # one connection must never take the others down
-                    log.exception("[%s] unexpected error", conn)
+                except Exception as exc:  # one connection must never take the others down
+                    log.error("[%s] unexpected error - %s", conn, describe(exc))
                     frontend._fail(conn)
             timers = self.timers
             while timers and timers[0][0] <= now:
                 due, _, conn, frontend = heapq.heappop(timers)
                 if due == conn.due:  # else an entry superseded by an earlier one
                     conn.due = math.inf  # this entry is spent
-                    frontend._expire(conn, now)
+                    try:
+                        frontend._expire(conn, now)
+                    except Exception as exc:  # a heartbeat's write, say: that connection ends
+                        log.error("[%s] unexpected error - %s", conn, describe(exc))
+                        frontend._fail(conn)
         finally:
             for frontend in frontends:
                 frontend._passed()
@@ -184,6 +197,8 @@ class EpollReactor:
             loop.ep.unregister(fd)
         except (OSError, ValueError):
             pass
+        if len(loop.timers) > 64 + 2 * len(loop.conns):
+            loop.compact()
         return True
 
     def watching(self, conn: Watched) -> bool:

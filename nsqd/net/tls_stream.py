@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from .transport import SMALL_READ, read_ready, write_now, write_rest
+from .transport import SMALL_READ, StreamError, read_ready, write_now, write_rest
 
 _READ_SIZE = 256 * 1024
 _wait_readable = trio.lowlevel.wait_readable
@@ -106,8 +106,8 @@ class TLSStream(trio.abc.Stream):
                 pass
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 pass  # close_notify, or an end of stream without it: the end
-            except ssl.SSLError as exc:
-                raise trio.BrokenResourceError from exc
+            except ssl.SSLError as exc:  # a record that does not decrypt, an alert
+                raise StreamError(f"tls: {exc.reason or exc}") from exc
             else:
                 if not parts:
                     return b""  # read() returned nothing: the end

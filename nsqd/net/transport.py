@@ -60,6 +60,11 @@ async def write_rest(fd: int, data: bytes, sent: int) -> None:
             raise trio.BrokenResourceError(str(exc)) from exc
 
 
+class StreamError(trio.BrokenResourceError):
+    """The peer's bytes broke a stream layer (a bad TLS record): unlike a reset, the reader
+    says so in the log, as nsqd does ("failed to read command - tls: ...")."""
+
+
 class Transport(Protocol):
     async def receive(self, max_bytes: int) -> bytes:
         """Next bytes; b"" at end of stream or on a reset connection."""
@@ -140,6 +145,8 @@ class StreamTransport:
     async def receive(self, max_bytes: int) -> bytes:
         try:
             return await self.stream.receive_some(max_bytes)
+        except StreamError:
+            raise
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return b""
 

@@ -23,6 +23,7 @@ import trio
 from protocol.resp.codec import Parser, ProtocolError
 
 from ..log import log
+from ..net.boundary import describe
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport, write_now
 from .commands import Block, ReplyError, Session, dispatch
@@ -143,8 +144,8 @@ class Reactor(EpollReactor):
                     continue
                 try:
                     self._resume(client)
-                except Exception:  # one client must never take the others down
-                    log.exception("[%s] unexpected error", client)
+                except Exception as exc:  # one client must never take the others down
+                    log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
                     self._close(client)
         self._commit()
 

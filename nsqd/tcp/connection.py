@@ -37,7 +37,7 @@ from protocol.v2.message import append_message_frames
 from protocol.v2.state import ClientState
 
 from ..log import log
-from ..net.transport import SocketTransport, Transport, transport_for, write_now
+from ..net.transport import SocketTransport, StreamError, Transport, transport_for, write_now
 from . import commands
 from .stats import client_stats
 from .upgrade import upgrade
@@ -57,6 +57,31 @@ HIGH_WATER = 4 * 1024 * 1024
 # Commands that need the AUTH server's permission, by the verb nsqd names in its errors.
 # MPUB is checked before its body is read, as nsqd does.
 _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
+
+
+class _Ended(trio.abc.Stream):
+    """The stream and transport of a connection that ended: nothing to read, nothing sent."""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return b""
+
+    async def receive(self, max_bytes: int) -> bytes:
+        return b""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        raise trio.ClosedResourceError
+
+    async def send(self, data: bytes, limit: float) -> None:
+        raise trio.ClosedResourceError
+
+    async def wait_send_all_might_not_block(self) -> None:
+        raise trio.ClosedResourceError
+
+    async def aclose(self) -> None:
+        pass
+
+
+_ENDED = _Ended()
 
 
 def upgrades(negotiation: Negotiation | None) -> bool:
@@ -305,6 +330,10 @@ class Client:
             self.ended()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await self.transport.aclose()
+            # This Client lives on while it owns in-flight messages (until they time out, as
+            # in nsqd): its stream layers must not (a deflate compressor alone is ~300 KiB).
+            self.stream = self.transport = _ENDED
+            self.tls_stream = None
 
     def ended(self) -> None:
         """Forget this connection everywhere (its socket is closed by the caller)."""
@@ -332,6 +361,9 @@ class Client:
                 data = await self.transport.receive(RECEIVE_SIZE)
             except ProtocolClosed as exc:  # a compressed stream Go's readers refuse
                 log.error("[%s] - %s", self, exc)
+                return
+            except StreamError as exc:  # a TLS record that does not decrypt
+                log.error("[%s] - failed to read command - %s", self, exc)
                 return
             self.last_read = trio.current_time()
             conn.receive_data(data)

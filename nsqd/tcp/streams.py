@@ -69,6 +69,9 @@ class _CodecStream(trio.abc.Stream):
         """Input taken but not decoded yet (deflate's bounded output)."""
         return b""
 
+    def _end_of_stream(self) -> None:
+        """The client closed: ProtocolClosed if that cut the format short."""
+
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._prefix:
             data, self._prefix = self._prefix, b""
@@ -80,6 +83,7 @@ class _CodecStream(trio.abc.Stream):
                 break
             data = await self.inner.receive_some(max_bytes)
             if not data:
+                self._end_of_stream()
                 return b""
             self._pending = self._decode(data)
         if max_bytes is None or len(self._pending) <= max_bytes:
@@ -115,6 +119,10 @@ class SnappyStream(_CodecStream):
             return self._decompressor.decompress(data)
         except Exception:  # snappy.UncompressError: a bad checksum or corrupt compressed data
             raise ProtocolClosed("failed to read command - snappy: corrupt input") from None
+
+    def _end_of_stream(self) -> None:
+        if self._left or self._header:  # Go's reader: io.ErrUnexpectedEOF, logged
+            raise ProtocolClosed("failed to read command - unexpected EOF")
 
     def _check_framing(self, data: bytes) -> None:
         """Refuse at once what Go's reader refuses, before anything is buffered for it: a

@@ -60,7 +60,8 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
             client.deflate = True
             await _switch(client, stream)
     except (trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
-        raise NSQError(ErrorCode.E_IDENTIFY_FAILED, f"IDENTIFY failed {exc}") from exc
+        why = str(exc) or str(exc.__cause__ or "")  # the TLS layer's error is the cause
+        raise NSQError(ErrorCode.E_IDENTIFY_FAILED, f"IDENTIFY failed {why}") from exc
     if prefix:
         conn.receive_data(prefix)
 
