@@ -258,17 +258,24 @@ def test_the_reactor_timers_let_closed_connections_go() -> None:
     connection (its buffers, its codec state), until the entry's time, seconds after the
     connection closed. Compacted, the heap holds at most a bounded number of dead ones."""
 
+    class Socket:
+        def __init__(self, fd: int) -> None:
+            self.fd = fd
+
     class Conn:
         due = math.inf
+
+        def __init__(self, fd: int) -> None:
+            self.socket = Socket(fd)  # what the loop reads of a connection
 
     reactor = EpollReactor()
     refs = []
     for i in range(500):
         here, there = socket.socketpair()
-        conn = Conn()
-        reactor.watch(here.fileno(), conn)
+        conn = Conn(here.fileno())
+        reactor.watch(conn)
         reactor.schedule(conn, 1e9 + i)  # a heartbeat far away
-        reactor.unwatch(here.fileno(), conn)
+        reactor.unwatch(conn)
         here.close()
         there.close()
         refs.append(weakref.ref(conn))
