@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..http.routes import HTTPServer
 
 CATCH_UP = b"/stats?format=json&include_clients=false&include_mem=false"
+PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
 
@@ -144,6 +145,8 @@ class Worker:
             if self._http is not None and self._http_listener is not None:
                 server = http_server.Server(self._http.api.handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
+            await self._await_peers()
+            if self._http is not None:
                 await self._catch_up()
             listeners.listen_now()
             self._nursery = nursery
@@ -151,6 +154,17 @@ class Worker:
             while True:
                 self._scan(nursery, trio.current_time())
                 await trio.sleep(SCAN)
+
+    async def _await_peers(self) -> None:
+        """Listen on the shared ports only once every peer has its link up (or PEERS_WAIT
+        passed: a peer that cannot start does not keep the group shut). The kernel gives a
+        connection only to a worker that listens: those a client opens while the group is
+        starting went all to the first worker up, and stayed there (a bench's 32 keep-alive
+        publishers on 2 of 16 workers). A worker started again finds its peers up at once."""
+        with trio.move_on_after(PEERS_WAIT):
+            # the links are files of other processes: no event of this one says they came
+            while not all(self._address(peer) for peer in self.identity.peers):  # noqa: ASYNC110
+                await trio.sleep(0.01)
 
     async def _catch_up(self) -> None:
         """Make here the durable topics and channels that the peers up now have: one made
