@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import trio
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from ..engine.topic import Topic
     from ..http.routes import HTTPServer
 
+CATCH_UP = b"/stats?format=json&include_clients=false&include_mem=false"
+PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
 
@@ -137,16 +141,56 @@ class Worker:
         """Started after the partition is loaded and before any listener accepts: the shared
         ports listen from now on (the kernel gives this worker connections only when it can
         take them)."""
-        listeners.listen_now()
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
             if self._http is not None and self._http_listener is not None:
                 server = http_server.Server(self._http.api.handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
+            await self._await_peers()
+            if self._http is not None:
+                await self._catch_up()
+            listeners.listen_now()
+            self._nursery = nursery
+            task_status.started()
             while True:
                 self._scan(nursery, trio.current_time())
                 await trio.sleep(SCAN)
+
+    async def _await_peers(self) -> None:
+        """Listen on the shared ports only once every peer has its link up (or PEERS_WAIT
+        passed: a peer that cannot start does not keep the group shut). The kernel gives a
+        connection only to a worker that listens: those a client opens while the group is
+        starting went all to the first worker up, and stayed there (a bench's 32 keep-alive
+        publishers on 2 of 16 workers). A worker started again finds its peers up at once."""
+        with trio.move_on_after(PEERS_WAIT):
+            # the links are files of other processes: no event of this one says they came
+            while not all(self._address(peer) for peer in self.identity.peers):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+
+    async def _catch_up(self) -> None:
+        """Make here the durable topics and channels that the peers up now have: one made
+        while this worker was starting or down was made in the peers whose link files were
+        there then, not here, and what is published here must reach it too (nsqd's promise).
+        A peer that starts after this worker's link file was written asks it in turn; one
+        that makes a channel from now on finds that file and asks this worker."""
+        found: list[tuple[str, str | None]] = []
+
+        async def one(address: tuple[str, int]) -> None:
+            try:
+                with trio.fail_after(ASK_TIMEOUT):
+                    status, body = await ask(address, "GET", CATCH_UP)
+                if status == 200:
+                    found.extend(_durable(json.loads(body).get("topics") or ()))
+            except (OSError, trio.TooSlowError, ValueError) as exc:
+                log.warning("group: peer %s:%d gave no topics at start - %s", *address, exc)
+
+        async with trio.open_nursery() as nursery:
+            for address in self._peer_http():
+                nursery.start_soon(one, address)
+        for topic, channel in found:
+            if channel is None:
+                self.broker.create_topic(topic)
+            else:
+                self.broker.channel(topic, channel)
 
     def _scan(self, nursery: trio.Nursery, now: float) -> None:
         """Start the pulls a channel with consumers here lacks; stop those of a channel whose
@@ -189,6 +233,19 @@ class Worker:
             pulls.append(pull)
             nursery.start_soon(pull.run)
         self._pulls[key] = pulls
+
+
+def _durable(topics: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str | None]]:
+    """(topic, None) and (topic, channel) of a peer's /stats topics, ephemeral ones left out
+    (they live as long as their consumers, which are the peer's)."""
+    for topic in topics:
+        name = topic["topic_name"]
+        if name.endswith("#ephemeral"):
+            continue
+        yield name, None
+        for channel in topic.get("channels") or ():
+            if not channel["channel_name"].endswith("#ephemeral"):
+                yield name, channel["channel_name"]
 
 
 def _has_own_consumers(channel: Channel) -> bool:

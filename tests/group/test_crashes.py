@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 
-from tests.ops.conftest import START_TIMEOUT, V2, wait_until
+from tests.ops.conftest import START_TIMEOUT, V2, http_post, wait_until
 
 from .conftest import Group
 
@@ -118,3 +118,26 @@ def test_a_consumer_keeps_receiving_across_a_peers_restart(group: Group) -> None
         sub.rdy(100)
         seen = _drain(sub, bodies)
     assert not bodies - seen, f"{len(bodies - seen)} acknowledged messages lost"
+
+
+def test_a_channel_made_while_a_worker_was_down_is_made_there_when_it_starts_again(
+    group: Group,
+) -> None:
+    """The peers up when a channel is made make it; a worker that was down then (killed, or
+    still starting, as when a bench makes its channel right after the group answers) takes
+    the peers' topics and channels before it listens, so what it accepts reaches the channel."""
+    group.start()
+    before = group.pids()[1]
+    os.kill(before, signal.SIGKILL)
+    wait_until(lambda: not group.link(1), START_TIMEOUT, "worker 1 gone")
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=late")[0] == 200
+    assert http_post(f"{base}/channel/create?topic=late&channel=c")[0] == 200
+    assert group.pids()[1] == before, "worker 1 was started again before the channel was made"
+    wait_until(lambda: group.pids()[1] != before, START_TIMEOUT, "worker 1 started again")
+    wait_until(lambda: group.link(1), START_TIMEOUT, "worker 1's link")
+    with group.pin(1) as pub:
+        pub.pub("late", b"after the restart")
+    (topic,) = group.worker_stats(1, "&topic=late")["topics"]
+    assert [c["channel_name"] for c in topic["channels"]] == ["c"]
+    assert topic["channels"][0]["message_count"] == 1

@@ -10,7 +10,15 @@ import subprocess
 
 import pytest
 
-from tests.ops.conftest import OURS, REPO_ROOT, START_TIMEOUT, free_port, nsqd_process
+from tests.ops.conftest import (
+    OURS,
+    REPO_ROOT,
+    START_TIMEOUT,
+    free_port,
+    nsqd_process,
+    port_open,
+    wait_until,
+)
 
 from .conftest import Group
 
@@ -119,3 +127,18 @@ def test_fewer_workers_than_the_data_path_has_partitions_is_refused(tmp_path) ->
     done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert "holds the partition of worker 2 (a group of 3 or more ran here)" in done.stderr
+
+
+def test_the_shared_ports_listen_only_once_every_worker_is_up(workdir) -> None:
+    """A connection opened as soon as the group's port answers may land in any worker: when
+    the first one listens every peer's link is up (else the clients of a starting group all
+    stay in the first worker up)."""
+    group = Group(workdir, count=4)
+    argv = [*OURS, "--workers=4", *nsqd_process.address_flags(group.tcp, group.http, group.data)]
+    group.proc = nsqd_process.launch(argv, group.log, append=True)
+    try:
+        wait_until(lambda: port_open(group.tcp), START_TIMEOUT, "the port", step=0.001)
+        up = [k for k in range(group.count) if (group.data / f"worker-{k}.link").exists()]
+        assert up == [0, 1, 2, 3]
+    finally:
+        assert group.stop() in (0, -signal.SIGTERM), group.log_text()[-3000:]
