@@ -64,6 +64,11 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--aof",
+        action="store_true",
+        help="redis-server with appendonly yes, appendfsync everysec (the durable comparison)",
+    )
     args = ap.parse_args()
     tool = shutil.which("redis-benchmark")
     if tool is None:
@@ -72,7 +77,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="resp-bench-"))
     servers: list[Server] = []
     try:
-        redis = start_redis(tmp)
+        aof = ("--appendonly", "yes", "--appendfsync", "everysec") if args.aof else ()
+        redis = start_redis(tmp, "", *aof)
         ours = start_ours(tmp / "data")
         servers += [redis, ours]
         results: dict[tuple[str, int, str], list[float]] = {}
