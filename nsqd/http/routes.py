@@ -29,6 +29,7 @@ from ..gocompat.json import go_json
 from ..gocompat.timefmt import go_duration
 from ..log import log
 from ..metrics.memory import track_gc_pauses
+from ..net.boundary import describe
 from ..net.listeners import open_listeners
 from . import server as http_server
 from .admin import AdminHandlers
@@ -141,17 +142,15 @@ class API:
                 return err.status, *render_v1(err.status, _error_data(err))
             except BodyError:
                 return 500, *render_v1(500, "INTERNAL_ERROR")
-            except Exception:
-                log.exception("HTTP: error in POST /pub")
-                return 500, *render_v1(500, "INTERNAL_ERROR")
+            except Exception as exc:
+                return _internal_error("POST /pub", exc)
             return respond_ok()
         try:
             return await self._dispatch(req)
         except BodyError:  # nsqd answers a body it cannot read with a 500
             return 500, *render_v1(500, "INTERNAL_ERROR")
-        except Exception:
-            log.exception("HTTP: error in %s %s", req.method, req.path)
-            return 500, *render_v1(500, "INTERNAL_ERROR")
+        except Exception as exc:
+            return _internal_error(f"{req.method} {req.path}", exc)
 
     def route_now(self, method: bytes, raw_path: bytes) -> SyncRoute | None:
         """The synchronous form of a route whose whole body is at hand (the HTTP reactor's:
@@ -171,9 +170,8 @@ class API:
             self.publish.pub_now(query_string, length, body)
         except HTTPError as err:
             return err.status, *render_v1(err.status, _error_data(err))
-        except Exception:
-            log.exception("HTTP: error in POST /pub")
-            return 500, *render_v1(500, "INTERNAL_ERROR")
+        except Exception as exc:
+            return _internal_error("POST /pub", exc)
         return respond_ok()
 
     def _mpub_now(self, query_string: bytes, length: int, body: bytes) -> Response:
@@ -183,9 +181,8 @@ class API:
             data: Any = self.publish.mpub_now(query_string, length, body)
         except HTTPError as err:
             status, data = err.status, _error_data(err)
-        except Exception:
-            log.exception("HTTP: error in POST /mpub")
-            return 500, *render_v1(500, "INTERNAL_ERROR")
+        except Exception as exc:
+            return _internal_error("POST /mpub", exc)
         return status, *render_v1(status, data)
 
     async def _dispatch(self, req: Request) -> Response:
@@ -433,3 +430,10 @@ def _error_data(err: HTTPError) -> Any:
     if not err.extra:
         return err.message
     return JSONBody(go_json({"message": err.message, **err.extra}))
+
+
+def _internal_error(what: str, exc: Exception) -> Response:
+    """A handler's bug: nsqd's 500, and one log line that says what was raised and where
+    (our log lines carry no traceback, so log.exception would say nothing)."""
+    log.error("HTTP: error in %s - %s", what, describe(exc))
+    return 500, *render_v1(500, "INTERNAL_ERROR")
