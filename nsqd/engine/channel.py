@@ -31,6 +31,10 @@ from .ports import NO_JOURNAL
 from .queue import Backlog, messages
 from .settings import Settings
 
+# What one round of a hand-out takes from the queue per ready consumer, at most (messages of
+# any size): the round goes on while consumers have credit and room in their output.
+HAND_OUT_BYTES = 1 << 20
+
 if TYPE_CHECKING:
     from .ports import Consumer, Journal, OverflowFactory
 
@@ -176,7 +180,11 @@ class Channel:
             credit = sum(c.credit() for c in ready)
             if credit <= 0:
                 return
-            run = backlog.take_run(credit) if self.policy.plain else None
+            # bounded by bytes too: a consumer's credit is counted in messages, and a few
+            # thousand large ones read from disk at once would stall the loop and sit in its
+            # output buffer (a consumer takes no more once its output passes its high water)
+            limit = HAND_OUT_BYTES * len(ready)
+            run = backlog.take_run(credit, limit) if self.policy.plain else None
             if run is not None:  # the common case: records made as they are handed out
                 ids, bodies, ts = run
                 given = self._hand_out_run(ids, bodies, ts)
@@ -184,7 +192,7 @@ class Channel:
                     backlog.push_front(messages(ids[given:], bodies[given:], ts))
                     return
                 continue
-            taken = backlog.take(credit)
+            taken = backlog.take(credit, limit)
             if not taken:
                 return  # a disk depth that was off: nothing more to read
             rest = self._hand_out(taken)

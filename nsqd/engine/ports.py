@@ -17,6 +17,9 @@ class StoreError(Exception):
     what nsqd says after "PUB failed " and what /ping reports."""
 
 
+UNBOUNDED = 1 << 62  # a byte limit that limits nothing
+
+
 class Overflow(Protocol):
     """Where a queue puts what does not fit in memory (a disk queue, or nothing)."""
 
@@ -25,8 +28,9 @@ class Overflow(Protocol):
 
     def put(self, msg: Message) -> None: ...
     def get(self) -> Message | None: ...
-    def get_many(self, n: int) -> list[Message]:
-        """Up to n messages, oldest first; fewer only when it is empty."""
+    def get_many(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
+        """Up to n messages, oldest first, none more once their bodies hold `max_bytes` (at
+        least one); fewer only then or when it is empty."""
         ...
 
     def peek(self, n: int) -> list[Message]:

@@ -10,8 +10,10 @@ from collections import deque
 from collections.abc import Sequence
 from itertools import repeat
 
+from protocol.v2.bodies import PackedBodies
+
 from .message import Message
-from .ports import Overflow
+from .ports import UNBOUNDED, Overflow
 
 
 class DropOverflow:
@@ -32,7 +34,7 @@ class DropOverflow:
     def get(self) -> Message | None:
         return None
 
-    def get_many(self, n: int) -> list[Message]:
+    def get_many(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
         return []
 
     def peek(self, n: int) -> list[Message]:
@@ -62,16 +64,32 @@ class Run:
         self.pos = pos
         self.end = end
 
-    def take(self, n: int) -> list[Message]:
-        """The next n messages as records (fresh: attempts 0), advancing the position."""
+    def take(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
+        """The next n messages as records (fresh: attempts 0), their bodies within
+        `max_bytes` (at least one), advancing the position."""
         a = self.pos
-        b = self.pos = min(a + n, self.end)
+        b = self.pos = fitting(self.bodies, a, min(a + n, self.end), max_bytes)
         return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
 
     def view(self, n: int) -> list[Message]:
         a = self.pos
         b = min(a + n, self.end)
         return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
+
+
+def fitting(bodies: Sequence[bytes], a: int, b: int, max_bytes: int) -> int:
+    """The end (a < end <= b, when a < b) of the bodies from `a` on, none more once they hold
+    `max_bytes`: what a hand-out of large messages takes at once."""
+    if type(bodies) is PackedBodies:
+        size = bodies.nbytes // max(len(bodies), 1) or 1
+        return min(b, a + max(1, -(-max_bytes // size)))
+    if sum(map(len, bodies[a:b])) <= max_bytes:
+        return b
+    for i in range(a, b):
+        max_bytes -= len(bodies[i])
+        if max_bytes <= 0:
+            return i + 1
+    return b
 
 
 def messages(ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> list[Message]:
@@ -146,9 +164,12 @@ class Backlog:
         for msg in messages(ids[start:], bodies[start:], ts):
             put(msg)
 
-    def take_run(self, n: int) -> tuple[list[bytes], list[bytes], int] | None:
-        """Up to n messages from the head when it is a run, as (ids, bodies, timestamp)
-        without records; None when the head is a record (or memory is empty)."""
+    def take_run(
+        self, n: int, max_bytes: int = UNBOUNDED
+    ) -> tuple[list[bytes], list[bytes], int] | None:
+        """Up to n messages (their bodies within `max_bytes`, at least one) from the head
+        when it is a run, as (ids, bodies, timestamp) without records; None when the head is
+        a record (or memory is empty)."""
         mem = self._mem
         if not mem:
             return None
@@ -156,27 +177,34 @@ class Backlog:
         if type(head) is not Run:
             return None
         a = head.pos
-        b = head.pos = min(a + n, head.end)
+        b = head.pos = fitting(head.bodies, a, min(a + n, head.end), max_bytes)
         if b >= head.end:
             mem.popleft()
         self._count -= b - a
         return head.ids[a:b], head.bodies[a:b], head.ts
 
-    def take(self, n: int) -> list[Message]:
-        """Up to n messages, oldest first."""
+    def take(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
+        """Up to n messages, oldest first; none more once their bodies hold `max_bytes` (at
+        least one), so a hand-out of large messages stays bounded in memory and time."""
         mem = self._mem
         msgs: list[Message] = []
-        while mem and len(msgs) < n:
+        left = max_bytes
+        while mem and len(msgs) < n and left > 0:
             head = mem[0]
             if type(head) is Run:
-                msgs += head.take(n - len(msgs))
+                taken = head.take(n - len(msgs), left)
+                left -= sum(len(m.body) for m in taken)
+                msgs += taken
                 if head.pos >= head.end:
                     mem.popleft()
             else:
-                msgs.append(mem.popleft())  # type: ignore[arg-type]
+                msg: Message = mem.popleft()  # type: ignore[assignment]
+                left -= len(msg.body)
+                msgs.append(msg)
         self._count -= len(msgs)
-        if len(msgs) < n:
-            msgs += self.overflow.get_many(n - len(msgs))  # read ahead, not one call a message
+        if len(msgs) < n and left > 0:
+            # read ahead, not one call a message
+            msgs += self.overflow.get_many(n - len(msgs), left)
         return msgs
 
     def peek(self, n: int) -> list[Message]:

@@ -35,6 +35,7 @@ from .queue import Backlog
 from .settings import Settings
 
 _PUMP_CHUNK = 1024
+_PUMP_BYTES = 4 << 20  # a chunk of large messages is smaller: the loop runs between chunks
 
 
 class TopicEvents(Protocol):
@@ -266,7 +267,9 @@ class Topic:
     async def _pump(self) -> None:
         try:
             while self.backlog and self._flowing and not self.deleted:
-                chunk, expired = self.policy.unexpired(self, self.backlog.take(_PUMP_CHUNK))
+                chunk, expired = self.policy.unexpired(
+                    self, self.backlog.take(_PUMP_CHUNK, _PUMP_BYTES)
+                )
                 self.expired_count += expired
                 self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk))
                 await trio.lowlevel.checkpoint()

@@ -176,32 +176,37 @@ class DiskQueue:
             self._check_open()
             return self._read()
 
-    def read_many(self, n: int) -> list[bytes]:
-        """Up to n records; fewer only when the reader has caught up with the writer."""
+    def read_many(self, n: int, max_bytes: int) -> list[bytes]:
+        """Up to n records, and no more once they hold `max_bytes` (at least one); fewer
+        only then or when the reader has caught up with the writer."""
         out: list[bytes] = []
+        left = max_bytes
         with self._lock:
             self._check_open()
-            while len(out) < n:
-                self._read_run(out, n)
-                if len(out) >= n or (data := self._read()) is None:
+            while len(out) < n and left > 0:
+                left -= self._read_run(out, n, left)
+                if len(out) >= n or left <= 0 or (data := self._read()) is None:
                     break
                 out.append(data)  # read() took the file's end, a damaged record, the tail
+                left -= len(data)
         return out
 
-    def _read_run(self, out: list[bytes], n: int) -> None:
+    def _read_run(self, out: list[bytes], n: int, max_bytes: int) -> int:
         """The whole, valid records of the open read file from the read position on, up to
         n in `out`, read ahead through its buffer; it stops before anything read() must judge
-        (the file's end, a damaged record), leaving the file at the read position."""
+        (the file's end, a damaged record), leaving the file at the read position, or once
+        the records hold `max_bytes`. Returns the bytes of the records it read."""
         self._settle_reader()
         reader = self._reader
         if reader is None:
-            return
+            return 0
         limit = self._write_pos if self._read_end is None else self._read_end
         pos = start = self._read_pos
         lo, hi = self._min_msg_size, self._max_msg_size
         read, unpack = reader.read, _HEADER.unpack
         k = k0 = len(out)
-        while k < n and pos < limit:
+        left = max_bytes
+        while k < n and pos < limit and left > 0:
             header = read(4)
             size = unpack(header)[0] if len(header) == 4 else -1
             end = pos + 4 + size
@@ -215,8 +220,9 @@ class DiskQueue:
             out.append(data)
             pos = end
             k += 1
+            left -= size
         if pos == start:
-            return
+            return 0
         self._read_pos = pos
         self._depth -= k - k0
         self._count += k - k0
@@ -224,6 +230,7 @@ class DiskQueue:
             self._finish_read_file()
         if (self._read_file_num, self._read_pos) >= (self._write_file_num, self._write_pos):
             self._check_tail()
+        return max_bytes - left
 
     def _read(self) -> bytes | None:
         """The next record (the lock held), judging file ends and damage."""

@@ -12,6 +12,7 @@ from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
 from ..engine.message import Message
 from ..engine.policies.policy import ExpiringMessage
+from ..engine.ports import UNBOUNDED
 from .commit import GroupCommit
 from .diskqueue import DiskQueue, DiskQueueError
 from .expiries import ExpiryFile
@@ -111,15 +112,18 @@ class DiskOverflow:
                     return ExpiringMessage(msg.id, msg.body, msg.timestamp, msg.attempts, expires)
             return msg
 
-    def get_many(self, n: int) -> list[Message]:
-        """Up to n messages, read ahead in one go (fewer only when the queue ran dry)."""
+    def get_many(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
+        """Up to n messages, read ahead in one go, none more once they hold `max_bytes` (at
+        least one); fewer only then or when the queue ran dry."""
         if self._expiries is not None:
-            return self._get_each(n)
+            return self._get_each(n, max_bytes)
         out: list[Message] = []
         unpack = MESSAGE_HEADER.unpack_from
-        records = self.queue.read_many(n)
-        # fewer than n: the reader caught up, and a count that was off after a crash ends here
-        self._count = max(self._count - len(records), 0) if len(records) == n else 0
+        records = self.queue.read_many(n, max_bytes)
+        # fewer than n and not cut by bytes: the reader caught up, and a count that was off
+        # after a crash ends here
+        dry = len(records) < n and sum(map(len, records)) < max_bytes
+        self._count = 0 if dry else max(self._count - len(records), 0)
         for data in records:
             try:
                 timestamp, attempts = unpack(data, 0)
@@ -129,10 +133,11 @@ class DiskOverflow:
             out.append(Message(data[10:26], data[26:], timestamp, attempts))
         return out
 
-    def _get_each(self, n: int) -> list[Message]:
+    def _get_each(self, n: int, max_bytes: int) -> list[Message]:
         out: list[Message] = []
-        while len(out) < n and (msg := self.get()) is not None:
+        while len(out) < n and max_bytes > 0 and (msg := self.get()) is not None:
             out.append(msg)
+            max_bytes -= len(msg.body)
         return out
 
     @property

@@ -14,7 +14,7 @@ from nsqd.engine.api import Refused
 from nsqd.engine.broker import Broker
 from nsqd.engine.channel import Channel
 from nsqd.engine.message import Message
-from nsqd.engine.ports import StoreError
+from nsqd.engine.ports import UNBOUNDED, StoreError
 from nsqd.engine.settings import Settings
 from protocol.v2 import ErrorCode, NSQError
 
@@ -36,8 +36,14 @@ class ListOverflow:
     def get(self) -> Message | None:
         return self.msgs.pop(0) if self.msgs else None
 
-    def get_many(self, n: int) -> list[Message]:
-        taken, self.msgs[:n] = self.msgs[:n], []
+    def get_many(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
+        end = min(n, len(self.msgs))
+        for i, msg in enumerate(self.msgs[:end]):
+            max_bytes -= len(msg.body)
+            if max_bytes <= 0:
+                end = i + 1
+                break
+        taken, self.msgs[:end] = self.msgs[:end], []
         return taken
 
     def peek(self, n: int) -> list[Message]:

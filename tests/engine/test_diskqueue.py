@@ -786,12 +786,12 @@ def test_read_many_gives_what_read_gives(tmp_path: Path, damage: str, n: int) ->
     dq.close()
     dq = make_queue(many)
     batches: list[bytes] = []
-    while got := dq.read_many(n):
+    while got := dq.read_many(n, 1 << 30):
         assert len(got) <= n
         batches += got
     dq.put(payload(99))
-    batches += dq.read_many(n)
-    assert dq.read_many(n) == []
+    batches += dq.read_many(n, 1 << 30)
+    assert dq.read_many(n, 1 << 30) == []
     dq.close()
     assert batches == singles
     assert file_bytes(many) == file_bytes(one)
@@ -812,7 +812,7 @@ def test_reading_while_a_hold_buffers(tmp_path: Path, how: str) -> None:
         if how == "read":
             got += [d for _ in range(3) if (d := dq.read()) is not None]
         else:
-            got += dq.read_many(3)
+            got += dq.read_many(3, 1 << 30)
         assert commit.release() is None
     got += drain(dq)
     assert got == [payload(i) for i in range(80)]
@@ -834,8 +834,8 @@ def test_sync_every_counts_messages_not_writes(tmp_path: Path) -> None:
     assert dq.needs_sync()  # 6 messages, not yet one write
     assert commit.release() is None
     dq.sync()
-    assert dq.read_many(5) == [payload(i) for i in range(5)]
+    assert dq.read_many(5, 1 << 30) == [payload(i) for i in range(5)]
     assert not dq.needs_sync()
-    assert dq.read_many(5) == [payload(5)]
+    assert dq.read_many(5, 1 << 30) == [payload(5)]
     assert dq.needs_sync()
     dq.close()

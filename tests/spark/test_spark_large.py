@@ -61,6 +61,25 @@ def run_to_end(
     return seen, sizes
 
 
+def explain(nsqd: Proc, trace_path: Path, topic: str, what: str) -> str:
+    """What a failed run needs to be understood without rerunning it: the reader's trace
+    (its target, what it accepted, requeued, kept from lost connections) and the nsqd's."""
+    import json
+    import urllib.request
+
+    lines = [what, f"nsqd exit status: {nsqd.proc.poll()}"]
+    try:
+        url = f"http://{nsqd.http}/stats?format=json&topic={topic}"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            lines.append(f"nsqd /stats: {response.read().decode()[:2000]}")
+    except OSError as exc:
+        lines.append(f"nsqd /stats: {exc}")
+    events = [e for e in read_trace(trace_path, topic) if e["event"] != "partitions"]
+    lines += [json.dumps(e) for e in events[:4] + events[-6:]]
+    lines.append("nsqd log:\n" + nsqd.log_tail(40))
+    return "\n".join(lines)
+
+
 def test_thousand_1mib_messages_with_defaults(
     spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path, trace_path: Path, report: Any
 ) -> None:
@@ -69,6 +88,8 @@ def test_thousand_1mib_messages_with_defaults(
     create_channel(big_nsqd, topic)
     publish(big_nsqd, topic, sent)
     seen, sizes = run_to_end(spark, big_nsqd, topic, tmp_path, n, executorReads="off")
+    missing = sorted(set(range(n)) - {int(k) for k in seen})
+    assert not missing, explain(big_nsqd, trace_path, topic, f"{len(missing)} missing")
     assert seen == {b[:8].decode(): MIB for b in sent}
     assert max(sizes) <= 32, "a batch above maxBytesPerTrigger (32 MiB)"
     planned = [e for e in read_trace(trace_path, topic) if e["event"] == "partitions"]
