@@ -9,6 +9,7 @@ from typing import Any
 
 import trio
 
+from . import malloc
 from .config.argv import read_plain
 from .config.options import FLAGS, FLAGS_BY_CFG, Options, convert
 from .gocompat.strconv import OptionError
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     # the imports saved ~5 ms more but left ~0.9 MiB of import garbage resident.)
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
+    malloc.tune()
     from .storage.metadata import MetadataError
 
     try:

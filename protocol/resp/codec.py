@@ -8,6 +8,8 @@ commands it parsed, then the error, then closes."""
 
 from __future__ import annotations
 
+from itertools import chain
+
 INLINE_MAX = 64 * 1024  # PROTO_INLINE_MAX_SIZE: a line without its newline past this is an error
 INT_MAX = 2**31 - 1
 
@@ -341,7 +343,36 @@ def array(items: list[bytes] | None) -> bytes:
     """An array of bulk strings (None: the null array)."""
     if items is None:
         return NULL_ARRAY
-    return b"*%d\r\n" % len(items) + b"".join(
+    return bulks(b"*", items)
+
+
+class _Between(dict[int, bytes]):
+    """What goes between a bulk string of n bytes and the next one (made once per n)."""
+
+    def __missing__(self, n: int) -> bytes:
+        sep = self[n] = b"\r\n$%d\r\n" % n
+        return sep
+
+
+_BETWEEN = _Between()
+
+
+def bulks(kind: bytes, items: list[bytes]) -> bytes:
+    """An aggregate (`kind`: b"*" array, b"~" set) of bulk strings. A long one whose items
+    have one length (a queue's jobs, LRANGE on them) is one join with the separator that length
+    needs: a quarter of the time of formatting each item (LRANGE 600 was most of its time)."""
+    n = len(items)
+    if n > 8:
+        lengths = set(map(len, items))
+        if len(lengths) == 1:
+            (size,) = lengths
+            # one copy of the whole: the header and the end ride on the first and last items
+            ends = [b"%b%d\r\n$%d\r\n%b" % (kind, n, size, items[0]), items[-1] + b"\r\n"]
+            return _BETWEEN[size].join([ends[0], *items[1:-1], ends[1]])
+        seps = map(_BETWEEN.__getitem__, map(len, items))
+        body = b"".join(chain.from_iterable(zip(seps, items, strict=True)))
+        return b"%b%d\r\n" % (kind, n) + body[2:] + b"\r\n"
+    return b"%b%d\r\n" % (kind, n) + b"".join(
         [b"$%d\r\n%b\r\n" % (len(item), item) for item in items]
     )
 

@@ -3,7 +3,7 @@ switches): nulls, maps, sets, doubles, verbatim text and push messages. Pure cod
 
 from __future__ import annotations
 
-from .codec import NULL, NULL_ARRAY, array, bulk, raw_array
+from .codec import NULL, NULL_ARRAY, array, bulk, bulks, raw_array
 
 
 def _double_text(value: float) -> bytes:
@@ -58,9 +58,7 @@ class Resp3(Resp2):
         return b"%%%d\r\n" % (len(encoded) // 2) + b"".join(encoded)
 
     def set(self, items: list[bytes]) -> bytes:
-        return b"~%d\r\n" % len(items) + b"".join(
-            [b"$%d\r\n%b\r\n" % (len(item), item) for item in items]
-        )
+        return bulks(b"~", items)
 
     def double(self, value: float) -> bytes:
         return b",%b\r\n" % _double_text(value)
