@@ -156,6 +156,12 @@ class ChannelHandle:
         """FIN what was just sent to `consumer` (a pop takes and finishes)."""
         self._channel.finish(consumer, ids)
 
+    def requeue_for(self, consumer: Consumer, ids: list[bytes]) -> None:
+        """REQ what was just sent to `consumer` (a pop that could not take it): back in the
+        queue, its attempts kept, for the next consumer."""
+        for msg_id in ids:
+            self._channel.requeue(consumer, msg_id, 0)
+
     # -- inside -----------------------------------------------------------------------------
 
     def _lease(self, name: str) -> leases.Lease:

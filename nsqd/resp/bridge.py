@@ -18,6 +18,7 @@ from protocol.v2.names import is_valid_name
 
 from ..engine.api import Refused
 from ..engine.broker import Broker
+from .keyspace import WRONGTYPE
 
 if TYPE_CHECKING:
     from ..engine.api import Message
@@ -60,14 +61,21 @@ class PopConsumer:
 
     def send(self, msgs: list[Message]) -> None:
         self.want -= len(msgs)
-        # a pop takes and finishes: nothing stays in flight to this consumer
-        self.channel.finish_for(self, [m.id for m in msgs])
-        bodies = [m.body for m in msgs]
+        ids = [m.id for m in msgs]
         waiter = self.waiter
         if waiter is None:
-            self.bodies.extend(bodies)
+            # a pop takes and finishes: nothing stays in flight to this consumer
+            self.channel.finish_for(self, ids)
+            self.bodies.extend(m.body for m in msgs)
             return
-        waiter.finish(waiter.deliver(self.key, bodies[0]))  # want was 1
+        reply = waiter.deliver(self.key, msgs[0].body)  # want was 1
+        if reply is WRONGTYPE:
+            # a move whose destination became another type while it waited: as Redis, this
+            # waiter alone gets WRONGTYPE and the element stays where it was (in the channel)
+            self.channel.requeue_for(self, ids)
+        else:
+            self.channel.finish_for(self, ids)
+        waiter.finish(reply)
 
     def finished(self, n: int) -> None:
         pass

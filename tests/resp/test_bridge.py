@@ -141,3 +141,32 @@ def test_a_refused_push_is_answered_and_the_client_stays(ours) -> None:
     assert r.lpop("channel:jobs:c", 5) == [b"b", b"d"]
     assert r.client_id() == first
     r.close()
+
+
+def test_a_blocked_move_from_a_channel_to_a_wrong_type_keeps_the_message(ours) -> None:
+    """BLMOVE channel:<t>:<c> dst, and dst becomes a string while the client waits: as Redis,
+    that client gets WRONGTYPE and the element stays where it was: here, in the channel (it was
+    lost: the pop had finished it before the move failed)."""
+    server = ours.start()
+    r = client(server.port)
+    assert r.lpop(CH) is None  # the channel exists
+    got: dict[str, object] = {}
+
+    def blocked() -> None:
+        try:
+            got["v"] = client(server.port).blmove(CH, "dst", 10, "LEFT", "LEFT")
+        except redis.ResponseError as exc:
+            got["error"] = str(exc)
+
+    waiter = threading.Thread(target=blocked)
+    waiter.start()
+    time.sleep(0.3)
+    r.set("dst", "a string")
+    assert r.rpush("topic:orders", "kept") == 1
+    waiter.join(10)
+    assert str(got.get("error", "")).startswith("WRONGTYPE"), got
+    assert r.llen(CH) == 1
+    assert r.lpop(CH) == b"kept"
+    channel = _channel(_stats(server.http_port), "orders", "billing")
+    assert channel["depth"] == 0 and channel["in_flight_count"] == 0, channel
+    r.close()
