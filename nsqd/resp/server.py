@@ -106,6 +106,7 @@ class Frontend:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         self.address = listeners[0].socket.getsockname()[:2]
+        self.settings[b"port"] = b"%d" % self.address[1]  # CONFIG GET port: the bound one
         self.reactor = Reactor(self, self.loop)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.expirer.run)

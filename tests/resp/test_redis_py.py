@@ -37,6 +37,8 @@ def test_connect_and_connection_commands(port: int) -> None:
     hello = r.execute_command("HELLO", "2")
     assert hello[:2] == [b"server", b"redis"] and hello[4:6] == [b"proto", 2]
     assert r.execute_command("SELECT", "0")
+    assert r.config_get("port") == {"port": str(port)}  # the port it listens on
+    assert info["tcp_port"] == port
     r.close()
 
 
