@@ -1,7 +1,7 @@
 """The streaming reader. Offsets are {"seq": n, "token", "batch", "leases"}: `seq` counts the
 messages the driver-side reader handed to Spark, the rest is the executor-side plan (leased.py).
 
-Where things run (see README "Spark"): every method but `read` runs in one long-lived Python
+Where things run (see docs/spark.md): every method but `read` runs in one long-lived Python
 process on the driver. Against the Go nsqd (and with executorReads off) that process holds the
 nsqd connections and the messages, and `read` only unpacks the rows `partitions` put into each
 `NsqPartition`. Against our nsqds the driver only plans and finishes: `read` pulls a

@@ -1,7 +1,7 @@
 """Streams, the part python-rq keeps job results in: XADD (auto or explicit IDs, NOMKSTREAM,
 MAXLEN with = or ~, taken as exact), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
 ends), XDEL, XTRIM MAXLEN, and XREAD without BLOCK; Redis 7.0's replies and errors. Consumer
-groups and XREAD BLOCK are not here (see README)."""
+groups and XREAD BLOCK are not here (see docs/redis.md)."""
 
 from __future__ import annotations
 
