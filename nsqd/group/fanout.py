@@ -150,7 +150,7 @@ class FanOut:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
                     answers.append(await ask(address, method, target))
-            except (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError) as exc:
+            except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
 
         async with trio.open_nursery() as nursery:
@@ -159,8 +159,14 @@ class FanOut:
         return answers
 
 
+# what asking a peer can raise when the peer is down, dies mid-answer or answers nonsense: a
+# caller logs it and goes on (a worker killed while its peers ask it must not take them down)
+ASK_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError)
+
+
 async def ask(address: tuple[str, int], method: str, target: bytes) -> tuple[int, bytes]:
-    """One request to a peer's private HTTP listener: (status, body)."""
+    """One request to a peer's private HTTP listener: (status, body); one of ASK_ERRORS when
+    it gives none."""
     stream = await trio.open_tcp_stream(*address)
     async with stream:
         await stream.send_all(
@@ -171,7 +177,10 @@ async def ask(address: tuple[str, int], method: str, target: bytes) -> tuple[int
         while data := await stream.receive_some(65536):
             chunks.append(data)
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1]), body
+    status = head.split(b" ", 2)[1:2]
+    if not status:
+        raise ValueError(f"no HTTP answer ({len(head)} bytes)")
+    return int(status[0]), body
 
 
 def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from ..http import server as http_server
 from ..http.v1 import Request
 from ..log import log
 from ..net import listeners
-from .fanout import ASK_TIMEOUT, FanOut, ask
+from .fanout import ASK_ERRORS, ASK_TIMEOUT, FanOut, ask
 from .identity import Identity
 from .pull import Pull, is_link
 
@@ -120,7 +120,7 @@ class Worker:
                 with trio.fail_after(ASK_TIMEOUT):
                     for target in targets:
                         await ask(address, "POST", target)
-            except (OSError, trio.TooSlowError, ValueError) as exc:
+            except ASK_ERRORS as exc:
                 where = f"{address[0]}:{address[1]}"
                 log.warning("group: peer %s did not make %s:%s - %s", where, topic, channel, exc)
 
@@ -172,7 +172,7 @@ class Worker:
         there then, not here, and what is published here must reach it too (nsqd's promise).
         A peer that starts after this worker's link file was written asks it in turn; one
         that makes a channel from now on finds that file and asks this worker."""
-        found: list[tuple[str, str | None]] = []
+        found: list[tuple[str, str | None, bool]] = []
 
         async def one(address: tuple[str, int]) -> None:
             try:
@@ -180,17 +180,24 @@ class Worker:
                     status, body = await ask(address, "GET", CATCH_UP)
                 if status == 200:
                     found.extend(_durable(json.loads(body).get("topics") or ()))
-            except (OSError, trio.TooSlowError, ValueError) as exc:
+            except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d gave no topics at start - %s", *address, exc)
 
         async with trio.open_nursery() as nursery:
             for address in self._peer_http():
                 nursery.start_soon(one, address)
-        for topic, channel in found:
+        paused: dict[tuple[str, str | None], set[bool]] = {}
+        for topic, channel, is_paused in found:
             if channel is None:
                 self.broker.create_topic(topic)
             else:
                 self.broker.channel(topic, channel)
+            paused.setdefault((topic, channel), set()).add(is_paused)
+        # a pause or unpause made while this worker was down reached only the peers: theirs
+        # is the group's state when they agree (this worker's nsqd.dat has the old one)
+        for (topic, channel), states in paused.items():
+            if len(states) == 1:
+                self.broker.pause(topic, channel, states.pop())
 
     def _scan(self, nursery: trio.Nursery, now: float) -> None:
         """Start the pulls a channel with consumers here lacks; stop those of a channel whose
@@ -235,17 +242,17 @@ class Worker:
         self._pulls[key] = pulls
 
 
-def _durable(topics: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str | None]]:
-    """(topic, None) and (topic, channel) of a peer's /stats topics, ephemeral ones left out
-    (they live as long as their consumers, which are the peer's)."""
+def _durable(topics: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str | None, bool]]:
+    """(topic, None, paused) and (topic, channel, paused) of a peer's /stats topics, ephemeral
+    ones left out (they live as long as their consumers, which are the peer's)."""
     for topic in topics:
         name = topic["topic_name"]
         if name.endswith("#ephemeral"):
             continue
-        yield name, None
+        yield name, None, bool(topic.get("paused"))
         for channel in topic.get("channels") or ():
             if not channel["channel_name"].endswith("#ephemeral"):
-                yield name, channel["channel_name"]
+                yield name, channel["channel_name"], bool(channel.get("paused"))
 
 
 def _has_own_consumers(channel: Channel) -> bool:

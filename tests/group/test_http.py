@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.ops.conftest import http_get, http_post
 
 from .conftest import Group
@@ -99,3 +101,34 @@ def test_admin_acts_in_every_worker(group: Group) -> None:
     assert (status, body) == (404, b'{"message":"TOPIC_NOT_FOUND"}'), body
     status, _ = http_post(f"{base}/topic/create")
     assert status == 400
+
+
+@pytest.mark.parametrize("peer", ["resets", "closes at once", "answers garbage"])
+async def test_asking_a_peer_that_dies_mid_answer_raises_one_of_ask_errors(peer: str) -> None:
+    """A worker asks its peers over their private HTTP (fan-out, channel creation, catch-up);
+    a peer killed meanwhile resets the connection. Every way it can fail is one of ASK_ERRORS,
+    which each asker logs and goes past: a ConnectionResetError reached a worker as
+    trio.BrokenResourceError from channel creation's fan-out and ended the whole group."""
+    import socket
+    import struct
+    from functools import partial
+
+    import trio
+
+    from nsqd.group.fanout import ASK_ERRORS, ask
+
+    async def serve(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        if peer == "resets":
+            linger = struct.pack("ii", 1, 0)  # close with RST, as a killed process's socket
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        elif peer == "answers garbage":
+            await stream.send_all(b"garbage")
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(partial(trio.serve_tcp, serve, 0, host="127.0.0.1"))
+        port = listener.socket.getsockname()[1]
+        with pytest.raises(ASK_ERRORS):
+            await ask(("127.0.0.1", port), "GET", b"/stats")
+        nursery.cancel_scope.cancel()
