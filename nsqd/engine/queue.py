@@ -64,12 +64,14 @@ class Run:
         self.pos = pos
         self.end = end
 
-    def take(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
-        """The next n messages as records (fresh: attempts 0), their bodies within
-        `max_bytes` (at least one), advancing the position."""
+    def take(self, n: int, max_bytes: int = UNBOUNDED) -> tuple[list[Message], int]:
+        """The next n messages as records (fresh: attempts 0), none more once their bodies
+        hold `max_bytes` (at least one), advancing the position; and their bodies' bytes."""
         a = self.pos
-        b = self.pos = fitting(self.bodies, a, min(a + n, self.end), max_bytes)
-        return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
+        b, nbytes = fitting(self.bodies, a, min(a + n, self.end), max_bytes)
+        self.pos = b
+        msgs = list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
+        return msgs, nbytes
 
     def view(self, n: int) -> list[Message]:
         a = self.pos
@@ -77,19 +79,22 @@ class Run:
         return list(map(Message, self.ids[a:b], self.bodies[a:b], repeat(self.ts, b - a)))
 
 
-def fitting(bodies: Sequence[bytes], a: int, b: int, max_bytes: int) -> int:
+def fitting(bodies: Sequence[bytes], a: int, b: int, max_bytes: int) -> tuple[int, int]:
     """The end (a < end <= b, when a < b) of the bodies from `a` on, none more once they hold
-    `max_bytes`: what a hand-out of large messages takes at once."""
+    `max_bytes`, and how many bytes they hold: what a hand-out of large messages takes at once."""
     if type(bodies) is PackedBodies:
         size = bodies.nbytes // max(len(bodies), 1) or 1
-        return min(b, a + max(1, -(-max_bytes // size)))
-    if sum(map(len, bodies[a:b])) <= max_bytes:
-        return b
+        end = min(b, a + max(1, -(-max_bytes // size)))
+        return end, (end - a) * size
+    total = sum(map(len, bodies[a:b]))
+    if total <= max_bytes:
+        return b, total
+    total = 0
     for i in range(a, b):
-        max_bytes -= len(bodies[i])
-        if max_bytes <= 0:
-            return i + 1
-    return b
+        total += len(bodies[i])
+        if total >= max_bytes:
+            return i + 1, total
+    return b, total
 
 
 def messages(ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> list[Message]:
@@ -177,7 +182,7 @@ class Backlog:
         if type(head) is not Run:
             return None
         a = head.pos
-        b = head.pos = fitting(head.bodies, a, min(a + n, head.end), max_bytes)
+        b = head.pos = fitting(head.bodies, a, min(a + n, head.end), max_bytes)[0]
         if b >= head.end:
             mem.popleft()
         self._count -= b - a
@@ -192,8 +197,8 @@ class Backlog:
         while mem and len(msgs) < n and left > 0:
             head = mem[0]
             if type(head) is Run:
-                taken = head.take(n - len(msgs), left)
-                left -= sum(len(m.body) for m in taken)
+                taken, nbytes = head.take(n - len(msgs), left)
+                left -= nbytes
                 msgs += taken
                 if head.pos >= head.end:
                     mem.popleft()

@@ -62,23 +62,21 @@ class Loop:
     def schedule(self, conn: Watched, frontend: EpollReactor, due: float) -> None:
         if due < conn.due:
             conn.due = due
-            timers = self.timers
-            if len(timers) > 64 + 2 * len(self.conns):
-                # superseded entries (a deadline met early) outnumber the live ones
-                timers[:] = [t for t in timers if t[0] == t[2].due]
-                heapq.heapify(timers)
-            heapq.heappush(timers, (due, next(self._seq), conn, frontend))
+            self.compact_if_stale()
+            heapq.heappush(self.timers, (due, next(self._seq), conn, frontend))
             sleep = self._sleep
             if sleep is not None and due < sleep.deadline:
                 sleep.deadline = due  # scheduled from another task while the loop sleeps
 
-    def compact(self) -> None:
-        """Drop the timer entries that will only be skipped: each holds its connection, and a
+    def compact_if_stale(self) -> None:
+        """Drop the timer entries that will only be skipped, once they outnumber the live
+        ones (a deadline met early, a connection gone): each holds its connection, and a
         closed or handed-over one (its buffers, its codec state) must not live on until its
         entry's time (seconds of connections under churn). In place: a pass may be popping."""
         timers = self.timers
-        timers[:] = [t for t in timers if t[0] == t[2].due]
-        heapq.heapify(timers)
+        if len(timers) > 64 + 2 * len(self.conns):
+            timers[:] = [t for t in timers if t[0] == t[2].due]
+            heapq.heapify(timers)
 
     def wake(self) -> None:
         """Run a pass soon (work for a `_passed` that came from another task)."""
@@ -197,8 +195,7 @@ class EpollReactor:
             loop.ep.unregister(fd)
         except (OSError, ValueError):
             pass
-        if len(loop.timers) > 64 + 2 * len(loop.conns):
-            loop.compact()
+        loop.compact_if_stale()
         return True
 
     def watching(self, conn: Watched) -> bool:

@@ -366,9 +366,7 @@ def bulks(kind: bytes, items: list[bytes]) -> bytes:
         lengths = set(map(len, items))
         if len(lengths) == 1:
             (size,) = lengths
-            # one copy of the whole: the header and the end ride on the first and last items
-            ends = [b"%b%d\r\n$%d\r\n%b" % (kind, n, size, items[0]), items[-1] + b"\r\n"]
-            return _BETWEEN[size].join([ends[0], *items[1:-1], ends[1]])
+            return b"%b%d\r\n$%d\r\n" % (kind, n, size) + _BETWEEN[size].join(items) + b"\r\n"
         seps = map(_BETWEEN.__getitem__, map(len, items))
         body = b"".join(chain.from_iterable(zip(seps, items, strict=True)))
         return b"%b%d\r\n" % (kind, n) + body[2:] + b"\r\n"

@@ -134,14 +134,15 @@ def pexpireat(s: Session, argv: list[bytes]) -> bytes:
     return _expire(s, argv, "pexpireat", False, True)
 
 
-def _ttl(s: Session, key: bytes, ms: bool) -> bytes:
+def _ttl(s: Session, key: bytes, ms: bool, absolute: bool = False) -> bytes:
+    """TTL/PTTL, and EXPIRETIME/PEXPIRETIME with `absolute` (Redis's ttlGenericCommand)."""
     ks = s.ks
     if ks.get(key) is None:
         return integer(-2)
     when = ks.expires.get(key)
     if when is None:
         return integer(-1)
-    left = max(0, when - now_ms())
+    left = when if absolute else max(0, when - now_ms())
     return integer(left if ms else (left + 500) // 1000)
 
 
@@ -189,24 +190,14 @@ def renamenx(s: Session, argv: list[bytes]) -> bytes:
     return _rename(s, argv, True) or ONE
 
 
-def _expiretime(s: Session, key: bytes, ms: bool) -> bytes:
-    ks = s.ks
-    if ks.get(key) is None:
-        return integer(-2)
-    when = ks.expires.get(key)
-    if when is None:
-        return integer(-1)
-    return integer(when if ms else (when + 500) // 1000)
-
-
 @command("expiretime", 2)
 def expiretime(s: Session, argv: list[bytes]) -> bytes:
-    return _expiretime(s, argv[1], False)
+    return _ttl(s, argv[1], False, absolute=True)
 
 
 @command("pexpiretime", 2)
 def pexpiretime(s: Session, argv: list[bytes]) -> bytes:
-    return _expiretime(s, argv[1], True)
+    return _ttl(s, argv[1], True, absolute=True)
 
 
 def scan_options(
