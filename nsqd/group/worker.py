@@ -149,6 +149,7 @@ class Worker:
             if self._http is not None:
                 await self._catch_up()
             listeners.listen_now()
+            log.info("group: worker %d listens on the shared ports", self.identity.index)
             self._nursery = nursery
             task_status.started()
             while True:

@@ -28,6 +28,7 @@ from tests.ops.conftest import (
 
 PEER_HEADER = "X-Trio-Nsqd-Group-Peer"
 _STARTED = re.compile(rb"group: worker (\d+) started \(pid (\d+)\)")
+_LISTENS = re.compile(rb"group: worker (\d+) listens on the shared ports")
 
 
 class Group:
@@ -78,6 +79,11 @@ class Group:
     def pids(self) -> dict[int, int]:
         """The latest pid of each worker, from the supervisor's log."""
         return {int(k): int(p) for k, p in _STARTED.findall(self.log.read_bytes())}
+
+    def listened(self, k: int) -> int:
+        """How many times worker k (any of its processes) began to listen on the shared
+        ports: after it caught up its peers' topics and channels."""
+        return sum(int(m) == k for m in _LISTENS.findall(self.log.read_bytes()))
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")

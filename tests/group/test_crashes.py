@@ -135,7 +135,8 @@ def test_a_channel_made_while_a_worker_was_down_is_made_there_when_it_starts_aga
     assert http_post(f"{base}/channel/create?topic=late&channel=c")[0] == 200
     assert group.pids()[1] == before, "worker 1 was started again before the channel was made"
     wait_until(lambda: group.pids()[1] != before, START_TIMEOUT, "worker 1 started again")
-    wait_until(lambda: group.link(1), START_TIMEOUT, "worker 1's link")
+    # its link listens before it caught up: its shared ports only after
+    wait_until(lambda: group.listened(1) == 2, START_TIMEOUT, "worker 1 listening again")
     with group.pin(1) as pub:
         pub.pub("late", b"after the restart")
     (topic,) = group.worker_stats(1, "&topic=late")["topics"]
@@ -172,5 +173,6 @@ def test_a_pause_made_while_a_worker_was_down_reaches_it_when_it_starts_again(
     before = group.pids()[1]
     os.kill(before, signal.SIGKILL)
     wait_until(lambda: group.pids()[1] != before, START_TIMEOUT, "worker 1 started again")
-    wait_until(lambda: group.link(1), START_TIMEOUT, "worker 1's link")
+    # its link listens before it caught up: its shared ports only after
+    wait_until(lambda: group.listened(1) == 2, START_TIMEOUT, "worker 1 listening again")
     assert paused(1)
