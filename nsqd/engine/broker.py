@@ -307,38 +307,46 @@ class Broker:
             if bodies:
                 self._publish(topic, bodies, ttl_ms)
             deduper.remember(topic, keys)  # after the store took them: a refusal is retried
+            self._written_now()
             return
         self._publish(topic, bodies, ttl_ms)
 
     def _publish(self, topic: str, bodies: list[bytes], ttl_ms: int) -> None:
-        # One publish (an MPUB's bodies, in each queue they reach) is one write per disk
-        # queue file; inside a reactor's pass the pass's hold is the outer one.
+        self._stored(self.topic(topic).publish, bodies, ttl_ms)
+
+    def _stored(self, publish: Callable[..., None], *args: Any) -> None:
+        """One publish (an MPUB's bodies, in each queue they reach; a deferral's journal
+        record) is one write per file; inside a reactor's pass the pass's hold is the outer
+        one, and a publisher answered at once has its records written now."""
         commit = self.commit
         commit.hold()
         try:
-            self.topic(topic).publish(bodies, ttl_ms)
+            publish(*args)
         except _REFUSALS as exc:
             commit.release()
             raise self._refused(exc) from exc
         except BaseException:
             commit.release()
             raise
-        error = commit.release()
-        if commit.depth and not commit.deferring:
-            error = commit.flush()  # inside another's hold, but answered at once: written now
-        if error is not None:
+        if (error := commit.release()) is not None:
             raise self._refused(StoreError(error))
+        self._written_now()
 
     def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
         deduper = self.deduper if key else None
         if deduper is not None and not deduper.fresh(topic, [key]):
             return
-        try:
-            self.topic(topic).publish_deferred(body, delay_ms)
-        except _REFUSALS as exc:
-            raise self._refused(exc) from exc
+        self._stored(self.topic(topic).publish_deferred, body, delay_ms)
         if deduper is not None:
             deduper.remember(topic, [key])
+            self._written_now()
+
+    def _written_now(self) -> None:
+        """Inside another's hold, for a publisher answered at once: what the publish buffered
+        (its de-duplication keys) is written now."""
+        commit = self.commit
+        if commit.depth and not commit.deferring and (error := commit.flush()) is not None:
+            raise self._refused(StoreError(error))
 
     def _refused(self, exc: Exception) -> Refused:
         """What refused a publish, as the one refusal the front-ends answer."""

@@ -380,7 +380,7 @@ class Channel:
             now = self.clock()
             self.in_flight.deliver(msgs, owner, now, now + timeout)
             self.delivery_count += len(msgs)
-            self.journal.held(msgs)
+            self.journal.held(msgs, at_once=True)  # the lease is answered right after
         return msgs
 
     # -- deferred messages by id (HTTP /message/cancel, /message/defer) ---------------------

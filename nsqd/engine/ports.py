@@ -66,6 +66,12 @@ class WriteBatch(Protocol):
         since the hold began."""
         ...
 
+    def later(self, fn: Callable[[str | None], None]) -> None:
+        """While held: run `fn(error)` after the outermost release's write (a delivery that
+        must not leave before its journal record, an answer that confirms a record); `error`
+        is what `release` returned."""
+        ...
+
 
 class NoBatch:
     """No store behind the queues: nothing is ever buffered."""
@@ -85,6 +91,9 @@ class NoBatch:
 
     def flush(self) -> None:
         return None
+
+    def later(self, fn: Callable[[str | None], None]) -> None:
+        fn(None)  # never held
 
 
 class Peer(Protocol):
@@ -117,7 +126,8 @@ class Consumer(Protocol):
         ...
 
     def send(self, msgs: list[Message]) -> None:
-        """`msgs` are now in flight to it: write them out."""
+        """`msgs` are now in flight to it: write them out (inside a held group commit, after
+        its release: the channel's journal record of them may be buffered until then)."""
         ...
 
     def finished(self, n: int) -> None: ...
@@ -160,13 +170,16 @@ class Journal(Protocol):
 
     durable: bool  # deferred messages survive a clean stop here (not in the disk queue)
 
-    def held(self, msgs: list[Message]) -> None:
-        """Delivered: in flight now (body, timestamp and attempts as sent)."""
+    def held(self, msgs: list[Message], at_once: bool = False) -> None:
+        """Delivered: in flight now (body, timestamp and attempts as sent). Inside a held
+        group commit it may be buffered until the release (a consumer's send waits for it);
+        `at_once`: written before this returns (a lease, answered right after)."""
         ...
 
     def deferred(self, msgs: list[Message], due_ms: int) -> None:
         """Deferred until `due_ms` (unix ms): DPUB, /pub?defer=, REQ with a delay. Written
-        before this returns (a DPUB is acknowledged right after)."""
+        before this returns, or inside a held group commit counted in its `appended` and
+        written by its release (a DPUB is acknowledged after that)."""
         ...
 
     def released(self, ids: list[bytes]) -> None:
@@ -197,7 +210,7 @@ class NoJournal:
     __slots__ = ()
     durable = False
 
-    def held(self, msgs: list[Message]) -> None:
+    def held(self, msgs: list[Message], at_once: bool = False) -> None:
         pass
 
     def deferred(self, msgs: list[Message], due_ms: int) -> None:

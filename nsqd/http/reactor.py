@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..engine.ports import NoBatch, WriteBatch
+from ..log import log
 from ..net.reactor import EpollReactor, Loop
 from . import gonet, parser
 
@@ -33,10 +35,17 @@ READ_SIZE = 65536
 
 class HTTPReactor(EpollReactor):
     def __init__(
-        self, server: Server, route_now: RouteNow, max_body: int, loop: Loop | None = None
+        self,
+        server: Server,
+        route_now: RouteNow,
+        max_body: int,
+        loop: Loop | None = None,
+        commit: WriteBatch | None = None,
     ) -> None:
         super().__init__(loop)
         self.server = server
+        self.commit = commit or NoBatch()  # the stores' group commit, held by the loop's pass
+        self._held: list[tuple[Connection, bytes, bool]] = []  # answers waiting for its write
         self.route_now = route_now
         # bodies up to this: whatever a route leaves unread, the task server would have
         # drained it and kept the connection (net/http's 256 KiB), as here
@@ -108,19 +117,48 @@ class HTTPReactor(EpollReactor):
         fast = http.fast
         answers = []
         close = False
-        while True:
-            found = fast.buffered_request()
-            if found is None:
-                break
-            answer = self._answer(http, *found)
-            if answer is None:
-                break
-            answers.append(answer)
-            if http.our_state is not _DONE:  # a route's answer ended keep-alive
-                close = True
-                break
-            http.start_next_cycle()
-        if answers and not self._write(conn, b"".join(answers)):
+        commit = self.commit
+        appended = commit.appended
+        commit.deferring = True  # its publishes' records wait for the pass's one write
+        try:
+            while True:
+                found = fast.buffered_request()
+                if found is None:
+                    break
+                answer = self._answer(http, *found)
+                if answer is None:
+                    break
+                answers.append(answer)
+                if http.our_state is not _DONE:  # a route's answer ended keep-alive
+                    close = True
+                    break
+                http.start_next_cycle()
+        finally:
+            commit.deferring = False
+        data = b"".join(answers)
+        if commit.depth and commit.appended != appended:
+            # what these answers confirm is buffered in the pass's group commit: they go
+            # after its write (storage/commit.py), as the TCP publishers' OKs
+            if not self._held:
+                commit.later(self._after_commit)
+            self._held.append((conn, data, close))
+            return
+        self._answered(conn, data, close)
+
+    def _after_commit(self, error: str | None) -> None:
+        held, self._held = self._held, []
+        for conn, data, close in held:
+            if not self.watching(conn):
+                continue
+            if error is None:
+                self._answered(conn, data, close)
+            else:  # not stored, so not acknowledged: closed unanswered (the client retries)
+                log.error("HTTP: %s - publish failed %s", conn, error)
+                self._end(conn)
+
+    def _answered(self, conn: Connection, data: bytes, close: bool) -> None:
+        fast = conn.http.fast
+        if data and not self._write(conn, data):
             return
         if close or (not fast.buffered and (conn.eof or self.server.closing)):
             self._end(conn)

@@ -392,6 +392,7 @@ class HTTPServer:
             route_now=self.api.route_now,
             require_client_cert=opts.tls_client_auth_policy == "require",
             loop=loop,
+            commit=broker.commit,
         )
         track_gc_pauses()
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import trio
 
+from ..engine.ports import WriteBatch
 from ..log import log
 from ..net.boundary import describe, guarded
 from ..net.reactor import Loop
@@ -352,8 +353,10 @@ class Server:
         require_client_cert: bool = False,
         grace: float = 1.0,
         loop: Loop | None = None,
+        commit: WriteBatch | None = None,
     ) -> None:
         self.handler = handler
+        self.commit = commit  # the stores' group commit: route_now's answers wait for it
         self.request_class = request_class
         self.idle_timeout = idle_timeout
         self.header_timeout = header_timeout
@@ -380,7 +383,9 @@ class Server:
         under way get `grace` seconds to finish."""
         async with trio.open_nursery() as connections:
             if self.route_now is not None:
-                self.reactor = HTTPReactor(self, self.route_now, MAX_POST_HANDLER_READ, self.loop)
+                self.reactor = HTTPReactor(
+                    self, self.route_now, MAX_POST_HANDLER_READ, self.loop, self.commit
+                )
                 connections.start_soon(self.reactor.run)
             async with trio.open_nursery() as acceptors:
                 for listener, context in listeners:

@@ -6,13 +6,19 @@ with one system call for many messages, as a database's group commit.
 Holding must begin and end in one synchronous stretch (no await in between): then no other
 task ever sees a buffered record, and a reader of the queue flushes before it reads into one.
 A write that fails is undone (the file truncated to its last whole record) and its reason
-kept for the release to return, so whoever held can refuse what it has not yet answered."""
+kept for the release to return, so whoever held can refuse what it has not yet answered.
+
+What must not leave before the stretch's records are on file (a delivery whose journal record
+is buffered: --durable-inflight promises a delivered message back after a kill -9) is handed to
+`later` and runs after the outermost release's write."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..engine.ports import StoreError
+from ..log import log
 
 __all__ = ["GroupCommit"]
 
@@ -25,7 +31,7 @@ class GroupCommit:
     """One per store (a worker's partition). Never held, it writes nothing itself: each
     append goes to its file at once (a DiskQueue built without one gets this)."""
 
-    __slots__ = ("_dirty", "_error", "appended", "deferring", "depth")
+    __slots__ = ("_dirty", "_error", "_later", "appended", "deferring", "depth")
 
     def __init__(self) -> None:
         self.depth = 0  # nested holds; > 0: appends are buffered
@@ -34,6 +40,7 @@ class GroupCommit:
         self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
         self._dirty: list[_Buffered] = []
+        self._later: list[Callable[[], None]] = []
         self._error: str | None = None
 
     def hold(self) -> None:
@@ -47,7 +54,18 @@ class GroupCommit:
             return None
         self.flush()
         error, self._error = self._error, None
+        later, self._later = self._later, []
+        for fn in later:
+            try:
+                fn(error)
+            except Exception as exc:  # one connection's write must not stop the others'
+                log.error("after the group commit: %r failed - %s", fn, exc)
         return error
+
+    def later(self, fn: Callable[[str | None], None]) -> None:
+        """Run `fn(error)` after the outermost release has written what is buffered (held
+        only); `error` is the release's (None: all of it is on file)."""
+        self._later.append(fn)
 
     def enlist(self, queue: _Buffered) -> None:
         """`queue` buffered its first record of this hold."""

@@ -2,7 +2,9 @@
 record log (records.py). A key's payload is [int64 unix ns][uint16 topic length][topic][key]; an
 /mpub's keys `<prefix>/<first + i>`, kept at once, are one range record: the topic length with
 its top bit set (topic names are at most 64 bytes), then [topic][uint64 first][uint32
-count][prefix]. Written (one write per publish) before the publish is acknowledged, fsynced
+count][prefix]. Written before the publish is acknowledged: inside a reactor's pass with the
+pass's group commit (one write for every publish of the pass, storage/commit.py), else one write
+per publish; fsynced
 with the disk queues' policy (--sync-every writes or --sync-timeout); rewritten whole (atomic.py)
 at start and when mostly stale. A damaged record is skipped alone with a log line: the daemon
 always starts."""
@@ -14,7 +16,9 @@ import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..engine.dedupe import KeyRange
+from ..engine.ports import StoreError
 from ..log import log
+from .commit import GroupCommit
 from .records import RecordLog, legacy_framing
 
 FILENAME = "trio-nsqd.dedupe"
@@ -54,8 +58,11 @@ class KeyFile:
         sync_every: int,
         sync_timeout: float,
         sync_due: Callable[[], None],
+        commit: GroupCommit,
     ) -> None:
         self.path = os.path.join(data_path, FILENAME)
+        self._commit = commit
+        self._enlisted = False  # in the held group commit's list of files to write
         self._log = RecordLog(
             self.path,
             "DEDUPE",
@@ -82,7 +89,25 @@ class KeyFile:
         else:
             for k in keys:
                 self._log.append(_record(topic, k, seen_at))
-        self._log.flush()  # one write(), before the publish is acknowledged
+        commit = self._commit
+        if not commit.depth:
+            self._log.flush()  # one write(), before the publish is acknowledged
+            return
+        commit.appended += 1  # its publisher is answered after the release's write
+        if not self._enlisted:
+            self._enlisted = True
+            commit.enlist(self)
+
+    def flush(self) -> None:
+        """The group commit's release: the pass's keys in one write; a failure is the
+        release's to report (its publishers are refused)."""
+        self._enlisted = False
+        try:
+            self._log.flush()
+        except OSError as exc:
+            reason = f"dedupe keys write failed - {exc}"
+            self._commit.failed(reason)
+            raise StoreError(reason) from exc
 
     def rewrite(self, entries: Iterable[tuple[str, str, int]]) -> None:
         self._log.replace(_record(*e) for e in entries)

@@ -10,13 +10,15 @@ each record a type byte and its payload (big-endian):
     R  released: count, then ids
 
 Replaying it in order gives the live set: an id is in flight after H, deferred after D, gone
-after R. Writes: a delivered batch (H) and a deferral (D, acknowledged right after) are written
-at once, one write() each, with the releases gathered before them; releases (FIN runs) are
-gathered and written once per scheduler pass by the store's flusher (at once with
---sync-every=1). fsync follows --sync-every (counted in writes) and --sync-timeout, through the
-store's syncer. The file is rewritten from the live set at start, at a clean stop, and when it
-has grown to twice its live size (past 32 MiB), so it stays bounded. go-diskqueue's files and
-nsqd.dat are never touched: the Go nsqd ignores these."""
+after R. Writes: inside a reactor's pass (a held group commit, storage/commit.py) a delivered
+batch (H) and a deferral (D) are buffered and written with the pass's one write per file; the
+deliveries leave after it (Consumer.send) and a DPUB is answered after it. Outside one, and for
+a lease answered at once, each is written at once, one write(). The releases before them go in
+the same write; releases (FIN runs) are gathered and written once per scheduler pass by the
+store's flusher (at once with --sync-every=1). fsync follows --sync-every (counted in writes)
+and --sync-timeout, through the store's syncer. The file is rewritten from the live set at
+start, at a clean stop, and when it has grown to twice its live size (past 32 MiB), so it stays
+bounded. go-diskqueue's files and nsqd.dat are never touched: the Go nsqd ignores these."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ import struct
 from collections.abc import Callable
 
 from ..engine.message import Message
+from ..engine.ports import StoreError
 from ..log import log
+from .commit import GroupCommit
 from .records import RecordLog, legacy_framing
 
 SUFFIX = ".inflight.journal"
@@ -106,6 +110,7 @@ class ChannelJournal:
         sync_timeout: float,
         want_flush: Callable[[ChannelJournal], None],
         want_sync: Callable[[], None],
+        commit: GroupCommit,
     ) -> None:
         self.path = path
         self.name = os.path.basename(path)[: -len(SUFFIX)]
@@ -119,6 +124,8 @@ class ChannelJournal:
         )
         self._release_at_once = sync_every <= 1
         self._want_flush = want_flush
+        self._commit = commit
+        self._enlisted = False  # in the held group commit's list of files to write
         self._compact_at = _COMPACT_FLOOR
         self._live_source: Callable[[], tuple[list[Message], list[tuple[Message, int]]]] | None
         self._live_source = None
@@ -126,11 +133,14 @@ class ChannelJournal:
 
     # -- engine.ports.Journal ----------------------------------------------------------------
 
-    def held(self, msgs: list[Message]) -> None:
-        self._write(_held(msgs))
+    def held(self, msgs: list[Message], at_once: bool = False) -> None:
+        if at_once:
+            self._write(_held(msgs))
+        else:
+            self._put(_held(msgs), answered=False)
 
     def deferred(self, msgs: list[Message], due_ms: int) -> None:
-        self._write(_deferred(msgs, due_ms))
+        self._put(_deferred(msgs, due_ms), answered=True)
 
     def released(self, ids: list[bytes]) -> None:
         if self.closed:
@@ -180,9 +190,19 @@ class ChannelJournal:
     # -- the store's flusher and syncer ------------------------------------------------------
 
     def flush(self) -> None:
-        if not self.closed:
+        """What is gathered, in one write (the group commit's release, the store's flusher).
+        A failure is the held commit's to report (its DPUBs are refused), and raised."""
+        enlisted, self._enlisted = self._enlisted, False
+        if self.closed:
+            return
+        try:
             self._log.flush()
-            self._maybe_compact()
+        except OSError as exc:
+            reason = f"journal {self.name} write failed - {exc}"
+            if enlisted:
+                self._commit.failed(reason)
+            raise StoreError(reason) from exc
+        self._maybe_compact()
 
     def needs_sync(self) -> bool:
         return self._log.needs_sync()
@@ -194,6 +214,20 @@ class ChannelJournal:
             log.debug("JOURNAL(%s): fsync - %s", self.name, exc)
 
     # -- the file -----------------------------------------------------------------------------
+
+    def _put(self, record: bytes, answered: bool) -> None:
+        """Buffered for the held group commit's write (`answered`: a publisher's answer
+        waits for it, as for a PUB's record), or written at once when none is held."""
+        commit = self._commit
+        if not commit.depth or self.closed:
+            self._write(record)
+            return
+        self._log.append(record)
+        if not self._enlisted:
+            self._enlisted = True
+            commit.enlist(self)
+        if answered:
+            commit.appended += 1
 
     def _write(self, record: bytes) -> None:
         """One write(): the gathered releases first (the file stays in call order), then this."""

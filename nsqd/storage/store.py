@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..engine.ports import StoreError
 from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
@@ -111,7 +112,7 @@ class Storage:
 
             opts = self.options
             self._key_file = KeyFile(
-                self.data_path, opts.sync_every, opts.sync_timeout, self.sync_wanted
+                self.data_path, opts.sync_every, opts.sync_timeout, self.sync_wanted, self.commit
             )
             self._logs.append(self._key_file)
             broker.deduper.attach(self._key_file)
@@ -162,6 +163,7 @@ class Storage:
             opts.sync_timeout,
             self._journal_wants_flush,
             self.sync_wanted,
+            self.commit,
         )
         self._journals.append(journal)
         return journal
@@ -190,9 +192,9 @@ class Storage:
             for journal in batch:
                 try:
                     journal.flush()
-                except OSError as exc:
+                except StoreError as exc:
                     self.broker.store_failed(str(exc))
-                    log.error("JOURNAL(%s): write failed - %s", journal.name, exc)
+                    log.error("JOURNAL(%s): %s", journal.name, exc)
 
     def sync_wanted(self) -> None:
         self._sync_wakeup.set()

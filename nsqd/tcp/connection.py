@@ -143,6 +143,7 @@ class Client:
         self._sending_size = 0
         self._sending = False
         self._busy = False  # this client's own commands are running
+        self._after_commit = False  # its write waits for the pass's group commit
         self._urgent = False
         self._next_tick = math.inf
         self._lot = trio.lowlevel.ParkingLot()
@@ -222,10 +223,28 @@ class Client:
             if self._sending or self._busy or type(self.transport) is not SocketTransport:
                 self._urgent = True
                 self._wake()
+            elif self.broker.commit.depth:
+                # inside a pass's group commit, which may hold these messages' journal
+                # record: they leave after its write (once for the pass's deliveries)
+                if not self._after_commit:
+                    self._after_commit = True
+                    self.broker.commit.later(self._write_after_commit)
             else:
                 self._write_inline()
         elif was_empty:
             self._wake()  # start the output-buffer-timeout clock
+
+    def _write_after_commit(self, error: str | None) -> None:
+        # sent even when the write failed: the messages are in flight to this client (the
+        # store's failure turns /ping NOK); holding them back would only delay them
+        self._after_commit = False
+        if not self._out or self.closed:
+            return
+        if self._sending or self._busy:
+            self._urgent = True
+            self._wake()
+        else:
+            self._write_inline()
 
     def _write_inline(self) -> None:
         """Send the output now, from the pass that delivered it (a publisher's, a timer's):

@@ -139,3 +139,48 @@ def test_a_damaged_key_record_forgets_only_its_key(data_dir: Path) -> None:
         assert count(daemon2, "k") == 1  # key-2 only
         assert duplicates(daemon2) == {"k": 4}
     assert "DEDUPE: damaged record(s)" in daemon2.log_path.read_text()
+
+
+def _writes(pid: int) -> int:
+    """The write() calls the process made so far (/proc/<pid>/io syscw)."""
+    with open(f"/proc/{pid}/io") as f:
+        return int(dict(line.split(": ") for line in f.read().splitlines())["syscw"])
+
+
+def test_publishes_of_one_pass_share_one_write_of_records_and_keys(data_dir: Path) -> None:
+    """50 keyed /pub requests pipelined on one keep-alive connection are served in one pass
+    of the reactor: their messages (each one through the disk queue: --mem-queue-size=0) and
+    their keys are written with one write() per file, and they are answered after it (one
+    write): a kill -9 right after the answers loses none of them. Each publish wrote its record
+    and its key alone before (100 writes)."""
+    import socket
+
+    flags = ("--dedupe-window=60s", "--mem-queue-size=0")
+    daemon = helpers.start("ours", data_dir, *flags)
+    call(daemon, "POST", "/pub?topic=g&dedupe_key=first", b"x")  # the topic, its files
+    deadline = time.monotonic() + 10  # in nsqd.dat, so that it comes back after the kill
+    while b'"g"' not in (data_dir / "nsqd.dat").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    requests = b"".join(
+        b"POST /pub?topic=g&dedupe_key=k%d HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nbody%02d"
+        % (i, i)
+        for i in range(50)
+    )
+    with socket.create_connection((helpers.HOST, daemon.http_port), timeout=10) as sock:
+        before = _writes(daemon.proc.pid)
+        sock.sendall(requests)
+        answers = b""
+        while answers.count(b"HTTP/1.1 200 OK") < 50:
+            chunk = sock.recv(65536)
+            assert chunk, answers
+            answers += chunk
+        writes = _writes(daemon.proc.pid) - before
+    # the pass's two files and its answers, plus a wake-up or an fsync's on a busy machine
+    assert writes <= 12, writes
+    daemon.kill()
+    daemon = helpers.start("ours", data_dir, *flags)
+    assert stats(daemon)["g"]["depth"] == 51
+    for i in range(50):  # every key was kept: publishing again stores nothing
+        call(daemon, "POST", f"/pub?topic=g&dedupe_key=k{i}", b"again")
+    assert stats(daemon)["g"]["depth"] == 51
+    daemon.stop()

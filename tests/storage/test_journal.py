@@ -1,6 +1,8 @@
 """The in-flight journal (nsqd/storage/journal.py) on a real file, no daemon: what a run held,
 deferred and released comes back from the file; releases are gathered and written with one
-flush; a flipped byte anywhere in one record loses only that record's messages."""
+flush; inside a held group commit the held and deferred records of the pass are one write at
+its release, and what waits for it runs after; a flipped byte anywhere in one record loses only
+that record's messages."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 from nsqd.engine.message import Message
 from nsqd.storage import records
+from nsqd.storage.commit import GroupCommit
 from nsqd.storage.journal import SUFFIX, ChannelJournal
 
 
@@ -19,9 +22,12 @@ class Calls:
     def __init__(self) -> None:
         self.flush: list[ChannelJournal] = []
         self.sync = 0
+        self.commit = GroupCommit()
 
     def journal(self, path: Path, sync_every: int = 1) -> ChannelJournal:
-        return ChannelJournal(str(path), sync_every, 2.0, self.flush.append, self._sync)
+        return ChannelJournal(
+            str(path), sync_every, 2.0, self.flush.append, self._sync, self.commit
+        )
 
     def _sync(self) -> None:
         self.sync += 1
@@ -93,3 +99,70 @@ def test_a_clean_stop_keeps_only_the_deferred(tmp_path: Path) -> None:
     emptied.recover()
     emptied.close([])
     assert not path.exists()
+
+
+def test_a_pass_writes_its_held_and_deferred_records_once(tmp_path: Path, monkeypatch) -> None:
+    """Inside a hold: buffered (a deferral counted as a publisher's record), one write() at
+    the release, after which the deliveries that waited may go; a lease's record is written
+    at once. Outside a hold each record is its own write, as before."""
+    import os
+
+    path = tmp_path / ("t:c" + SUFFIX)
+    calls = Calls()
+    journal = calls.journal(path, sync_every=100)
+    journal.recover()
+    writes: list[int] = []
+    real = os.write
+
+    def counted(fd: int, data: bytes) -> int:
+        writes.append(len(data))
+        return real(fd, data)
+
+    monkeypatch.setattr("nsqd.storage.atomic.os.write", counted)
+    commit = calls.commit
+    sent: list[int] = []
+    commit.hold()
+    journal.held([msg(1)])
+    journal.held([msg(2), msg(3)])
+    journal.deferred([msg(4)], 1_800_000_000_000)
+    commit.later(lambda error: sent.append(len(writes)))
+    assert commit.appended == 1  # the deferral: its DPUB is answered after the release
+    assert writes == [] and sent == []
+    journal.held([msg(5)], at_once=True)  # a lease: written now, with what was buffered
+    assert len(writes) == 1
+    journal.held([msg(6)])
+    assert commit.release() is None
+    assert len(writes) == 2 and sent == [2]  # the deliveries went after the write
+    journal.held([msg(7)])  # no hold: at once
+    assert len(writes) == 3
+    again = calls.journal(path).recover()
+    held = [msg(i) for i in (1, 2, 3, 5, 6, 7)]
+    assert view(again) == view((held, [(msg(4), 1_800_000_000_000)]))
+
+
+def test_a_failed_pass_write_is_the_holders_refusal(tmp_path: Path, monkeypatch) -> None:
+    """The release reports a journal write that failed (its DPUB is refused), as a disk
+    queue's; the next pass writes again."""
+    import errno
+    import os
+
+    path = tmp_path / ("t:c" + SUFFIX)
+    calls = Calls()
+    journal = calls.journal(path, sync_every=100)
+    journal.recover()
+    real = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    commit = calls.commit
+    commit.hold()
+    journal.deferred([msg(1)], 1_800_000_000_000)
+    monkeypatch.setattr("nsqd.storage.atomic.os.write", full)
+    error = commit.release()
+    assert error is not None and "No space left on device" in error
+    monkeypatch.setattr("nsqd.storage.atomic.os.write", real)
+    commit.hold()
+    journal.deferred([msg(2)], 1_800_000_000_000)
+    assert commit.release() is None
+    assert view(calls.journal(path).recover()) == view(([], [(msg(2), 1_800_000_000_000)]))
