@@ -55,6 +55,7 @@ class WriteBatch(Protocol):
     appended: int  # records buffered so far: a holder compares it before and after a client
     deferring: bool  # the publisher now answers after the outermost release, not at once
     depth: int  # nested holds; 0: nothing is buffered
+    buffered: bool  # some record waits for the release's write
 
     def hold(self) -> None: ...
     def release(self) -> str | None:
@@ -76,10 +77,11 @@ class WriteBatch(Protocol):
 class NoBatch:
     """No store behind the queues: nothing is ever buffered."""
 
-    __slots__ = ("appended", "deferring", "depth")
+    __slots__ = ("appended", "buffered", "deferring", "depth")
 
     def __init__(self) -> None:
         self.appended = 0
+        self.buffered = False
         self.deferring = False
         self.depth = 0
 

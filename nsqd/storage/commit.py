@@ -46,6 +46,11 @@ class GroupCommit:
     def hold(self) -> None:
         self.depth += 1
 
+    @property
+    def buffered(self) -> bool:
+        """Some record waits for the release's write (held only)."""
+        return bool(self._dirty)
+
     def release(self) -> str | None:
         """End a hold; the outermost writes what was buffered and returns the first write
         failure since the hold began (None when everything is on its file)."""

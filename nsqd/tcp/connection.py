@@ -223,9 +223,10 @@ class Client:
             if self._sending or self._busy or type(self.transport) is not SocketTransport:
                 self._urgent = True
                 self._wake()
-            elif self.broker.commit.depth:
+            elif self.broker.commit.buffered:
                 # inside a pass's group commit, which may hold these messages' journal
-                # record: they leave after its write (once for the pass's deliveries)
+                # record (the channel journals a delivery before it sends it): they leave
+                # after its write (once for the pass's deliveries)
                 if not self._after_commit:
                     self._after_commit = True
                     self.broker.commit.later(self._write_after_commit)
