@@ -154,3 +154,76 @@ def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(
         got = conn.consume(len(acked), timeout=20, quiet=0.5, idle=2)
     missing = set(acked) - {m.body for m in got}
     assert not missing, f"{len(missing)} acknowledged messages lost: {sorted(missing)[:3]}"
+
+
+def http_acknowledged(daemon: helpers.Daemon, topic: str, bodies: list[bytes]) -> list[bytes]:
+    """Keep-alive HTTP /pub requests, pipelined 20 at a time: the bodies answered 200 (in
+    order, up to the first other answer or the connection's end)."""
+    import re
+    import socket
+
+    acked: list[bytes] = []
+    with socket.create_connection((helpers.HOST, daemon.http_port), timeout=20) as sock:
+        for i in range(0, len(bodies), 20):
+            chunk = bodies[i : i + 20]
+            sock.sendall(
+                b"".join(
+                    b"POST /pub?topic=%s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s"
+                    % (topic.encode(), len(b), b)
+                    for b in chunk
+                )
+            )
+            data = b""
+            while len(re.findall(rb"HTTP/1\.1 \d{3} ", data)) < len(chunk):
+                try:
+                    more = sock.recv(65536)
+                except ConnectionResetError:
+                    more = b""
+                if not more:
+                    break
+                data += more
+            statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", data)
+            for body, status in zip(chunk, statuses, strict=False):
+                if status != b"200":
+                    return acked
+                acked.append(body)
+            if len(statuses) < len(chunk):
+                return acked
+    return acked
+
+
+def test_a_full_disk_leaves_http_publishers_unanswered_and_keeps_what_got_200(
+    data_dir: Path,
+) -> None:
+    """The HTTP publishes of a pass are answered after its write: when it fails (EFBIG, as
+    above) they get no 200 (their connection closes, or a 500 on the task's path), and every
+    body that got a 200 is there after a kill -9."""
+    topic = "hfull"
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    with daemon.client() as conn:
+        conn.sub(topic, "ch", rdy=0)
+    before = [b"hfull-before-%04d" % i for i in range(100)]
+    assert http_acknowledged(daemon, topic, before) == before
+    biggest = max(p.stat().st_size for p in helpers.queue_files(data_dir, f"{topic}:ch"))
+    limit = f"--fsize={biggest + 4000}:unlimited"
+    subprocess.run(["prlimit", f"--pid={daemon.proc.pid}", limit], check=True, timeout=10)
+    bodies = [[b"hfull-%d-%04d-" % (c, i) + b"f" * 60 for i in range(300)] for c in range(3)]
+    results: dict[int, list[bytes]] = {}
+
+    def publish(c: int) -> None:
+        results[c] = http_acknowledged(daemon, topic, bodies[c])
+
+    threads = [threading.Thread(target=publish, args=(c,)) for c in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert all(len(results[c]) < len(bodies[c]) for c in range(3)), results  # the disk filled
+    acked = before + [b for c in range(3) for b in results[c]]
+    daemon.kill()
+
+    with helpers.running("ours", data_dir, "--mem-queue-size=0") as d2, d2.client() as conn:
+        conn.sub(topic, "ch", rdy=500)
+        got = conn.consume(len(acked), timeout=20, quiet=0.5, idle=2)
+    missing = set(acked) - {m.body for m in got}
+    assert not missing, f"{len(missing)} acknowledged messages lost: {sorted(missing)[:3]}"
