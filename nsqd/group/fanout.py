@@ -7,6 +7,8 @@
   that took it), not in both.
 - topic/channel create, delete, empty, pause, unpause: done here, then asked of every peer;
   the answer is this worker's, or a success when it failed here (not found) but a peer did it.
+- PUT /config/<option>: set here (a bad value is refused here, and asked of no peer), then the
+  value now in effect is put in every peer (the nsqlookupd addresses are the group's).
 
 A request from a peer carries PEER_HEADER and is answered by that worker alone."""
 
@@ -63,6 +65,9 @@ class FanOut:
         for path in ADMIN:
             handler, logged, rendering = routes[path]["POST"]
             routes[path]["POST"] = (self._admin(handler), logged, rendering)
+        config = self.api.param_routes["/config/"]
+        handler, logged, rendering = config["PUT"]
+        config["PUT"] = (self._config(handler), logged, rendering)
         for path, group_handler in (("/stats", self._stats), ("/metrics", self._metrics)):
             handler, logged, rendering = routes[path]["GET"]
             routes[path]["GET"] = (self._local_or(handler, group_handler), logged, rendering)
@@ -89,6 +94,19 @@ class FanOut:
             statuses = [status for status, _ in await self._ask_all(req.method, req.target)]
             if failed is not None and 200 not in statuses:
                 raise failed
+            return answer
+
+        return handle
+
+    def _config(self, local: Handler) -> Handler:
+        async def handle(req: Request) -> Any:
+            answer = await local(req)
+            if not req.header(PEER_HEADER):
+                name = req.params
+                body = _CONFIG_BODIES[name](self.api.admin.node.options.values)
+                for status, text in await self._ask_all("PUT", req.target, body):
+                    if status != 200:
+                        log.warning("group: a peer refused PUT /config/%s - %r", name, text[:200])
             return answer
 
         return handle
@@ -143,13 +161,15 @@ class FanOut:
 
     # -- asking the peers -------------------------------------------------------------------
 
-    async def _ask_all(self, method: str, target: bytes) -> list[tuple[int, bytes]]:
+    async def _ask_all(
+        self, method: str, target: bytes, body: bytes = b""
+    ) -> list[tuple[int, bytes]]:
         answers: list[tuple[int, bytes]] = []
 
         async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
-                    answers.append(await ask(address, method, target))
+                    answers.append(await ask(address, method, target, body))
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
 
@@ -159,19 +179,27 @@ class FanOut:
         return answers
 
 
+# PUT /config/<option>'s body for the value now in effect (the options PUT can set)
+_CONFIG_BODIES: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    "nsqlookupd_tcp_addresses": lambda values: json.dumps(values["lookupd_tcp_address"]).encode(),
+    "log_level": lambda values: str(values["log_level"]).encode(),
+}
+
 # what asking a peer can raise when the peer is down, dies mid-answer or answers nonsense: a
 # caller logs it and goes on (a worker killed while its peers ask it must not take them down)
 ASK_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError)
 
 
-async def ask(address: tuple[str, int], method: str, target: bytes) -> tuple[int, bytes]:
+async def ask(
+    address: tuple[str, int], method: str, target: bytes, body: bytes = b""
+) -> tuple[int, bytes]:
     """One request to a peer's private HTTP listener: (status, body); one of ASK_ERRORS when
     it gives none."""
     stream = await trio.open_tcp_stream(*address)
     async with stream:
         await stream.send_all(
-            b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: 1\r\nContent-Length: 0\r\nConnection: close"
-            b"\r\n\r\n" % (method.encode(), target, PEER_HEADER)
+            b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: 1\r\nContent-Length: %d\r\nConnection: close"
+            b"\r\n\r\n%s" % (method.encode(), target, PEER_HEADER, len(body), body)
         )
         chunks = []
         while data := await stream.receive_some(65536):

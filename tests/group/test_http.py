@@ -1,6 +1,7 @@
 """A group answers HTTP as one nsqd: /stats and /metrics sum every worker's partition (a
-peer's pulling link is no client, and what it moved counts once), and topic/channel
-create, pause, empty and delete act in every worker, whichever worker got the request."""
+peer's pulling link is no client, and what it moved counts once), topic/channel create,
+pause, empty and delete act in every worker, whichever worker got the request, and so does
+PUT /config."""
 
 from __future__ import annotations
 
@@ -101,6 +102,45 @@ def test_admin_acts_in_every_worker(group: Group) -> None:
     assert (status, body) == (404, b'{"message":"TOPIC_NOT_FOUND"}'), body
     status, _ = http_post(f"{base}/topic/create")
     assert status == 400
+
+
+def test_put_config_acts_in_every_worker(group: Group) -> None:
+    """PUT /config/nsqlookupd_tcp_addresses (and log_level) on the shared port sets every
+    worker's (each would otherwise go on registering with the addresses it had); a bad value
+    is refused, and changes none."""
+    import urllib.request
+
+    from .conftest import PEER_HEADER
+
+    group.start()
+    base = f"http://127.0.0.1:{group.http}"
+
+    def put(option: str, body: bytes) -> tuple[int, bytes]:
+        req = urllib.request.Request(f"{base}/config/{option}", data=body, method="PUT")
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def each(option: str) -> list[bytes]:
+        out = []
+        for k in (0, 1):
+            url = f"http://{group.private_http(k)}/config/{option}"
+            req = urllib.request.Request(url, headers={PEER_HEADER: "1"})
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                out.append(resp.read())
+        return out
+
+    addresses = b'["127.0.0.1:4160","127.0.0.1:4162"]'
+    assert put("nsqlookupd_tcp_addresses", addresses)[0] == 200
+    assert each("nsqlookupd_tcp_addresses") == [addresses, addresses]
+    assert put("log_level", b"debug")[0] == 200
+    assert each("log_level") == [b"1", b"1"]  # nsqd's number for debug
+    assert put("nsqlookupd_tcp_addresses", b"not json") == (400, b'{"message":"INVALID_VALUE"}')
+    assert each("nsqlookupd_tcp_addresses") == [addresses, addresses]
+    assert put("nsqlookupd_tcp_addresses", b"[]")[0] == 200
+    assert each("nsqlookupd_tcp_addresses") == [b"[]", b"[]"]
 
 
 @pytest.mark.parametrize("peer", ["resets", "closes at once", "answers garbage"])
