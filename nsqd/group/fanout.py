@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
     from ..http.routes import API
 
 PEER_HEADER = b"x-trio-nsqd-group-peer"
+# set while an admin request is served: what it makes here is made in the peers by that
+# request's own fan-out (or was asked by a peer), so the worker's hooks ask no peer again
+# (that was N^2 requests a channel create)
+ASKED: ContextVar[bool] = ContextVar("group_asked", default=False)
 ASK_TIMEOUT = 2.0  # seconds a peer has to answer; a peer that does not is left out
 ADMIN = [f"/{k}/{a}" for k in ("topic", "channel") for a in ("create", "delete", "empty")]
 ADMIN += [f"/{k}/{a}" for k in ("topic", "channel") for a in ("pause", "unpause")]
@@ -83,14 +88,18 @@ class FanOut:
 
     def _admin(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            if req.header(PEER_HEADER):
-                return await local(req)
+            token = ASKED.set(True)
             try:
-                answer, failed = await local(req), None
-            except HTTPError as err:
-                if err.status == 400:  # a bad request is bad everywhere
-                    raise
-                answer, failed = None, err
+                if req.header(PEER_HEADER):
+                    return await local(req)
+                try:
+                    answer, failed = await local(req), None
+                except HTTPError as err:
+                    if err.status == 400:  # a bad request is bad everywhere
+                        raise
+                    answer, failed = None, err
+            finally:
+                ASKED.reset(token)
             statuses = [status for status, _ in await self._ask_all(req.method, req.target)]
             if failed is not None and 200 not in statuses:
                 raise failed

@@ -23,7 +23,7 @@ from ..http import server as http_server
 from ..http.v1 import Request
 from ..log import log
 from ..net import listeners
-from .fanout import ASK_ERRORS, ASK_TIMEOUT, FanOut, ask
+from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, FanOut, ask
 from .identity import Identity
 from .pull import Pull, is_link
 
@@ -87,10 +87,10 @@ class Worker:
         """Every channel tells this worker when its consumers' credit changes; a durable one
         is made in every peer as well (a channel gets what is published after it was made,
         in whichever worker: nsqd's promise), unless restored at start (the peers restore
-        their own)."""
+        their own) or made by an admin request (whose fan-out asks the peers itself)."""
         channel.starved = self._starved
         durable = not (channel.ephemeral or topic.ephemeral)
-        if durable and not self.broker.loading and self._nursery is not None:
+        if durable and not self.broker.loading and self._nursery is not None and not ASKED.get():
             self._nursery.start_soon(self._make_in_peers, topic.name, channel.name)
 
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:

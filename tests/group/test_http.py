@@ -104,6 +104,24 @@ def test_admin_acts_in_every_worker(group: Group) -> None:
     assert status == 400
 
 
+def test_a_channel_create_asks_each_peer_once(group: Group) -> None:
+    """An HTTP channel create is made here and asked of each peer once: the peer that makes it
+    on that request asks no one again, nor do this worker's hooks (N^2 requests before: the
+    request's fan-out, the hook's, and each peer's hook asking back)."""
+    import time
+
+    group.start()
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?topic=t&channel=c")[0] == 200
+    time.sleep(0.5)  # any echo is asked within milliseconds
+    lines = [ln for ln in group.log_text().splitlines() if "POST /channel/create" in ln]
+    assert len(lines) == 2, lines  # the request, and worker 1's from worker 0
+    for k in (0, 1):
+        (topic,) = group.worker_stats(k)["topics"]
+        assert [c["channel_name"] for c in topic["channels"]] == ["c"]
+
+
 def test_put_config_acts_in_every_worker(group: Group) -> None:
     """PUT /config/nsqlookupd_tcp_addresses (and log_level) on the shared port sets every
     worker's (each would otherwise go on registering with the addresses it had); a bad value
