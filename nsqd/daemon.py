@@ -94,7 +94,9 @@ class NSQD:
         return self.node.http_address
 
     def new_client(self, stream: trio.abc.Stream, remote: tuple[str, int]) -> Client:
-        client = Client(self.node, self.broker, stream, remote, self._tcp_reactor)
+        client = Client(
+            self.node, self.broker, stream, remote, self._tcp_reactor, self.broker.commit
+        )
         self.broker.add_client(client)
         return client
 
@@ -119,7 +121,7 @@ class NSQD:
         # one reactor loop serves the plain connections of every front-end (net/reactor.py)
         loop = Loop()
         http = (
-            HTTPServer(node, broker, self.lookupd.set_addresses, loop)
+            HTTPServer(node, broker, self.lookupd.set_addresses, loop, broker.commit)
             if self.options.http_address
             else None
         )

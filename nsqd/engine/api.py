@@ -19,7 +19,7 @@ from protocol.v2.message import append_message_frames
 
 from .message import Message  # a record handed to a Consumer: read it, the channel owns it
 from .policies.attributes import ChannelAttributes, TopicAttributes
-from .ports import Consumer, Subscription, WriteBatch
+from .ports import Consumer, NoBatch, Subscription, WriteBatch
 
 __all__ = [
     "STATES",
@@ -30,6 +30,7 @@ __all__ = [
     "Delivery",
     "Failure",
     "Message",
+    "NoBatch",
     "Outcome",
     "Refused",
     "Subscription",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..engine.ports import NoBatch, WriteBatch
+from ..engine.api import NoBatch, WriteBatch
 from ..log import log
 from ..net.reactor import EpollReactor, Loop
 from . import gonet, parser

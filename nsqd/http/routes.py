@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 import trio
 
-from ..engine.api import Refused
+from ..engine.api import Refused, WriteBatch
 from ..gocompat.json import go_json
 from ..gocompat.timefmt import go_duration
 from ..log import log
@@ -379,6 +379,7 @@ class HTTPServer:
         broker: Broker,
         set_lookupd: Callable[[list[str]], None],
         loop: Loop | None = None,
+        commit: WriteBatch | None = None,
     ) -> None:
         self.node = node
         self.api = API(node, broker, set_lookupd)
@@ -392,7 +393,7 @@ class HTTPServer:
             route_now=self.api.route_now,
             require_client_cert=opts.tls_client_auth_policy == "require",
             loop=loop,
-            commit=broker.commit,
+            commit=commit,  # the stores' group commit: the reactor's publishes answer after it
         )
         track_gc_pauses()
 

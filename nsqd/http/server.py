@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from ..engine.ports import WriteBatch
+from ..engine.api import WriteBatch
 from ..log import log
 from ..net.boundary import describe, guarded
 from ..net.reactor import Loop

@@ -36,6 +36,7 @@ from protocol.v2 import (
 from protocol.v2.message import append_message_frames
 from protocol.v2.state import ClientState
 
+from ..engine.api import NoBatch
 from ..log import log
 from ..net.transport import SocketTransport, StreamError, Transport, transport_for, write_now
 from . import commands
@@ -44,7 +45,7 @@ from .upgrade import upgrade
 
 if TYPE_CHECKING:
     from ..auth.session import ClientAuth, Identity
-    from ..engine.api import Message, Subscription
+    from ..engine.api import Message, Subscription, WriteBatch
     from ..engine.broker import Broker
     from ..net.tls_stream import TLSStream
     from ..node import Node
@@ -101,9 +102,13 @@ class Client:
         stream: trio.abc.Stream,
         remote: tuple[str, int],
         reactor: Reactor | None = None,
+        commit: WriteBatch | None = None,
     ) -> None:
         self.node = node
         self.broker = broker
+        # the stores' group commit: a delivery made inside a pass that buffered a record (the
+        # channel's journal) leaves after the pass's write
+        self._commit: WriteBatch = commit or NoBatch()
         self.id = broker.next_client_id()
         self.stream = stream
         transport = transport_for(stream)
@@ -223,13 +228,13 @@ class Client:
             if self._sending or self._busy or type(self.transport) is not SocketTransport:
                 self._urgent = True
                 self._wake()
-            elif self.broker.commit.buffered:
+            elif self._commit.buffered:
                 # inside a pass's group commit, which may hold these messages' journal
                 # record (the channel journals a delivery before it sends it): they leave
                 # after its write (once for the pass's deliveries)
                 if not self._after_commit:
                     self._after_commit = True
-                    self.broker.commit.later(self._write_after_commit)
+                    self._commit.later(self._write_after_commit)
             else:
                 self._write_inline()
         elif was_empty:
