@@ -23,7 +23,8 @@ from .identity import ENV, Identity, refusal
 FIRST_PAUSE = 0.1  # seconds before a dead worker is started again; doubles up to LONGEST_PAUSE
 LONGEST_PAUSE = 5.0
 SETTLED = 10.0  # a worker that ran this long starts again after FIRST_PAUSE
-EARLY = 2.0  # a worker that exits by itself this soon after starting stops the group
+EARLY = 2.0  # a worker that exits by itself this soon after starting did not start
+REFUSALS = 3  # starts in a row a worker did not make before the group stops (so will the next)
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the child runs this very package, whatever PYTHONPATH or the current directory hold
 _CHILD = (
@@ -54,6 +55,7 @@ class Worker:
         self.started_at = 0.0
         self.restart_at: float | None = 0.0  # start now
         self.pause = FIRST_PAUSE
+        self.refused = 0  # starts in a row it did not make (exited with a status within EARLY)
 
     def forget_link(self) -> None:
         """A dead worker's addresses go with it: its ports may soon be another process's."""
@@ -120,7 +122,11 @@ class Supervisor:
             return 0
         worker.forget_link()
         ran = now - worker.started_at
-        if code > 0 and ran < EARLY:  # it refused to start: so would the next one
+        # a start it did not make: a refusal (a bad flag, a port in use) is made again by the
+        # next start, so the group stops after REFUSALS in a row; a cause that passes (a port
+        # still held by an exiting process) costs a few pauses, not the whole group
+        worker.refused = worker.refused + 1 if code > 0 and ran < EARLY else 0
+        if worker.refused >= REFUSALS:
             log.critical("group: worker %d could not start (exit status %d)", worker.index, code)
             self.status = code
             self._on_signal(signal.SIGTERM, None)

@@ -1,5 +1,6 @@
 """Starting a group: what it refuses (one FATAL line, exit status 1), a worker that cannot
-start stopping the group, and SIGTERM stopping every worker cleanly."""
+start stopping the group (one whose port is busy only for a moment does not), and SIGTERM
+stopping every worker cleanly."""
 
 from __future__ import annotations
 
@@ -94,6 +95,41 @@ def test_a_worker_that_cannot_start_stops_the_group(tmp_path) -> None:
     assert done.returncode == 1, done.stderr
     assert "address already in use" in done.stderr
     assert "could not start" in done.stderr
+
+
+def test_a_port_busy_for_a_moment_at_start_does_not_stop_the_group(group: Group) -> None:
+    """A worker that fails to start (its port still held, as by an nsqd that is exiting) is
+    started again after a pause; the group stops only after REFUSALS such starts in a row."""
+    taken = socket.socket()  # no SO_REUSEPORT: no worker can share it while it is bound
+    taken.bind(("127.0.0.1", group.tcp))
+    taken.listen()
+    argv = [*OURS, f"--workers={group.count}"]
+    argv += nsqd_process.address_flags(group.tcp, group.http, group.data)
+    group.proc = nsqd_process.launch(argv, group.log, append=True)
+    try:
+        wait_until(
+            lambda: "exited (status 1), starting it again" in group.log_text(),
+            START_TIMEOUT,
+            "a start that failed",
+        )
+    finally:
+        taken.close()
+    wait_until(lambda: group.listened(0) and group.listened(1), START_TIMEOUT, "both listening")
+    assert group.proc.poll() is None, group.log_text()[-2000:]
+    for k in (0, 1):
+        with group.pin(k) as pub:
+            pub.pub("t", b"after the busy port")
+    assert sum(t["message_count"] for t in _stats_topics(group)) == 2
+
+
+def _stats_topics(group: Group) -> list[dict]:
+    import json
+
+    from tests.ops.conftest import http_get
+
+    status, body = http_get(f"http://127.0.0.1:{group.http}/stats?format=json&topic=t")
+    assert status == 200, body
+    return json.loads(body)["topics"]
 
 
 def test_sigterm_stops_every_worker_cleanly(group: Group) -> None:
