@@ -40,7 +40,7 @@ class GroupCommit:
         self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
         self._dirty: list[_Buffered] = []
-        self._later: list[Callable[[], None]] = []
+        self._later: list[Callable[[str | None], None]] = []
         self._error: str | None = None
 
     def hold(self) -> None:
