@@ -49,15 +49,21 @@ def run_to_end(
             for r in rows:
                 seen[bytes(r.head).decode()] = seen.get(bytes(r.head).decode(), 0) + r.n
 
-    query = (
-        source(spark, nsqd, topic, availableNowIdleMs="5000", **options)
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(300), "the query did not end"
-    assert query.exception() is None
+    try:
+        query = (
+            source(spark, nsqd, topic, availableNowIdleMs="5000", **options)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        ended = query.awaitTermination(300)
+        failure = query.exception()
+    except Exception as exc:  # py4j's, when the JVM is gone: told plainly, not as a traceback
+        # (formatting one whose objects talk to a dead gateway once crashed pytest itself)
+        pytest.fail(f"the stream failed: {type(exc).__name__}: {exc}"[:4000], pytrace=False)
+    assert ended, "the query did not end"
+    assert failure is None, str(failure)[:4000]
     return seen, sizes
 
 
