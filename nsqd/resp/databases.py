@@ -8,6 +8,7 @@ keys that got elements is one list shared by all, so the reactor looks at one pl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
 from . import watch
@@ -25,6 +26,7 @@ class Databases:
         self._record: Callable[[Record], None] | None = None
         self._logged_db = 0  # the database the last logged record was about
         self._replay_db = 0
+        self._on_expired: Callable[..., None] | None = None
 
     # -- the hooks, set on every database --------------------------------------------------
 
@@ -61,13 +63,15 @@ class Databases:
         return record
 
     @property
-    def on_expired(self) -> Callable[[bytes, Value], None] | None:
-        return self.dbs[0].on_expired
+    def on_expired(self) -> Callable[..., None] | None:
+        return self._on_expired
 
     @on_expired.setter
-    def on_expired(self, hook: Callable[[bytes, Value], None] | None) -> None:
-        for ks in self.dbs:
-            ks.on_expired = hook
+    def on_expired(self, hook: Callable[..., None] | None) -> None:
+        """`hook(key, value, db=index)`: each database's expired keys, told with its index."""
+        self._on_expired = hook
+        for i, ks in enumerate(self.dbs):
+            ks.on_expired = None if hook is None else functools.partial(hook, db=i)
 
     @property
     def deadline_moved(self) -> Callable[[], None] | None:

@@ -6,7 +6,7 @@ sleeps until the keyspace's earliest deadline, woken early when an earlier one i
 read) is published as one NSQ message to that topic, in the seed's frame layout, little-endian
 as the seed's x86 server wrote it:
 
-    u16 db (always 0) | u16 type (0 string, 1 hash)
+    u16 db (the key's database, 0-15) | u16 type (0 string, 1 hash)
     u32 key length | key
     string: u32 value length | value
     hash:   u32 number of keys + values (2 x fields) | per field: u32 len | name | u32 len | value
@@ -30,12 +30,12 @@ _U32 = struct.Struct("<I")
 STRING, HASH = 0, 1
 
 
-def frame(key: bytes, value: bytes | dict) -> bytes:
+def frame(key: bytes, value: bytes | dict, db: int = 0) -> bytes:
     """The seed's three frames, one after the other, as one message body."""
     if isinstance(value, bytes):
-        parts = [_HEADER.pack(0, STRING), _U32.pack(len(key)), key, _U32.pack(len(value)), value]
+        parts = [_HEADER.pack(db, STRING), _U32.pack(len(key)), key, _U32.pack(len(value)), value]
     else:
-        parts = [_HEADER.pack(0, HASH), _U32.pack(len(key)), key, _U32.pack(2 * len(value))]
+        parts = [_HEADER.pack(db, HASH), _U32.pack(len(key)), key, _U32.pack(2 * len(value))]
         for field, val in value.items():
             parts += [_U32.pack(len(field)), field, _U32.pack(len(val)), val]
     return b"".join(parts)
@@ -64,11 +64,11 @@ def parse(body: bytes) -> tuple[int, int, bytes, bytes | dict[bytes, bytes]]:
     return db, kind, key, pairs
 
 
-def publisher(broker: Broker, topic: str) -> Callable[[bytes, Value], None]:
-    def expired(key: bytes, value: Value) -> None:
+def publisher(broker: Broker, topic: str) -> Callable[..., None]:
+    def expired(key: bytes, value: Value, db: int = 0) -> None:
         if isinstance(value, bytes | dict):
             try:
-                broker.publish(topic, [frame(key, value)])
+                broker.publish(topic, [frame(key, value, db)])
             except Refused as exc:  # a full or failing topic: the event is lost, logged
                 log.error("RESP: expiry event for a key lost - publish failed %s", exc)
 

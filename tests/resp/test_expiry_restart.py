@@ -12,10 +12,10 @@ from .helpers import client, consume, wait_for
 TOPIC = "expired"
 
 
-def string_frame(key: bytes, value: bytes) -> bytes:
+def string_frame(key: bytes, value: bytes, db: int = 0) -> bytes:
     # the seed's layout written out by hand: db, type 0, key, value (little-endian)
     return (
-        struct.pack("<HH", 0, 0)
+        struct.pack("<HH", db, 0)
         + struct.pack("<I", len(key)) + key
         + struct.pack("<I", len(value)) + value
     )  # fmt: skip
@@ -54,6 +54,12 @@ def test_expiry_events_string_and_hash(ours) -> None:
     assert r.get("lazy") is None
     assert consume(server.tcp_port, TOPIC, "c", 1) == [string_frame(b"lazy", b"v")]
     r.close()
+    # a key of another database: its event carries that database's index (it said 0)
+    r3 = client(server.port, db=3)
+    assert r3.set("in-db-3", "v", px=50)
+    wait_for(lambda: r3.dbsize() == 0, 5, "the key of db 3 to expire")
+    assert consume(server.tcp_port, TOPIC, "c", 1) == [string_frame(b"in-db-3", b"v", 3)]
+    r3.close()
 
 
 def _fill(r) -> None:
