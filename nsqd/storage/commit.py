@@ -76,6 +76,14 @@ class GroupCommit:
         """`queue` buffered its first record of this hold."""
         self._dirty.append(queue)
 
+    def add(self, owner: _Buffered, answered: bool) -> None:
+        """`owner` buffered a record (held only): its flush() writes it at the release;
+        `answered`: a publisher's answer waits for it (counted in `appended`)."""
+        if answered:
+            self.appended += 1
+        if owner not in self._dirty:
+            self._dirty.append(owner)
+
     def flush(self) -> str | None:
         """Write what is buffered now (the hold goes on); the first failure since the hold
         began, or None."""
@@ -83,8 +91,8 @@ class GroupCommit:
         for queue in dirty:
             try:
                 queue.flush()
-            except StoreError:
-                pass  # the queue reported it through failed()
+            except StoreError as exc:  # its records are not on file: the release's refusal
+                self.failed(str(exc))
         return self._error
 
     def failed(self, reason: str) -> None:

@@ -62,7 +62,6 @@ class KeyFile:
     ) -> None:
         self.path = os.path.join(data_path, FILENAME)
         self._commit = commit
-        self._enlisted = False  # in the held group commit's list of files to write
         self._log = RecordLog(
             self.path,
             "DEDUPE",
@@ -93,21 +92,15 @@ class KeyFile:
         if not commit.depth:
             self._log.flush()  # one write(), before the publish is acknowledged
             return
-        commit.appended += 1  # its publisher is answered after the release's write
-        if not self._enlisted:
-            self._enlisted = True
-            commit.enlist(self)
+        commit.add(self, answered=True)  # its publisher is answered after the release's write
 
     def flush(self) -> None:
-        """The group commit's release: the pass's keys in one write; a failure is the
-        release's to report (its publishers are refused)."""
-        self._enlisted = False
+        """The group commit's release: the pass's keys in one write; StoreError when it
+        fails (the release refuses the pass's publishers)."""
         try:
             self._log.flush()
         except OSError as exc:
-            reason = f"dedupe keys write failed - {exc}"
-            self._commit.failed(reason)
-            raise StoreError(reason) from exc
+            raise StoreError(f"dedupe keys write failed - {exc}") from exc
 
     def rewrite(self, entries: Iterable[tuple[str, str, int]]) -> None:
         self._log.replace(_record(*e) for e in entries)

@@ -125,7 +125,6 @@ class ChannelJournal:
         self._release_at_once = sync_every <= 1
         self._want_flush = want_flush
         self._commit = commit
-        self._enlisted = False  # in the held group commit's list of files to write
         self._compact_at = _COMPACT_FLOOR
         self._live_source: Callable[[], tuple[list[Message], list[tuple[Message, int]]]] | None
         self._live_source = None
@@ -190,18 +189,14 @@ class ChannelJournal:
     # -- the store's flusher and syncer ------------------------------------------------------
 
     def flush(self) -> None:
-        """What is gathered, in one write (the group commit's release, the store's flusher).
-        A failure is the held commit's to report (its DPUBs are refused), and raised."""
-        enlisted, self._enlisted = self._enlisted, False
+        """What is gathered, in one write (the group commit's release, the store's flusher);
+        StoreError when it fails (the release refuses the pass's DPUBs)."""
         if self.closed:
             return
         try:
             self._log.flush()
         except OSError as exc:
-            reason = f"journal {self.name} write failed - {exc}"
-            if enlisted:
-                self._commit.failed(reason)
-            raise StoreError(reason) from exc
+            raise StoreError(f"journal {self.name} write failed - {exc}") from exc
         self._maybe_compact()
 
     def needs_sync(self) -> bool:
@@ -223,11 +218,7 @@ class ChannelJournal:
             self._write(record)
             return
         self._log.append(record)
-        if not self._enlisted:
-            self._enlisted = True
-            commit.enlist(self)
-        if answered:
-            commit.appended += 1
+        commit.add(self, answered)
 
     def _write(self, record: bytes) -> None:
         """One write(): the gathered releases first (the file stays in call order), then this."""
