@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from .blocking import Waiter
 
 TOPIC, CHANNEL = b"topic:", b"channel:"
-_PREFIXES = (TOPIC, CHANNEL)
+BRIDGED = (TOPIC, CHANNEL)
 
 
 def is_bridged(key: bytes) -> bool:
-    return key.startswith(_PREFIXES)
+    return key.startswith(BRIDGED)
 
 
 class PopConsumer:

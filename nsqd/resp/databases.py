@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Iterable
 
 from . import watch
-from .keyspace import Keyspace, Record, Value
+from .keyspace import Keyspace, Record, Value, unrecorded
 
 COUNT = 16  # Redis's default `databases`
 
@@ -50,17 +50,20 @@ class Databases:
         self._record = hook
         self._logged_db = self._replay_db  # where the replayed log left off
         for i, ks in enumerate(self.dbs):
-            ks.record = None if hook is None else self._in(i)
+            ks.record = unrecorded if hook is None else self._in(i, hook)
 
-    def _in(self, db: int) -> Callable[[Record], None]:
+    def _in(self, db: int, hook: Callable[[Record], None]) -> Callable[[Record], None]:
         def record(rec: Record) -> None:
-            assert self._record is not None
             if db != self._logged_db:
-                self._record((b"SELECT", b"%d" % db))
+                hook((b"SELECT", b"%d" % db))
                 self._logged_db = db
-            self._record(rec)
+            hook(rec)
 
         return record
+
+    def reselect(self) -> None:
+        """The next record names its database (the log's may not be the last one logged)."""
+        self._logged_db = -1
 
     @property
     def on_expired(self) -> Callable[..., None] | None:

@@ -31,6 +31,10 @@ class WrongType(Exception):
 WRONGTYPE = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
 
 
+def unrecorded(rec: Record) -> None:
+    """The record hook before a log is attached (a keyspace of its own, in tests)."""
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -55,7 +59,7 @@ class Keyspace:
         self.expires: dict[bytes, int] = {}  # key -> unix ms
         self._heap: list[tuple[int, bytes]] = []  # (when, key); stale entries skipped
         # hooks, set by the front-end
-        self.record: Callable[[Record], None] | None = None  # the write log
+        self.record: Callable[[Record], None] = unrecorded  # the write log
         self.on_expired: Callable[[bytes, Value], None] | None = None
         self.deadline_moved: Callable[[], None] | None = None  # wake the expiry task
         self.watched: dict[bytes, object] = {}  # keys with blocked clients (blocking.py)
@@ -70,8 +74,7 @@ class Keyspace:
             return
         if self.watchers:
             watch.touch(self, rec)
-        if self.record is not None:
-            self.record(rec)
+        self.record(rec)
 
     # -- lookups (lazy expiry) -----------------------------------------------------------
 
@@ -122,16 +125,22 @@ class Keyspace:
 
     def push(self, key: bytes, elems: list[bytes], left: bool, create: bool = True) -> int:
         """LPUSH/RPUSH (LPUSHX/RPUSHX with create=False): the new length, 0 if not created."""
-        lst = self.get_list(key)
-        if lst is None:
-            if not create:
-                return 0
-            lst = self.data[key] = deque()
+        # the hot path of a queue, so the lookup and the log call are written out here
+        lst = self.data.get(key)
+        if lst is None or type(lst) is not deque or key in self.expires:
+            lst = self.get_list(key)  # expiry, WRONGTYPE, a list subclass never seen
+            if lst is None:
+                if not create:
+                    return 0
+                lst = self.data[key] = deque()
         if left:
             lst.extendleft(elems)
         else:
             lst.extend(elems)
-        self._log((b"LPUSH" if left else b"RPUSH", key, *elems))
+        if not self.loading:
+            if self.watchers:
+                watch.touch(self, (b"LPUSH", key))
+            self.record((b"LPUSH" if left else b"RPUSH", key, *elems))
         if key in self.watched:
             self.ready.append((self, key))
         return len(lst)
@@ -390,6 +399,9 @@ class Keyspace:
     def snapshot(self, chunk: int = 512) -> Iterable[Record]:
         """Records that rebuild the keyspace as it is (the log's compaction)."""
         return records.snapshot(self, chunk)
+
+    def reselect(self) -> None:
+        """(A keyspace alone logs no SELECT: nothing to do.)"""
 
     def list_lengths(self) -> dict[str, int]:
         """Every list key (decoded as UTF-8, invalid bytes replaced) -> its length."""

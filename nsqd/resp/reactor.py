@@ -126,8 +126,9 @@ class Reactor(EpollReactor):
     def _ready(self, client: Client, events: int) -> None:
         if events & _OUT:
             self._write_out(client)
-        if events & ~_OUT and not client.closed:
-            self._read(client)
+            if client.closed or not events & ~_OUT:
+                return
+        self._read(client)
 
     def _expire(self, client: Client, now: float) -> None:
         """A parked command's timeout (a served one set `due` back to math.inf)."""
@@ -158,8 +159,7 @@ class Reactor(EpollReactor):
         if not data:
             self._close(client)
             return
-        client.parser.feed(data)
-        if client.parser.buffered() > QUERY_MAX:
+        if client.parser.feed(data) > QUERY_MAX:
             log.warning("RESP: [%s] closing: query buffer over %d bytes", client.remote, QUERY_MAX)
             self._close(client)
             return
@@ -279,26 +279,24 @@ class Reactor(EpollReactor):
             return
         for client in clients:
             client.queued = False
-            if client.closed or not client.replies:
+            replies = client.replies
+            if client.closed or not replies:
                 continue
-            data = b"".join(client.replies)
-            client.replies.clear()
-            self._send(client, data)
-
-    def _send(self, client: Client, data: bytes) -> None:
-        if client.out:
-            client.out += data
-            return
-        try:
-            sent = write_now(client.socket.fd, data)
-        except trio.BrokenResourceError:
-            self._close(client)
-            return
-        if sent < len(data):
-            client.out += memoryview(data)[sent:]
-            self.want_output(client, True)
-        elif client.close_after_send:
-            self._close(client)
+            data = b"".join(replies)
+            replies.clear()
+            if client.out:
+                client.out += data
+                continue
+            try:
+                sent = write_now(client.socket.fd, data)
+            except trio.BrokenResourceError:
+                self._close(client)
+                continue
+            if sent < len(data):
+                client.out += memoryview(data)[sent:]
+                self.want_output(client, True)
+            elif client.close_after_send:
+                self._close(client)
 
     def _write_out(self, client: Client) -> None:
         try:

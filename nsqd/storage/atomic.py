@@ -17,18 +17,30 @@ def replace_file(
     """Make `path` hold `data` (bytes, or chunks of it); how many bytes were written. `tmp` is
     the temporary file's name (default `path + ".tmp"`, so a crash's leftover is reused)."""
     tmp = tmp or path + ".tmp"
+    size = write_file(tmp, data, mode)
+    rename_into(tmp, path)
+    return size
+
+
+def write_file(tmp: str, data: bytes | Iterable[bytes], mode: int = 0o644) -> int:
+    """The first half of a replacement: `tmp` made to hold `data`, fsynced (removed again if
+    that fails); how many bytes were written."""
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         size = write_all(fd, data) if isinstance(data, bytes) else _write_chunks(fd, data)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
-        _unlink(tmp)
+        unlink_quietly(tmp)
         raise
     os.close(fd)
+    return size
+
+
+def rename_into(tmp: str, path: str) -> None:
+    """The second half: the fsynced `tmp` renamed over `path`, the rename made durable."""
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
-    return size
 
 
 def write_all(fd: int, data: bytes | memoryview) -> int:
@@ -62,7 +74,7 @@ def _write_chunks(fd: int, chunks: Iterable[bytes]) -> int:
     return size
 
 
-def _unlink(path: str) -> None:
+def unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..log import log
-from .atomic import replace_file, write_all
+from .atomic import rename_into, replace_file, write_all
+from .child import ChildWrite, remove_leftovers
 
 FILE_MAGIC = b"TNSQLOG\x01"
 MARK = b"\xe7\x5a"
@@ -38,6 +39,8 @@ _HEAD = struct.Struct(">2sII")  # mark, length, crc32
 HEAD_SIZE = _HEAD.size
 MAX_RECORD = 1 << 31
 _crc32 = zlib.crc32
+_pack_head = _HEAD.pack
+_pack_len = _LEN.pack
 
 
 def frame(payload: bytes) -> bytes:
@@ -46,6 +49,10 @@ def frame(payload: bytes) -> bytes:
 
 
 def _noop() -> None:
+    pass
+
+
+def _ignore_size(size: int) -> None:
     pass
 
 
@@ -183,12 +190,17 @@ class RecordLog:
         self._lock = threading.Lock()  # the descriptor, against the syncer's thread
         self._syncing = False  # an fsync runs in the syncer's thread
         self._retired: list[int] = []  # descriptors to close once that fsync is done
+        self._child: ChildWrite | None = None  # a replace_in_child under way
+        self._child_from = 0
+        self._child_done: Callable[[int], None] = _ignore_size
 
     # -- start ---------------------------------------------------------------------------
 
     def load(self) -> Scan:
         """The file's records; a damaged tail is cut off, so appends follow the last intact
-        record. A legacy file is left as it is: its owner rewrites it (`replace`)."""
+        record. A legacy file is left as it is: its owner rewrites it (`replace`). A
+        compaction's child's file left by a crash is removed."""
+        remove_leftovers(self.path)
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -207,7 +219,8 @@ class RecordLog:
         return bool(self._buf)
 
     def append(self, payload: bytes) -> None:
-        self._buf.append(frame(payload))
+        n = len(payload)  # frame() written out: once per record of every log
+        self._buf.append(_pack_head(MARK, n, _crc32(payload, _crc32(_pack_len(n)))) + payload)
 
     def write(self, payload: bytes) -> None:
         self._buf.append(frame(payload))
@@ -215,7 +228,10 @@ class RecordLog:
 
     def flush(self) -> None:
         """Write everything appended since the last flush: one write() into the page cache,
-        safe from a kill -9 once it returns."""
+        safe from a kill -9 once it returns. (And a compaction's child that has ended is
+        taken in: see `replace_in_child`.)"""
+        if self._child is not None:
+            self._take_child()
         if not self._buf:
             return
         data = b"".join(self._buf)
@@ -236,6 +252,7 @@ class RecordLog:
 
     def replace(self, payloads: Iterable[bytes]) -> int:
         """Make the file hold just these records (atomic: see atomic.py); its size."""
+        self._abandon_child()
         self._buf.clear()
         chunks = _framed_chunks(payloads)
         size = replace_file(self.path, chunks, self._mode)
@@ -245,6 +262,75 @@ class RecordLog:
         self._open()
         self.size = size
         return size
+
+    # -- compaction in a child process (Redis's BGREWRITEAOF) -------------------------------
+
+    @property
+    def replacing(self) -> bool:
+        """A `replace_in_child` is under way."""
+        return self._child is not None
+
+    def replace_in_child(self, payloads: Iterable[bytes], done: Callable[[int], None]) -> None:
+        """Make the file hold these records, then whatever is appended meanwhile, without
+        stopping the loop: `payloads` (lazy) is consumed in a forked child (child.py), which
+        sees the memory of this moment; the file goes on taking appends meanwhile, and once
+        the child is done a `flush` copies the records appended since the fork after the
+        child's and renames its file over this one, then calls `done(size)`. Until then the
+        file is what it was (a crash keeps it whole); a failed child leaves it so, logged,
+        and `done` gets the file's size (its owner then waits for it to grow again)."""
+        self.flush()
+        self._abandon_child()
+        if self._fd < 0:
+            self._open()
+        self._child = ChildWrite(self.path, _framed_chunks(payloads), self._mode)
+        self._child_from = self.size  # the appends the child does not have start here
+        self._child_done = done
+        log.info("%s: rewriting in a child process (pid %d)", self.what, self._child.pid)
+
+    def _take_child(self) -> None:
+        child = self._child
+        assert child is not None
+        if not child.finished():
+            return
+        self._child = None
+        if not child.succeeded:
+            log.error(
+                "%s: the rewrite's child process failed (exit %s) - keeping the file as it is",
+                self.what,
+                child.status,
+            )
+            child.abandon()
+            self._child_done(self.size)
+            return
+        try:
+            with open(self.path, "rb") as f:  # what came after the fork, framed as it is
+                f.seek(self._child_from)
+                tail = f.read(self.size - self._child_from)
+            fd = os.open(child.tmp, os.O_WRONLY | os.O_APPEND)
+            try:
+                write_all(fd, tail)
+                os.fsync(fd)
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            rename_into(child.tmp, self.path)
+        except OSError as exc:
+            log.error("%s: the rewrite could not be finished - %s; keeping it", self.what, exc)
+            child.abandon()
+            self._child_done(self.size)
+            return
+        before = self.size
+        with self._lock:
+            self._close_fd()
+            self._writes = 0
+        self._open()
+        log.info("%s: rewritten in a child process: %d -> %d bytes", self.what, before, size)
+        self._child_done(size)
+
+    def _abandon_child(self) -> None:
+        if self._child is not None:
+            self._child.abandon()
+            self._child = None
 
     def _open(self) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, self._mode)
@@ -283,8 +369,10 @@ class RecordLog:
     # -- the end ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean stop: what is gathered written, the file fsynced and closed."""
+        """Clean stop: what is gathered written, the file fsynced and closed (a rewrite's
+        child still at work is stopped: the file is whole without it)."""
         self.flush()
+        self._abandon_child()
         with self._lock:
             if self._fd >= 0:
                 os.fsync(self._fd)
@@ -292,6 +380,7 @@ class RecordLog:
 
     def remove(self) -> None:
         """Forget the file (what is gathered too)."""
+        self._abandon_child()
         self._buf.clear()
         with self._lock:
             self._close_fd()

@@ -23,6 +23,7 @@ FILE = "resp.log"
 REWRITE_MIN = 64 * 1024 * 1024
 _LEGACY_HEAD = struct.Struct("<II")  # the framing before records.py
 _U32 = struct.Struct("<I")
+_pack_u32 = _U32.pack
 
 Record = tuple[bytes, ...]
 
@@ -36,6 +37,10 @@ class Replayable(Protocol):
     def apply(self, rec: Record) -> None: ...
 
     def snapshot(self) -> Iterable[Record]: ...
+
+    def reselect(self) -> None:
+        """The log's position may differ from what the keyspace last wrote (a rewrite's
+        snapshot ends in database 0): name the database in the next record."""
 
 
 def encode(rec: Record) -> bytes:
@@ -76,6 +81,7 @@ class RespLog:
             legacy=legacy_framing(_LEGACY_HEAD),
             sync_due=sync_due,
         )
+        self._append = self._log.append
         self._base = 0  # size after the last rewrite
         self.keyspace: Replayable | None = None
 
@@ -103,13 +109,30 @@ class RespLog:
     # -- writing -------------------------------------------------------------------------
 
     def record(self, rec: Record) -> None:
-        self._log.append(encode(rec))
+        # encode() written out: this runs once per write command
+        parts = [_pack_u32(len(rec))]
+        for arg in rec:
+            parts.append(_pack_u32(len(arg)))
+            parts.append(arg)
+        self._append(b"".join(parts))
 
     def flush(self) -> None:
-        """Write what the last commands changed (one write()); rewrite when grown."""
+        """Write what the last commands changed (one write()); rewrite when grown, in a child
+        process (as Redis's auto-aof-rewrite), so that the loop never stops for it."""
         self._log.flush()
-        if self._log.size > max(self.rewrite_min, 2 * self._base):
-            self.rewrite()
+        if self._log.size > max(self.rewrite_min, 2 * self._base) and not self._log.replacing:
+            self.rewrite_in_background()
+
+    def rewrite_in_background(self) -> None:
+        """BGREWRITEAOF: the snapshot is taken and written by a forked child; the records
+        that come meanwhile follow it in the new file (records.py)."""
+        assert self.keyspace is not None
+        snapshot = (encode(rec) for rec in self.keyspace.snapshot())  # run in the child
+        self._log.replace_in_child(snapshot, self._rewritten)
+        self.keyspace.reselect()  # the new file's snapshot ends in database 0
+
+    def _rewritten(self, size: int) -> None:
+        self._base = size
 
     def rewrite(self) -> None:
         """Replace the log with the records that rebuild the keyspace as it is now (what is

@@ -121,6 +121,18 @@ def split_args(line: bytes) -> list[bytes] | None:
         out.append(bytes(cur))
 
 
+_COUNTS = {b"*%d" % n: n for n in range(1, 1025)}  # the fast reader's argument counts
+_SIZES = {b"$%d" % n: n for n in range(1025)}  # and the bulk lengths it reads by lookup
+
+
+def _size(header: bytes) -> int | None:
+    """A longer bulk header's length (`$` and up to 10 digits, no leading zero), or None."""
+    digits = header[1:]
+    if header[:1] != b"$" or not digits.isdigit() or len(digits) > 10 or digits[0] == 48:
+        return None
+    return int(digits)
+
+
 class Parser:
     """Feed bytes in, take commands out (processInputBuffer's two readers)."""
 
@@ -143,9 +155,15 @@ class Parser:
         self._chunk_bytes = 0
         self._need = 0  # bytes past _pos the bulk being waited for needs (0: any will do)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> int:
+        """Take `data` in; how many bytes are now buffered (see `buffered`)."""
+        if not self._chunks and self._pos >= len(self._buf):
+            self._buf = data  # the usual case: everything before was consumed, no copy
+            self._pos = 0
+            return len(data)
         self._chunks.append(data)
         self._chunk_bytes += len(data)
+        return len(self._buf) - self._pos + self._chunk_bytes
 
     def buffered(self) -> int:
         """Bytes received and not yet parsed (Redis closes a client past 1 GiB of these)."""
@@ -206,31 +224,35 @@ class Parser:
 
     def _fast(self) -> list[bytes] | None:
         """A whole well-formed multibulk at once (the hot path); None sends anything else
-        (incomplete, odd or wrong) to the exact reader below, which also gives the errors."""
-        buf, pos, limit = self._buf, self._pos, self.max_bulk
-        end = buf.find(b"\r\n", pos)
+        (incomplete, odd or wrong) to the exact reader below, which also gives the errors.
+        The usual counts and lengths are looked up whole (`*3`, `$200`): one dict probe
+        both checks and reads them."""
+        buf, pos = self._buf, self._pos
+        find = buf.find
+        end = find(b"\r\n", pos)
         if end < 0:
             return None
-        digits = buf[pos + 1 : end]
-        if not digits.isdigit() or len(digits) > 9 or digits[0] == 48:
+        n = _COUNTS.get(buf[pos:end])
+        if n is None:
             return None
-        args = []
-        p, size_all = end + 2, len(buf)
-        for _ in range(int(digits)):
-            if buf[p : p + 1] != b"$":
-                return None
-            end = buf.find(b"\r\n", p)
+        args: list[bytes] = []
+        append = args.append
+        p, size_all, limit = end + 2, len(buf), self.max_bulk
+        for _ in range(n):
+            end = find(b"\r\n", p)
             if end < 0:
                 return None
-            digits = buf[p + 1 : end]
-            if not digits.isdigit() or len(digits) > 10 or (digits[0] == 48 and len(digits) > 1):
-                return None
-            size = int(digits)
+            size = _SIZES.get(buf[p:end])
+            if size is None:
+                size = _size(buf[p:end])
+                if size is None:
+                    return None
             start = end + 2
-            p = start + size + 2
-            if size > limit or p > size_all:
+            p = start + size
+            if size > limit or p + 2 > size_all:
                 return None
-            args.append(buf[start : start + size])
+            append(buf[start:p])
+            p += 2  # Redis skips the CRLF unchecked
         self._pos = p
         return args
 

@@ -62,6 +62,34 @@ def test_replay_and_compaction_keep_each_database(tmp_path: Path) -> None:
     log4.close()
 
 
+def test_a_rewrite_in_a_child_keeps_each_database(tmp_path: Path) -> None:
+    """The child's snapshot ends in database 0 while the log it replaces may end elsewhere:
+    what is written meanwhile lands in its own database in both files."""
+    dbs, log = fresh(tmp_path)
+    dbs.dbs[0].push(b"q", [b"a"], left=False)
+    dbs.dbs[3].push(b"q", [b"b"], left=False)  # the log's last record is about database 3
+    log.rewrite_in_background()
+    dbs.dbs[3].push(b"q", [b"d"], left=False)  # before the swap, so in the copied tail
+    dbs.dbs[0].push(b"q", [b"c"], left=False)
+    log.flush()
+    want = state(dbs)
+    assert want[0] == {b"q": [b"a", b"c"]} and want[3] == {b"q": [b"b", b"d"]}
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / FILE).write_bytes((tmp_path / FILE).read_bytes())
+    old, log_old = fresh(copy)  # the file before the swap (a crash now) holds it all
+    assert state(old) == want
+    log_old.close()
+    wait_for(lambda: (log.flush(), not log._log.replacing)[1], 30, "the rewrite's child")
+    dbs.dbs[0].push(b"q", [b"e"], left=False)
+    log.close()
+    want[0] = {b"q": [b"a", b"c", b"e"]}
+    assert records(tmp_path)[:2] == [(b"RPUSH", b"q", b"a"), (b"SELECT", b"3")]
+    again, log2 = fresh(tmp_path)
+    assert state(again) == want
+    log2.close()
+
+
 def test_database_zero_alone_logs_no_select(tmp_path: Path) -> None:
     dbs, log = fresh(tmp_path)
     dbs.dbs[0].push(b"q", [b"a"], left=False)

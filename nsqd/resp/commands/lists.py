@@ -13,7 +13,7 @@ from itertools import islice
 from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
 
 from ..blocking import Waiter
-from ..bridge import is_bridged
+from ..bridge import BRIDGED, is_bridged
 from ..keyspace import WRONGTYPE, WrongType
 from .registry import (
     SYNTAX,
@@ -40,14 +40,23 @@ def _push(s: Session, argv: list[bytes], left: bool, create: bool) -> bytes:
     return integer(s.ks.push(key, argv[2:], left, create))
 
 
+# LPUSH and RPUSH are a queue's every enqueue: _push written out, one call less each
+
+
 @command("lpush", -3)
 def lpush(s: Session, argv: list[bytes]) -> bytes:
-    return _push(s, argv, True, True)
+    key = argv[1]
+    if key.startswith(BRIDGED):
+        return integer(s.fe.bridge.push(key, argv[2:]))
+    return integer(s.ks.push(key, argv[2:], True))
 
 
 @command("rpush", -3)
 def rpush(s: Session, argv: list[bytes]) -> bytes:
-    return _push(s, argv, False, True)
+    key = argv[1]
+    if key.startswith(BRIDGED):
+        return integer(s.fe.bridge.push(key, argv[2:]))
+    return integer(s.ks.push(key, argv[2:], False))
 
 
 @command("lpushx", -3)
