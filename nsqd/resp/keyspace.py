@@ -157,6 +157,23 @@ class Keyspace:
         self._log((b"LPOP" if left else b"RPOP", key, b"%d" % count))
         return out
 
+    def pop_one(self, key: bytes, left: bool) -> bytes | None:
+        """LPOP/RPOP without a count: one element from an end of the list, None when there
+        is none (WRONGTYPE for another type); logged as `pop(key, 1, left)` is."""
+        lst = self.data.get(key)
+        if lst is None or type(lst) is not deque or key in self.expires:
+            lst = self.get_list(key)  # expiry, WRONGTYPE
+            if lst is None:
+                return None
+        elem = lst.popleft() if left else lst.pop()
+        if not lst:
+            self._remove(key)
+        if not self.loading:
+            if self.watchers:
+                watch.touch(self, (b"LPOP", key))
+            self.record((b"LPOP" if left else b"RPOP", key, b"1"))
+        return elem
+
     def lrem(self, key: bytes, count: int, elem: bytes) -> int:
         lst = self.data[key]
         assert isinstance(lst, deque)

@@ -43,6 +43,10 @@ _pack_head = _HEAD.pack
 _pack_len = _LEN.pack
 
 
+_SHORT = 4096  # the CRC-32 of a short record's length bytes is looked up
+_CRC_OF_LEN = [_crc32(_LEN.pack(n)) for n in range(_SHORT)]
+
+
 def frame(payload: bytes) -> bytes:
     n = len(payload)
     return _HEAD.pack(MARK, n, _crc32(payload, _crc32(_LEN.pack(n)))) + payload
@@ -219,8 +223,11 @@ class RecordLog:
         return bool(self._buf)
 
     def append(self, payload: bytes) -> None:
-        n = len(payload)  # frame() written out: once per record of every log
-        self._buf.append(_pack_head(MARK, n, _crc32(payload, _crc32(_pack_len(n)))) + payload)
+        n = len(payload)  # frame() written out (once per record of every log), its two
+        buf = self._buf  # parts joined only by the flush's one join
+        start = _CRC_OF_LEN[n] if n < _SHORT else _crc32(_pack_len(n))
+        buf.append(_pack_head(MARK, n, _crc32(payload, start)))
+        buf.append(payload)
 
     def write(self, payload: bytes) -> None:
         self._buf.append(frame(payload))

@@ -24,6 +24,7 @@ REWRITE_MIN = 64 * 1024 * 1024
 _LEGACY_HEAD = struct.Struct("<II")  # the framing before records.py
 _U32 = struct.Struct("<I")
 _pack_u32 = _U32.pack
+_THREE = _pack_u32(3)
 
 Record = tuple[bytes, ...]
 
@@ -109,12 +110,13 @@ class RespLog:
     # -- writing -------------------------------------------------------------------------
 
     def record(self, rec: Record) -> None:
-        # encode() written out: this runs once per write command
-        parts = [_pack_u32(len(rec))]
-        for arg in rec:
-            parts.append(_pack_u32(len(arg)))
-            parts.append(arg)
-        self._append(b"".join(parts))
+        # encode() written out, this runs once per write command; most have three arguments
+        if len(rec) == 3:
+            a, b, c = rec
+            pack = _pack_u32
+            self._append(b"".join((_THREE, pack(len(a)), a, pack(len(b)), b, pack(len(c)), c)))
+            return
+        self._append(encode(rec))
 
     def flush(self) -> None:
         """Write what the last commands changed (one write()); rewrite when grown, in a child

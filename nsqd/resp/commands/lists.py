@@ -89,13 +89,22 @@ def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
     return array(items) if items or count == 0 else s.enc.null_array
 
 
+# a queue's every dequeue: LPOP/RPOP key, no count, no bridge, in one call to the keyspace
+
+
 @command("lpop", -2)
 def lpop(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) == 2 and not argv[1].startswith(BRIDGED):
+        elem = s.ks.pop_one(argv[1], True)
+        return s.enc.null if elem is None else bulk(elem)
     return _pop(s, argv, True)
 
 
 @command("rpop", -2)
 def rpop(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) == 2 and not argv[1].startswith(BRIDGED):
+        elem = s.ks.pop_one(argv[1], False)
+        return s.enc.null if elem is None else bulk(elem)
     return _pop(s, argv, False)
 
 
