@@ -123,6 +123,7 @@ def split_args(line: bytes) -> list[bytes] | None:
 
 _COUNTS = {b"*%d" % n: n for n in range(1, 1025)}  # the fast reader's argument counts
 _SIZES = {b"$%d" % n: n for n in range(1025)}  # and the bulk lengths it reads by lookup
+_WHOLE = 1024  # a buffer up to this long holding one request is split whole
 
 
 def _size(header: bytes) -> int | None:
@@ -228,6 +229,20 @@ class Parser:
         The usual counts and lengths are looked up whole (`*3`, `$200`): one dict probe
         both checks and reads them."""
         buf, pos = self._buf, self._pos
+        if not pos and len(buf) <= _WHOLE and self.max_bulk >= _WHOLE:
+            # one short request alone in the buffer (no pipelining: the usual read): split
+            # at every CRLF in C; a CRLF inside an argument, or a second request, shows as
+            # a count or a length that does not match, and the reader below takes it
+            parts = buf.split(b"\r\n")
+            n = _COUNTS.get(parts[0])
+            if n is not None and len(parts) == 2 * n + 2 and not parts[-1]:
+                sizes = _SIZES
+                for i in range(1, 2 * n, 2):
+                    if sizes.get(parts[i]) != len(parts[i + 1]):
+                        break
+                else:
+                    self._pos = len(buf)
+                    return parts[2 : 2 * n + 1 : 2]
         find = buf.find
         end = find(b"\r\n", pos)
         if end < 0:

@@ -64,3 +64,51 @@ def test_errors_after_the_commands_before_them() -> None:
     with pytest.raises(ProtocolError) as exc:
         p.next()
     assert exc.value.reply == b"-ERR Protocol error: invalid bulk length\r\n"
+
+
+class _Exact(Parser):
+    """The exact reader alone (the fast path's readers turned off): the reference."""
+
+    __slots__ = ()
+
+    def _fast(self) -> list[bytes] | None:
+        return None
+
+
+def _outcome(parser: Parser, data: bytes, cuts: list[int]) -> tuple[list[list[bytes]], str]:
+    out: list[list[bytes]] = []
+    last = 0
+    try:
+        for cut in [*sorted(c % (len(data) + 1) for c in cuts), len(data)]:
+            parser.feed(data[last:cut])
+            last = max(last, cut)
+            while (cmd := parser.next()) is not None:
+                out.append(cmd)
+    except ProtocolError as exc:
+        return out, str(exc)
+    return out, ""
+
+
+crlf_args_st = st.lists(
+    st.one_of(st.binary(max_size=30), st.sampled_from([b"\r\n", b"$3\r\n", b"*2\r\n$1\r\na"])),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(crlf_args_st, min_size=1, max_size=4),
+    st.lists(st.integers(0, 10_000), max_size=4),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=2),
+)
+def test_the_fast_readers_agree_with_the_exact_one(
+    cmds: list[list[bytes]], cuts: list[int], flips: list[tuple[int, int]]
+) -> None:
+    """Arguments holding CRLFs and headers, requests alone or pipelined, bytes changed
+    anywhere: the whole-buffer split and the lookup reader give what the exact reader gives,
+    commands and error alike."""
+    data = bytearray(b"".join(command(*c) for c in cmds))
+    for pos, value in flips:
+        data[pos % len(data)] = value
+    assert _outcome(Parser(), bytes(data), cuts) == _outcome(_Exact(), bytes(data), cuts)
