@@ -49,14 +49,25 @@ class Databases:
     def record(self, hook: Callable[[Record], None] | None) -> None:
         self._record = hook
         self._logged_db = self._replay_db  # where the replayed log left off
-        for i, ks in enumerate(self.dbs):
-            ks.record = unrecorded if hook is None else self._in(i, hook)
+        self._arm()
 
-    def _in(self, db: int, hook: Callable[[Record], None]) -> Callable[[Record], None]:
+    def _arm(self) -> None:
+        """The database the log is in records straight into it; every other one through a
+        hook that first logs `SELECT n` and then makes its database the direct one."""
+        hook = self._record
+        for i, ks in enumerate(self.dbs):
+            if hook is None:
+                ks.record = unrecorded
+            else:
+                ks.record = hook if i == self._logged_db else self._selecting(i, hook)
+
+    def _selecting(self, db: int, hook: Callable[[Record], None]) -> Callable[[Record], None]:
         def record(rec: Record) -> None:
-            if db != self._logged_db:
-                hook((b"SELECT", b"%d" % db))
-                self._logged_db = db
+            hook((b"SELECT", b"%d" % db))
+            was, self._logged_db = self._logged_db, db
+            if was >= 0:
+                self.dbs[was].record = self._selecting(was, hook)
+            self.dbs[db].record = hook
             hook(rec)
 
         return record
@@ -64,6 +75,7 @@ class Databases:
     def reselect(self) -> None:
         """The next record names its database (the log's may not be the last one logged)."""
         self._logged_db = -1
+        self._arm()
 
     @property
     def on_expired(self) -> Callable[..., None] | None:
@@ -130,6 +142,7 @@ class Databases:
         if current:
             yield (b"SELECT", b"0")
         self._logged_db = 0
+        self._arm()
 
     @property
     def data(self) -> dict[bytes, Value]:

@@ -128,7 +128,18 @@ class Reactor(EpollReactor):
             self._write_out(client)
             if client.closed or not events & ~_OUT:
                 return
-        self._read(client)
+        data = client.socket.read_now(READ_SIZE)  # readable: _read written out (every request)
+        if data is None:
+            return
+        if not data:
+            self._close(client)
+            return
+        if client.parser.feed(data) > QUERY_MAX:
+            log.warning("RESP: [%s] closing: query buffer over %d bytes", client.remote, QUERY_MAX)
+            self._close(client)
+            return
+        if client.block is None and not client.out and not client.close_after_send:
+            self._process(client)
 
     def _expire(self, client: Client, now: float) -> None:
         """A parked command's timeout (a served one set `due` back to math.inf)."""
@@ -151,20 +162,6 @@ class Reactor(EpollReactor):
         self._commit()
 
     # -- commands ------------------------------------------------------------------------
-
-    def _read(self, client: Client) -> None:
-        data = client.socket.read_now(READ_SIZE)
-        if data is None:
-            return
-        if not data:
-            self._close(client)
-            return
-        if client.parser.feed(data) > QUERY_MAX:
-            log.warning("RESP: [%s] closing: query buffer over %d bytes", client.remote, QUERY_MAX)
-            self._close(client)
-            return
-        if client.block is None and not client.out and not client.close_after_send:
-            self._process(client)
 
     def _process(self, client: Client) -> None:
         """Run the client's complete commands (up to BATCH) until one blocks."""
