@@ -289,7 +289,13 @@ class RecordLog:
         self._abandon_child()
         if self._fd < 0:
             self._open()
-        self._child = ChildWrite(self.path, _framed_chunks(payloads), self._mode)
+        try:
+            child = ChildWrite(self.path, _framed_chunks(payloads), self._mode)
+        except OSError as exc:  # no fork (memory, process limits): compact here, as before
+            log.error("%s: cannot rewrite in a child process - %s; rewriting now", self.what, exc)
+            done(self.replace(payloads))
+            return
+        self._child = child
         self._child_from = self.size  # the appends the child does not have start here
         self._child_done = done
         log.info("%s: rewriting in a child process (pid %d)", self.what, self._child.pid)

@@ -144,3 +144,25 @@ def test_a_second_rewrite_replaces_a_running_one(tmp_path: Path, first: bool) ->
     assert not _alive(child.pid)
     assert _payloads(log) == [b"now"]
     log.close()
+
+
+def test_no_fork_compacts_at_once(tmp_path: Path, monkeypatch, caplog) -> None:
+    """fork() refused (strict overcommit, a process limit): the rewrite happens in the
+    daemon as it did before, and the log goes on."""
+
+    def refuse() -> int:
+        raise OSError(12, "Cannot allocate memory")
+
+    log = _log(tmp_path)
+    log.append(b"old")
+    log.flush()
+    monkeypatch.setattr(os, "fork", refuse)
+    sizes: list[int] = []
+    with caplog.at_level(logging.ERROR, logger="nsqd"):
+        log.replace_in_child(iter([b"snap"]), sizes.append)
+    assert not log.replacing and sizes == [os.path.getsize(log.path)]
+    assert "cannot rewrite in a child process" in caplog.text
+    log.append(b"after")
+    log.flush()
+    assert _payloads(log) == [b"snap", b"after"]
+    log.close()
