@@ -354,6 +354,8 @@ class RecordLog:
     # -- the syncer ------------------------------------------------------------------------
 
     def needs_sync(self) -> bool:
+        if self._child is not None:  # (the syncer asks every 100 ms: an idle daemon takes
+            self._take_child()  # a finished compaction in here, a busy one at its flush)
         if not self._writes:
             return False
         late = time.monotonic() - self._last_sync >= self.sync_timeout

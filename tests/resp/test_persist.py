@@ -8,9 +8,13 @@ import logging
 import zlib
 from pathlib import Path
 
+import redis
+
 from nsqd.resp.keyspace import Keyspace
 from nsqd.storage import records
 from nsqd.storage.resp_log import FILE, RespLog, decode, encode
+
+from .helpers import client, wait_for
 
 
 def fresh(path: Path) -> tuple[Keyspace, RespLog]:
@@ -102,3 +106,42 @@ def test_a_log_in_the_old_framing_is_read_and_rewritten(tmp_path: Path) -> None:
     again, log2 = fresh(tmp_path)
     assert list(again.data[b"q"]) == [b"a", b"b", b"c"]
     log2.close()
+
+
+def test_a_daemon_rewrites_in_a_child_and_loses_nothing(ours, tmp_path: Path) -> None:
+    """Past 64 MiB resp.log is rewritten by a forked child while clients are served: kill -9
+    right after it starts, and again after it finished, and every acknowledged push is
+    there; a child's half-written file is removed at the next start."""
+    data = tmp_path / "d"
+    server = ours.start(data=data)
+    big = b"x" * 65536
+
+    def fill(r: redis.Redis, start: int) -> None:
+        pipe = r.pipeline(transaction=False)
+        for i in range(start, start + 1100):  # 72 MB: past the first rewrite's 64 MiB
+            pipe.rpush("q", big + b"%d" % i)
+        pipe.execute()
+
+    def log_has(text: str) -> bool:
+        return text in server.log_path.read_text(errors="replace")
+
+    r = client(server.port)
+    fill(r, 0)
+    assert r.rpush("q", b"during") == 1101
+    assert log_has("resp.log: rewriting in a child process")
+    server.kill()  # the child (its file half written, most likely) dies with the daemon
+    server = ours.start(data=data)
+    assert not list(data.glob("resp.log.tmp-*"))
+    r = client(server.port)
+    assert r.llen("q") == 1101 and r.lindex("q", -1) == b"during"
+    assert r.lindex("q", 1099) == big + b"1099"
+    fill(r, 1100)  # twice the size it started with (and the pushes below): the next rewrite
+    assert r.rpush("q", b"x" * 100_000) == 2202
+    wait_for(lambda: log_has("resp.log: rewritten in a child process"), 60, "the rewrite")
+    assert r.rpush("q", b"after") == 2203
+    server.kill()
+    server = ours.start(data=data)
+    r = client(server.port)
+    assert r.llen("q") == 2203 and r.lindex("q", -1) == b"after"
+    assert r.lindex("q", 2200) == big + b"2199" and r.lindex("q", 1100) == b"during"
+    r.close()
