@@ -15,6 +15,7 @@ next commands run."""
 from __future__ import annotations
 
 import math
+import os
 import select
 from typing import TYPE_CHECKING
 
@@ -35,16 +36,18 @@ READ_SIZE = 65536
 QUERY_MAX = 1 << 30  # Redis's client-query-buffer-limit: a client past it is closed
 BATCH = 256  # commands of one client per pass, so a long pipeline cannot starve the others
 _OUT = select.EPOLLOUT
+_read, _write = os.read, os.write
 
 
 class Client:
     __slots__ = (
-        "block", "close_after_send", "closed", "due", "out", "parser", "queued", "remote",
+        "block", "close_after_send", "closed", "due", "fd", "out", "parser", "queued", "remote",
         "replies", "session", "socket", "timed_out",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
         self.socket = SocketTransport(stream)
+        self.fd = self.socket.fd
         self.due = math.inf  # the reactor's timer: a parked command's timeout
         self.remote = remote
         self.parser = Parser(fe.max_bulk)
@@ -128,9 +131,14 @@ class Reactor(EpollReactor):
             self._write_out(client)
             if client.closed or not events & ~_OUT:
                 return
-        data = client.socket.read_now(READ_SIZE)  # readable: _read written out (every request)
-        if data is None:
+        # readable: SocketTransport.read_now written out, as the reads below (every request;
+        # these sockets never leave the reactor, so its read sizing has nothing to size)
+        try:
+            data = _read(client.fd, READ_SIZE)
+        except BlockingIOError:
             return
+        except OSError:
+            data = b""
         if not data:
             self._close(client)
             return
@@ -285,8 +293,10 @@ class Reactor(EpollReactor):
                 client.out += data
                 continue
             try:
-                sent = write_now(client.socket.fd, data)
-            except trio.BrokenResourceError:
+                sent = _write(client.fd, data)  # write_now written out: every reply
+            except BlockingIOError:
+                sent = 0
+            except OSError:
                 self._close(client)
                 continue
             if sent < len(data):
