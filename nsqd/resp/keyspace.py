@@ -125,7 +125,7 @@ class Keyspace:
 
     def push(self, key: bytes, elems: list[bytes], left: bool, create: bool = True) -> int:
         """LPUSH/RPUSH (LPUSHX/RPUSHX with create=False): the new length, 0 if not created."""
-        # the hot path of a queue, so the lookup and the log call are written out here
+        # the hot path of a queue: get_list's lookup written out (pop_one's too)
         lst = self.data.get(key)
         if lst is None or type(lst) is not deque or key in self.expires:
             lst = self.get_list(key)  # expiry, WRONGTYPE, a list subclass never seen
@@ -137,10 +137,7 @@ class Keyspace:
             lst.extendleft(elems)
         else:
             lst.extend(elems)
-        if not self.loading:
-            if self.watchers:
-                watch.touch(self, (b"LPUSH", key))
-            self.record((b"LPUSH" if left else b"RPUSH", key, *elems))
+        self._log((b"LPUSH" if left else b"RPUSH", key, *elems))
         if key in self.watched:
             self.ready.append((self, key))
         return len(lst)
@@ -168,10 +165,7 @@ class Keyspace:
         elem = lst.popleft() if left else lst.pop()
         if not lst:
             self._remove(key)
-        if not self.loading:
-            if self.watchers:
-                watch.touch(self, (b"LPOP", key))
-            self.record((b"LPOP" if left else b"RPOP", key, b"1"))
+        self._log((b"LPOP" if left else b"RPOP", key, b"1"))
         return elem
 
     def lrem(self, key: bytes, count: int, elem: bytes) -> int:

@@ -47,7 +47,7 @@ class Client:
 
     def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
         self.socket = SocketTransport(stream)
-        self.fd = self.socket.fd
+        self.fd = self.socket.fd  # (never changes: read and written on every request)
         self.due = math.inf  # the reactor's timer: a parked command's timeout
         self.remote = remote
         self.parser = Parser(fe.max_bulk)

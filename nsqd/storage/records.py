@@ -230,7 +230,7 @@ class RecordLog:
         buf.append(payload)
 
     def write(self, payload: bytes) -> None:
-        self._buf.append(frame(payload))
+        self.append(payload)
         self.flush()
 
     def flush(self) -> None:

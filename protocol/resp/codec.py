@@ -157,17 +157,14 @@ class Parser:
         self._need = 0  # bytes past _pos the bulk being waited for needs (0: any will do)
 
     def feed(self, data: bytes) -> int:
-        """Take `data` in; how many bytes are now buffered (see `buffered`)."""
+        """Take `data` in; how many bytes are now received and not yet parsed (Redis closes
+        a client past 1 GiB of these)."""
         if not self._chunks and self._pos >= len(self._buf):
             self._buf = data  # the usual case: everything before was consumed, no copy
             self._pos = 0
             return len(data)
         self._chunks.append(data)
         self._chunk_bytes += len(data)
-        return len(self._buf) - self._pos + self._chunk_bytes
-
-    def buffered(self) -> int:
-        """Bytes received and not yet parsed (Redis closes a client past 1 GiB of these)."""
         return len(self._buf) - self._pos + self._chunk_bytes
 
     def _gather(self) -> None:

@@ -8,6 +8,7 @@ Keys `topic:<name>` and `channel:<topic>:<channel>` are the NSQ bridge (bridge.p
 
 from __future__ import annotations
 
+import functools
 from itertools import islice
 
 from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
@@ -33,46 +34,37 @@ MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 # -- pushes -------------------------------------------------------------------------------
 
 
-def _push(s: Session, argv: list[bytes], left: bool, create: bool) -> bytes:
+def _push(left: bool, create: bool, s: Session, argv: list[bytes]) -> bytes:
     key = argv[1]
-    if is_bridged(key):
+    if key.startswith(BRIDGED):
         return integer(s.fe.bridge.push(key, argv[2:]))
     return integer(s.ks.push(key, argv[2:], left, create))
 
 
-# LPUSH and RPUSH are a queue's every enqueue: _push written out, one call less each
-
-
-@command("lpush", -3)
-def lpush(s: Session, argv: list[bytes]) -> bytes:
-    key = argv[1]
-    if key.startswith(BRIDGED):
-        return integer(s.fe.bridge.push(key, argv[2:]))
-    return integer(s.ks.push(key, argv[2:], True))
-
-
-@command("rpush", -3)
-def rpush(s: Session, argv: list[bytes]) -> bytes:
-    key = argv[1]
-    if key.startswith(BRIDGED):
-        return integer(s.fe.bridge.push(key, argv[2:]))
-    return integer(s.ks.push(key, argv[2:], False))
+# LPUSH and RPUSH are a queue's every enqueue: registered as _push itself, its end bound
+# (a partial adds no Python call)
+lpush = command("lpush", -3)(functools.partial(_push, True, True))
+rpush = command("rpush", -3)(functools.partial(_push, False, True))
 
 
 @command("lpushx", -3)
 def lpushx(s: Session, argv: list[bytes]) -> bytes:
-    return _push(s, argv, True, False)
+    return _push(True, False, s, argv)
 
 
 @command("rpushx", -3)
 def rpushx(s: Session, argv: list[bytes]) -> bytes:
-    return _push(s, argv, False, False)
+    return _push(False, False, s, argv)
 
 
 # -- pops ---------------------------------------------------------------------------------
 
 
-def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
+def _pop(left: bool, s: Session, argv: list[bytes]) -> bytes:
+    if len(argv) == 2 and not argv[1].startswith(BRIDGED):
+        # a queue's every dequeue: LPOP/RPOP key, one element, in one call to the keyspace
+        elem = s.ks.pop_one(argv[1], left)
+        return s.enc.null if elem is None else bulk(elem)
     if len(argv) > 3:
         raise wrong_arity("lpop" if left else "rpop")
     count = positive_arg(argv[2], MUST_BE_POSITIVE) if len(argv) == 3 else None
@@ -89,23 +81,8 @@ def _pop(s: Session, argv: list[bytes], left: bool) -> bytes:
     return array(items) if items or count == 0 else s.enc.null_array
 
 
-# a queue's every dequeue: LPOP/RPOP key, no count, no bridge, in one call to the keyspace
-
-
-@command("lpop", -2)
-def lpop(s: Session, argv: list[bytes]) -> bytes:
-    if len(argv) == 2 and not argv[1].startswith(BRIDGED):
-        elem = s.ks.pop_one(argv[1], True)
-        return s.enc.null if elem is None else bulk(elem)
-    return _pop(s, argv, True)
-
-
-@command("rpop", -2)
-def rpop(s: Session, argv: list[bytes]) -> bytes:
-    if len(argv) == 2 and not argv[1].startswith(BRIDGED):
-        elem = s.ks.pop_one(argv[1], False)
-        return s.enc.null if elem is None else bulk(elem)
-    return _pop(s, argv, False)
+lpop = command("lpop", -2)(functools.partial(_pop, True))
+rpop = command("rpop", -2)(functools.partial(_pop, False))
 
 
 def _take_one(s: Session, key: bytes, left: bool) -> bytes | None:

@@ -74,10 +74,6 @@ class Command:
     noauth: bool = False
     subcommands: dict[bytes, Command] | None = None
     immediate: bool = False  # runs at once inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT)
-    plain: bool = True  # no subcommands: dispatch's fast path may take it
-
-    def __post_init__(self) -> None:
-        self.plain = self.subcommands is None
 
 
 TABLE: dict[bytes, Command] = {}
@@ -135,16 +131,11 @@ def _unknown(argv: list[bytes]) -> bytes:
 def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
     """Run one command (or queue it inside MULTI) in processCommand's order of checks."""
     cmd = s.table.get(argv[0].lower())
-    if cmd is not None and cmd.plain and s.multi is None:
-        # the usual case, checks and run() written out: no subcommand, in no MULTI
+    if cmd is not None and cmd.subcommands is None and s.multi is None:
+        # the usual case (no subcommand, in no MULTI): the checks below in one expression
         argc, arity = len(argv), cmd.arity
         if (argc == arity if arity > 0 else argc >= -arity) and (s.authed or cmd.noauth):
-            try:
-                return cmd.fn(s, argv)
-            except WrongType:
-                return WRONGTYPE
-            except ReplyError as exc:
-                return exc.reply
+            return run(s, cmd, argv)
     error = None
     if cmd is None:
         error = _unknown(argv)
