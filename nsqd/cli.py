@@ -11,7 +11,8 @@ import trio
 
 from . import malloc
 from .config.argv import read_plain
-from .config.options import FLAGS, FLAGS_BY_CFG, Options, convert
+from .config.flags import FLAGS, FLAGS_BY_CFG
+from .config.options import Options, convert
 from .gocompat.strconv import OptionError
 from .log import log, setup
 from .version import BUILD

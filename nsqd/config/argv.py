@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .options import FLAGS
+from .flags import FLAGS
 
 # how argparse reads a flag's value: one string, appended to a list, or optional (bools)
 _STORE, _APPEND, _OPTIONAL = "store", "append", "optional"

@@ -9,7 +9,8 @@ import socket
 from typing import NoReturn
 
 from ..gocompat.strconv import OptionError, format_duration
-from .options import FLAGS, Flag, default_node_id
+from .flags import FLAGS, Flag
+from .options import default_node_id
 
 
 class _Parser(argparse.ArgumentParser):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2.names import is_valid_name
 
-from ..config.options import FLAGS
+from ..config.flags import FLAGS
 from ..engine.api import Refused
 from ..gocompat.json import go_float, go_json
 from . import server as http_server

@@ -15,7 +15,8 @@ import pytest
 
 from nsqd import cli
 from nsqd.config.argv import read_plain
-from nsqd.config.options import FLAGS, OptionError
+from nsqd.config.flags import FLAGS
+from nsqd.config.options import OptionError
 from nsqd.config.parser import build_parser
 
 NAMES = [

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from nsqd.cli import resolve
-from nsqd.config.options import EXTENSION_FLAGS, FLAGS, OptionError, Options
+from nsqd.config.flags import EXTENSION_FLAGS, FLAGS
+from nsqd.config.options import OptionError, Options
 
 from .conftest import HOST, OURS, REPO_ROOT, Launcher, free_port, http_get, reference_bin
 
