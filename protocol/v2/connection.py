@@ -40,6 +40,10 @@ _INT32: Final = struct.Struct(">i")
 _FIN_RUN: Final = re.compile(rb"(?:FIN [^ \r\n]{16}\r?\n)+")
 _FIN_ID: Final = re.compile(rb"FIN ([^ \r\n]{16})\r?\n")
 _U64: Final = 1 << 64
+# _whole_pub: "PUB " and a name of at most 64 bytes before the LF; the names a connection
+# keeps for it (most publish to one or a few topics)
+_PUB_LINE_MAX: Final = 4 + 64 + 1
+_PUB_TOPICS: Final = 64
 
 Event = c.Command | _Sentinel
 
@@ -124,6 +128,7 @@ class V2Connection:
         self._mpub_topic = ""
         self._pub_topic = ""
         self._pub_spec: _BodySpec | None = None
+        self._pub_topics: dict[bytes, str] = {}  # names PUB was allowed with (_whole_pub)
         self._mpub_count = 0
         self._mpub_bodies: list[bytes] = []
         self._max_mpub_count = (self.limits.max_body_size - 4) // 5
@@ -201,7 +206,13 @@ class V2Connection:
 
     def _read_line(self) -> Event | None:
         buf, pos = self._buf, self._pos
-        if buf.startswith(b"FIN ", pos) and self._fin_allowed():
+        if pos == len(buf):  # every command read: the usual end of a read's commands
+            return CLOSED if self._eof else NEED_DATA
+        if buf.startswith(b"PUB ", pos):
+            pub = self._whole_pub(buf, pos)
+            if pub is not None:  # the hot path: publishers send one PUB per round trip
+                return pub
+        elif buf.startswith(b"FIN ", pos) and self._fin_allowed():
             run = _FIN_RUN.match(buf, pos)
             if run is not None:  # the hot path: consumers send one FIN per message
                 self._pos = run.end()
@@ -226,6 +237,25 @@ class V2Connection:
         if handler is None:
             raise NSQError(ErrorCode.E_INVALID, f"invalid command {_text(verb)}")
         return handler(params)
+
+    def _whole_pub(self, buf: bytearray, pos: int) -> c.Pub | None:
+        """A PUB line naming a topic this connection published to before, with its whole
+        body in the buffer and of an allowed size: read in one step. None for anything else
+        (the line and body stages read it, with every check and error)."""
+        nl = buf.find(b"\n", pos + 4, pos + _PUB_LINE_MAX)
+        if nl < 0:
+            return None
+        # a name checked by _pub: the line is "PUB <name>\n" exactly (no CR, no more params)
+        topic = self._pub_topics.get(bytes(buf[pos + 4 : nl]))
+        start = nl + 5
+        if topic is None or len(buf) < start:
+            return None
+        (size,) = _INT32.unpack_from(buf, nl + 1)
+        end = start + size
+        if not 0 < size <= self.limits.max_msg_size or len(buf) < end:
+            return None
+        self._pos = end
+        return c.Pub(topic, bytes(buf[start:end]))
 
     def _fin_allowed(self) -> bool:
         return self.state is not ClientState.INIT and not (
@@ -409,7 +439,10 @@ class V2Connection:
         return topic.decode()
 
     def _pub(self, params: list[bytes]) -> Event | None:
-        self._pub_topic = self._topic_param("PUB", params, 2)
+        topic = self._pub_topic = self._topic_param("PUB", params, 2)
+        names = self._pub_topics
+        if len(names) < _PUB_TOPICS:
+            names[params[1]] = topic  # valid, and allowed here (TLS): _whole_pub's from now
         spec = self._pub_spec
         if spec is None:  # made once per connection: PUB is a hot path
             spec = self._pub_spec = _BodySpec(

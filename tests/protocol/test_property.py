@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from v2wire import MAGIC, MSG_ID, Err, i32, identify, run, sized
 
+import protocol.v2.connection as v2connection
 from protocol.v2 import (
     Auth,
     Cls,
@@ -190,3 +192,76 @@ def test_identify_any_json(value: object) -> None:
             assert end.text.startswith(b"E_BAD_BODY IDENTIFY ")
     else:
         assert (events, end) == ([], Err(b"E_BAD_BODY IDENTIFY failed to decode JSON body"))
+
+
+# PUBs to one topic, most of them well formed (read in one step once the topic is known, by
+# V2Connection._whole_pub), among lines that look like them and are not: a CR, another
+# parameter, a bad or long name, a size of 0, a negative one or one over the limit, a body cut
+# short by the end of the stream
+pub_line = st.sampled_from(
+    [b"PUB p\n"] * 6
+    + [b"PUB q\n", b"PUB p\r\n", b"PUB p x\n", b"PUB  p\n", b"PUB p \n", b"PUB bad!\n"]
+    + [b"PUB " + b"p" * 64 + b"\n", b"PUB " + b"p" * 65 + b"\n", b"PUB\n", b"PUB p#ephemeral\n"]
+)
+pub_body = st.one_of(
+    st.binary(min_size=1, max_size=8).map(sized),  # within either limit
+    st.sampled_from([i32(0), i32(-1), i32(9) + b"x" * 9, i32(2**31 - 1), i32(3) + b"x"]),
+    sized_body,
+)
+pub_piece = st.one_of(
+    st.builds(bytes.__add__, pub_line, pub_body),
+    st.builds(bytes.__add__, pub_line, pub_body),
+    st.builds(bytes.__add__, pub_line, st.binary(max_size=6)),
+    piece,
+)
+pub_streams = st.lists(pub_piece, max_size=10).map(b"".join)
+
+
+@PROFILE
+@given(pub_streams, st.lists(st.integers(0, 500), max_size=8), limits, st.booleans())
+def test_whole_pub_reads_as_the_line_and_body_stages(
+    data: bytes, cuts: list[int], limits: Limits, tls: bool
+) -> None:
+    """A PUB read in one step gives what the stages give: the same commands, the same error
+    at the same place, whatever the chunks."""
+    wire = MAGIC + data
+    points = sorted({c for c in cuts if 0 < c < len(wire)})
+    chunks = [wire[a:b] for a, b in zip([0, *points], [*points, len(wire)], strict=True)]
+    fast = run(chunks, limits=limits, tls_required=tls)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(v2connection, "_PUB_TOPICS", 0)  # no name is ever known: the stages
+        staged = run(chunks, limits=limits, tls_required=tls)
+    assert fast == staged
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        i32(0),
+        i32(-1),
+        i32(2**31 - 1),
+        i32(1_048_577) + b"x" * 1_048_577,
+        i32(5) + b"x",
+        b"",
+    ],
+    ids=["size 0", "size -1", "size 2**31-1", "over max-msg-size", "cut short", "no size"],
+)
+def test_whole_pub_refuses_as_the_stages(after: bytes) -> None:
+    wire = MAGIC + b"PUB p\n" + sized(b"one") + b"PUB p\n" + after
+    fast = run([wire])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(v2connection, "_PUB_TOPICS", 0)
+        staged = run([wire])
+    assert fast == staged
+    assert isinstance(fast[1], Err)
+
+
+def test_whole_pub_is_taken_for_a_known_topic() -> None:
+    """The property above compares something: the one-step read happens (a second PUB to the
+    topic leaves the line stage untouched) and gives the body whole."""
+    conn = v2connection.V2Connection()
+    conn.receive_data(MAGIC + b"PUB p\n" + sized(b"one") + b"PUB p\n" + sized(b"two"))
+    assert conn.next_command() == Pub("p", b"one")
+    conn._handlers = {}  # the line stage would now fail on any verb
+    assert conn.next_command() == Pub("p", b"two")
+    assert conn.next_command() is v2connection.NEED_DATA
