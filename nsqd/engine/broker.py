@@ -305,13 +305,10 @@ class Broker:
             if len(fresh) < len(bodies):
                 bodies, keys = [bodies[i] for i in fresh], [keys[i] for i in fresh]
             if bodies:
-                self._publish(topic, bodies, ttl_ms)
+                self._stored(self.topic(topic).publish, bodies, ttl_ms)
             deduper.remember(topic, keys)  # after the store took them: a refusal is retried
             self._written_now()
             return
-        self._publish(topic, bodies, ttl_ms)
-
-    def _publish(self, topic: str, bodies: list[bytes], ttl_ms: int) -> None:
         self._stored(self.topic(topic).publish, bodies, ttl_ms)
 
     def _stored(self, publish: Callable[..., None], *args: Any) -> None:
@@ -330,7 +327,8 @@ class Broker:
             raise
         if (error := commit.release()) is not None:
             raise self._refused(StoreError(error))
-        self._written_now()
+        if commit.depth and not commit.deferring:  # _written_now's test, written out (PUB)
+            self._written_now()
 
     def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
         deduper = self.deduper if key else None

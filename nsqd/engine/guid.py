@@ -15,7 +15,7 @@ _SEQ_HEX = [b"%03x" % s for s in range(_SEQUENCE_MASK + 1)]
 
 
 class GUIDFactory:
-    __slots__ = ("_last_t", "_node", "_sequence")
+    __slots__ = ("_last_t", "_node", "_prefix", "_prefix_t", "_sequence")
 
     def __init__(self, node_id: int) -> None:
         if not 0 <= node_id < 1024:
@@ -23,6 +23,8 @@ class GUIDFactory:
         self._node = node_id << 12
         self._last_t = 0
         self._sequence = 0
+        self._prefix = b""  # next_run's: the first 13 hex digits of the ids of unit _prefix_t
+        self._prefix_t = -1
 
     def next_ids(self, count: int) -> list[bytes]:
         """`count` fresh ids; rolls into the next time unit when a unit's 4096 are used up."""
@@ -65,7 +67,12 @@ class GUIDFactory:
             return self.next_ids(count)  # spans units: the general loop
         self._last_t = t
         self._sequence = seq + count
-        prefix = (b"%016x" % (((t - _EPOCH) << 22) | self._node))[:13]
+        prefix = self._prefix
+        if t != self._prefix_t:  # once per time unit, not per publish
+            prefix = self._prefix = (b"%016x" % (((t - _EPOCH) << 22) | self._node))[:13]
+            self._prefix_t = t
+        if count == 1:  # a PUB's: one id made now costs less than a run to make it later
+            return [prefix + _SEQ_HEX[seq]]
         return IdRun(prefix, seq, count)
 
 
