@@ -36,12 +36,13 @@ CLOSED: Final = _Sentinel("CLOSED")  # the peer ended the stream between command
 
 MAGIC_V2: Final = b"  V2"
 _INT32: Final = struct.Struct(">i")
+_MPUB_ONE: Final = struct.Struct(">iii")  # an MPUB's body size, its count, a message's size
 # Well-formed FIN lines: exactly 16 id bytes with no space, CR or LF, optional CR before LF.
 _FIN_RUN: Final = re.compile(rb"(?:FIN [^ \r\n]{16}\r?\n)+")
 _FIN_ID: Final = re.compile(rb"FIN ([^ \r\n]{16})\r?\n")
 _U64: Final = 1 << 64
 # _whole_pub: "PUB " and a name of at most 64 bytes before the LF; the names a connection
-# keeps for it (most publish to one or a few topics)
+# published to, kept for it and _whole_mpub (most publish to one or a few topics)
 _PUB_LINE_MAX: Final = 4 + 64 + 1
 _PUB_TOPICS: Final = 64
 
@@ -128,7 +129,8 @@ class V2Connection:
         self._mpub_topic = ""
         self._pub_topic = ""
         self._pub_spec: _BodySpec | None = None
-        self._pub_topics: dict[bytes, str] = {}  # names PUB was allowed with (_whole_pub)
+        self._pub_topics: dict[bytes, str] = {}  # names PUB or MPUB was allowed with
+        self._read: Event | None = None  # a command read ahead, for _take_read
         self._mpub_count = 0
         self._mpub_bodies: list[bytes] = []
         self._max_mpub_count = (self.limits.max_body_size - 4) // 5
@@ -156,6 +158,7 @@ class V2Connection:
         self._mpub_bodies = []
         self._body = None
         self._pub_spec = None
+        self._read = None
         self._handlers = {}
         self._eof = True
         self._stage = _closed
@@ -212,6 +215,10 @@ class V2Connection:
             pub = self._whole_pub(buf, pos)
             if pub is not None:  # the hot path: publishers send one PUB per round trip
                 return pub
+        elif buf.startswith(b"MPUB ", pos):
+            mpub = self._whole_mpub(buf, pos)
+            if mpub is not None:  # the same for an MPUB of one message (bench_writer's)
+                return mpub
         elif buf.startswith(b"FIN ", pos) and self._fin_allowed():
             run = _FIN_RUN.match(buf, pos)
             if run is not None:  # the hot path: consumers send one FIN per message
@@ -256,6 +263,38 @@ class V2Connection:
             return None
         self._pos = end
         return c.Pub(topic, bytes(buf[start:end]))
+
+    def _whole_mpub(self, buf: bytearray, pos: int) -> c.MPubStart | None:
+        """_whole_pub for an MPUB of one message: its MPubStart now (what nsqd does before
+        it reads the body: AUTH's check, the topic made), the MPub at the next call. (The
+        body's declared size is only checked against the limit: nsqd reads the messages by
+        their count and sizes.)"""
+        nl = buf.find(b"\n", pos + 5, pos + _PUB_LINE_MAX + 1)
+        if nl < 0:
+            return None
+        topic = self._pub_topics.get(bytes(buf[pos + 5 : nl]))
+        start = nl + 13  # the body's size, the count, the message's size
+        if topic is None or len(buf) < start:
+            return None
+        size, count, msg_size = _MPUB_ONE.unpack_from(buf, nl + 1)
+        end = start + msg_size
+        limits = self.limits
+        if (
+            count != 1
+            or not 0 < size <= limits.max_body_size
+            or not 0 < msg_size <= limits.max_msg_size
+            or len(buf) < end
+        ):
+            return None
+        self._pos = end
+        self._read = c.MPub(topic, [bytes(buf[start:end])])
+        self._stage = self._take_read
+        return c.MPubStart(topic)
+
+    def _take_read(self) -> Event:
+        event, self._read = self._read, None
+        self._stage = self._read_line
+        return event
 
     def _fin_allowed(self) -> bool:
         return self.state is not ClientState.INIT and not (
@@ -486,6 +525,9 @@ class V2Connection:
     def _mpub(self, params: list[bytes]) -> Event | None:
         topic = self._topic_param("MPUB", params, 2)
         self._mpub_topic = topic
+        names = self._pub_topics
+        if len(names) < _PUB_TOPICS:
+            names[params[1]] = topic  # as in _pub
         self._body = _BodySpec(
             "MPUB", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, False, c.Auth
         )

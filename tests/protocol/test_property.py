@@ -208,10 +208,29 @@ pub_body = st.one_of(
     st.sampled_from([i32(0), i32(-1), i32(9) + b"x" * 9, i32(2**31 - 1), i32(3) + b"x"]),
     sized_body,
 )
+# MPUBs of one message (V2Connection._whole_mpub), sizes that agree or not
+mpub_line = st.sampled_from(
+    [b"MPUB p\n"] * 6 + [b"MPUB q\n", b"MPUB p\r\n", b"MPUB p x\n", b"MPUB bad!\n", b"MPUB\n"]
+)
+maybe_size = st.one_of(st.none(), st.none(), st.integers(-2, 80))
+mpub_one = st.builds(
+    lambda msg, declared, count, size: (
+        i32(len(msg) + 8 if declared is None else declared)
+        + i32(1 if count is None else count)
+        + i32(len(msg) if size is None else size)
+        + msg
+    ),
+    st.binary(min_size=0, max_size=10),
+    maybe_size,
+    st.one_of(st.none(), st.none(), st.integers(-1, 3)),
+    maybe_size,
+)
 pub_piece = st.one_of(
     st.builds(bytes.__add__, pub_line, pub_body),
     st.builds(bytes.__add__, pub_line, pub_body),
     st.builds(bytes.__add__, pub_line, st.binary(max_size=6)),
+    st.builds(bytes.__add__, mpub_line, mpub_one),
+    st.builds(bytes.__add__, mpub_line, mpub_one),
     piece,
 )
 pub_streams = st.lists(pub_piece, max_size=10).map(b"".join)
@@ -246,8 +265,14 @@ def test_whole_pub_reads_as_the_line_and_body_stages(
     ],
     ids=["size 0", "size -1", "size 2**31-1", "over max-msg-size", "cut short", "no size"],
 )
-def test_whole_pub_refuses_as_the_stages(after: bytes) -> None:
-    wire = MAGIC + b"PUB p\n" + sized(b"one") + b"PUB p\n" + after
+@pytest.mark.parametrize("verb", [b"PUB", b"MPUB"])
+def test_whole_pub_refuses_as_the_stages(verb: bytes, after: bytes) -> None:
+    """A PUB (an MPUB of one) to a known topic that the one-step read must leave to the
+    stages: refused, or cut short, the same way."""
+    first = sized(b"one")
+    if verb == b"MPUB":  # the same messages, as MPUBs of one
+        first, after = i32(11) + i32(1) + first, i32(len(after) + 4) + i32(1) + after
+    wire = MAGIC + verb + b" p\n" + first + verb + b" p\n" + after
     fast = run([wire])
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(v2connection, "_PUB_TOPICS", 0)
@@ -256,12 +281,44 @@ def test_whole_pub_refuses_as_the_stages(after: bytes) -> None:
     assert isinstance(fast[1], Err)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        i32(11) + i32(2) + sized(b"one") + sized(b"two"),
+        i32(11) + i32(0) + sized(b"one"),
+        i32(0) + i32(1) + sized(b"one"),
+        i32(-1) + i32(1) + sized(b"one"),
+        i32(5 * 1024 * 1024 + 1) + i32(1) + sized(b"one"),
+        i32(99) + i32(1) + sized(b"one") + b"NOP\n",
+        i32(3) + i32(1) + sized(b"one") + b"NOP\n",
+    ],
+    ids=["count 2", "count 0", "size 0", "size -1", "size over", "size above", "size below"],
+)
+def test_whole_mpub_reads_as_the_stages(body: bytes) -> None:
+    """An MPUB whose count or declared size is not that of one message in its body."""
+    wire = MAGIC + b"MPUB p\n" + i32(11) + i32(1) + sized(b"one") + b"MPUB p\n" + body
+    fast = run([wire])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(v2connection, "_PUB_TOPICS", 0)
+        staged = run([wire])
+    assert fast == staged
+
+
 def test_whole_pub_is_taken_for_a_known_topic() -> None:
-    """The property above compares something: the one-step read happens (a second PUB to the
-    topic leaves the line stage untouched) and gives the body whole."""
+    """The properties above compare something: the one-step read happens (a second PUB or
+    MPUB to the topic leaves the line stage untouched) and gives the body whole."""
     conn = v2connection.V2Connection()
     conn.receive_data(MAGIC + b"PUB p\n" + sized(b"one") + b"PUB p\n" + sized(b"two"))
     assert conn.next_command() == Pub("p", b"one")
     conn._handlers = {}  # the line stage would now fail on any verb
     assert conn.next_command() == Pub("p", b"two")
+    assert conn.next_command() is v2connection.NEED_DATA
+    conn = v2connection.V2Connection()
+    conn.receive_data(MAGIC + b"MPUB p\n" + i32(11) + i32(1) + sized(b"one"))
+    assert conn.next_command() == MPubStart("p")
+    assert conn.next_command() == MPub("p", [b"one"])
+    conn.receive_data(b"MPUB p\n" + i32(11) + i32(1) + sized(b"tri"))
+    conn._handlers = {}
+    assert conn.next_command() == MPubStart("p")  # as from the stages: AUTH checks it
+    assert conn.next_command() == MPub("p", [b"tri"])
     assert conn.next_command() is v2connection.NEED_DATA
