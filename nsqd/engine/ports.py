@@ -6,7 +6,7 @@ disk queue is an `Overflow`; nsqd.dat and nsqlookupd registration are `Hooks` li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Sequence, Sized
 from typing import Any, Protocol
 
 from .message import Message
@@ -27,6 +27,11 @@ class Overflow(Protocol):
     has_expiries: bool
 
     def put(self, msg: Message) -> None: ...
+    def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
+        """New messages of one publish (queue.Run's: attempts 0, no TTL), in order, without a
+        record each; a refusal leaves the ones before it stored."""
+        ...
+
     def get(self) -> Message | None: ...
     def get_many(self, n: int, max_bytes: int = UNBOUNDED) -> list[Message]:
         """Up to n messages, oldest first, none more once their bodies hold `max_bytes` (at

@@ -31,6 +31,9 @@ class DropOverflow:
     def put(self, msg: Message) -> None:
         pass
 
+    def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
+        pass
+
     def get(self) -> Message | None:
         return None
 
@@ -165,9 +168,7 @@ class Backlog:
             self._mem.append(Run(ids, bodies, ts, start, start + room))
             self._count += room
             start += room
-        put = self.overflow.put
-        for msg in messages(ids[start:], bodies[start:], ts):
-            put(msg)
+        self.overflow.put_run(ids[start:], bodies[start:], ts)
 
     def take_run(
         self, n: int, max_bytes: int = UNBOUNDED

@@ -4,7 +4,7 @@ moves the clock and runs the scan the daemon's scanner would run)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 import trio
@@ -15,6 +15,7 @@ from nsqd.engine.broker import Broker
 from nsqd.engine.channel import Channel
 from nsqd.engine.message import Message
 from nsqd.engine.ports import UNBOUNDED, StoreError
+from nsqd.engine.queue import messages
 from nsqd.engine.settings import Settings
 from protocol.v2 import ErrorCode, NSQError
 
@@ -32,6 +33,10 @@ class ListOverflow:
         if self.refuse:
             raise StoreError(self.refuse)
         self.msgs.append(msg)
+
+    def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
+        for msg in messages(ids, bodies, ts):
+            self.put(msg)
 
     def get(self) -> Message | None:
         return self.msgs.pop(0) if self.msgs else None

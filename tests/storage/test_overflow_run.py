@@ -1,0 +1,71 @@
+"""DiskOverflow.put_run: the messages of one publish past memory written straight from their ids
+and bodies are the records put() writes for the same messages, in order, counted; a refusal
+part way leaves the ones before it stored and counted, and the store unhealthy until a write
+succeeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nsqd.engine.guid import GUIDFactory
+from nsqd.engine.message import Message
+from nsqd.engine.queue import Backlog
+from nsqd.storage.diskqueue import DiskQueueError
+from nsqd.storage.overflow import DiskOverflow
+
+TS = 1_700_000_000_123_456_789
+
+
+class Health:
+    last_error: str | None = None
+
+
+def overflow(path: Path, name: str, health: Health, max_msg_size: int = 1 << 20) -> DiskOverflow:
+    return DiskOverflow(name, str(path), 1 << 20, max_msg_size, 2500, 2.0, health, lambda: None)
+
+
+def files(path: Path, name: str) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(path.glob(f"{name}.diskqueue.*.dat")))
+
+
+def test_a_run_writes_the_records_put_writes(tmp_path: Path) -> None:
+    ids = GUIDFactory(7).next_run(5)
+    bodies = [b"a", b"bb", b"ccc" * 100, b"d", b"e" * 7]
+    by_run, by_put = overflow(tmp_path, "run", Health()), overflow(tmp_path, "put", Health())
+    by_run.put_run(ids, bodies, TS)
+    for msg_id, body in zip(ids, bodies, strict=True):
+        by_put.put(Message(msg_id, body, TS))
+    by_run.close()
+    by_put.close()
+    assert files(tmp_path, "run") == files(tmp_path, "put") != b""
+    again = overflow(tmp_path, "run", Health())
+    assert len(again) == 5
+    got = again.get_many(10)
+    assert [(m.id, m.body, m.timestamp, m.attempts) for m in got] == [
+        (i, b, TS, 0) for i, b in zip(ids, bodies, strict=True)
+    ]
+
+
+def test_a_backlog_past_memory_puts_the_rest_as_a_run(tmp_path: Path) -> None:
+    backlog = Backlog(2, overflow(tmp_path, "t", Health()))
+    ids = GUIDFactory(1).next_run(5)
+    bodies = [b"%d" % i for i in range(5)]
+    backlog.extend_run(ids, bodies, TS)
+    assert (len(backlog), len(backlog.overflow)) == (5, 3)
+    got = backlog.take(5)
+    assert [(m.id, m.body) for m in got] == list(zip(ids, bodies, strict=True))
+
+
+def test_a_refusal_part_way_keeps_what_was_stored(tmp_path: Path) -> None:
+    health = Health()
+    store = overflow(tmp_path, "t", health, max_msg_size=4)
+    ids = GUIDFactory(1).next_run(3)
+    with pytest.raises(DiskQueueError):
+        store.put_run(ids, [b"ok", b"too long", b"ok"], TS)
+    assert len(store) == 1
+    assert health.last_error is not None and "invalid message write size" in health.last_error
+    store.put_run(ids[2:], [b"ok"], TS)
+    assert (len(store), health.last_error) == (2, None)
+    assert [m.id for m in store.get_many(5)] == [ids[0], ids[2]]
