@@ -334,6 +334,9 @@ class Parser:
             self._pos = pos + size + 2
             self._bulk = -1
             self._left -= 1
+            # what it waited for is here (feed may have swapped the buffer in without
+            # _gather): a stale need would hold the next short read back for ever
+            self._need = 0
         self._args = []
         return args
 

@@ -31,6 +31,14 @@ def test_multibulk_any_split(cmds: list[list[bytes]], cuts: list[int]) -> None:
     assert parse_all(data, cuts) == cmds
 
 
+def test_a_bulk_completed_in_a_swapped_buffer_leaves_no_need_behind() -> None:
+    """The case hypothesis found: a bulk waited for (its need noted), completed by a read
+    that replaced the consumed buffer, then the request's end in two more reads."""
+    cmds = [[b"\x00"], [b"", b"\x00", b"\x00" * 3], [b"\x00" * 10, b"", b"", b"", b"", b""]]
+    data = b"".join(command(*c) for c in cmds)
+    assert parse_all(data, [46, 83]) == cmds
+
+
 def test_byte_by_byte_mixed_inline_and_multibulk() -> None:
     data = b"PING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\nSET k \"a b\"\n\r\n*0\r\nECHO 'x'\r\n"
     p = Parser()
