@@ -11,6 +11,7 @@ import ast
 import json
 import re
 import struct
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,9 +144,16 @@ def _eval(node: ast.AST) -> Value:
     raise ValueError(f"unsupported expression: {ast.unparse(node)}")
 
 
+# suite.py runs scenarios in threads, and CPython 3.11's ast keeps its recursion depth in
+# state the threads share: two parses at once can fail with "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905); one parse at a time
+_PARSING: Final = threading.Lock()
+
+
 def eval_expr(text: str) -> Value:
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with _PARSING:
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"bad expression {text!r}: {exc.msg}") from exc
     return _eval(tree.body)
