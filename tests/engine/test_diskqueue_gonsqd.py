@@ -52,24 +52,36 @@ def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
     pytest.fail(f"nsqd did not answer on {url}")
 
 
-def test_reads_files_written_by_real_nsqd(tmp_path: Path) -> None:
-    binary = nsqd_binary()
+def start_nsqd(data_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The Go nsqd on `data_path` (--mem-queue-size=0, so every message is on disk), answering
+    /ping; returns it and its HTTP address."""
     http = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [
-            str(binary),
+            str(nsqd_binary()),
             f"--tcp-address=127.0.0.1:{free_port()}",
             f"--http-address={http}",
-            f"--data-path={tmp_path}",
+            f"--data-path={data_path}",
             "--mem-queue-size=0",
+            *flags,
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    bodies = [b"hello", b"", b"x" * 3000, bytes(range(256))]
     try:
         wait_http(f"http://{http}/ping", proc)
+    except BaseException:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise
+    return proc, http
+
+
+def test_reads_files_written_by_real_nsqd(tmp_path: Path) -> None:
+    proc, http = start_nsqd(tmp_path)
+    bodies = [b"hello", b"", b"x" * 3000, bytes(range(256))]
+    try:
         for body in bodies[:1] + bodies[2:]:  # nsqd refuses an empty body
             req = urllib.request.Request(f"http://{http}/pub?topic=t", data=body, method="POST")
             with urllib.request.urlopen(req, timeout=5) as resp:
@@ -99,7 +111,6 @@ def test_reads_files_written_by_real_nsqd(tmp_path: Path) -> None:
 
 def test_real_nsqd_reads_our_files(tmp_path: Path) -> None:
     """Files we write are taken over by real nsqd, which moves them into a channel queue."""
-    binary = nsqd_binary()
     ts = time.time_ns() - 10**9
     bodies = [b"one", b"two" * 500, b"three"]
     dq = DiskQueue("t", tmp_path, 100 * 1024 * 1024, 26, 1024 * 1024 + 26, 2500, 2.0)
@@ -109,21 +120,8 @@ def test_real_nsqd_reads_our_files(tmp_path: Path) -> None:
     (tmp_path / "nsqd.dat").write_text(
         '{"topics":[{"name":"t","paused":false,"channels":null}],"version":"1.3.0"}'
     )
-    http = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            f"--tcp-address=127.0.0.1:{free_port()}",
-            f"--http-address={http}",
-            f"--data-path={tmp_path}",
-            "--mem-queue-size=0",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, http = start_nsqd(tmp_path)
     try:
-        wait_http(f"http://{http}/ping", proc)
         with urllib.request.urlopen(f"http://{http}/stats?format=json", timeout=5) as resp:
             stats = json.load(resp)
         assert [(t["topic_name"], t["depth"]) for t in stats["topics"]] == [("t", 3)]
@@ -151,23 +149,8 @@ def test_real_nsqd_reads_our_files(tmp_path: Path) -> None:
 
 def test_reads_real_nsqd_files_after_kill_9(tmp_path: Path) -> None:
     """nsqd killed before it synced any metadata: every acknowledged message is recovered."""
-    binary = nsqd_binary()
-    http = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            f"--tcp-address=127.0.0.1:{free_port()}",
-            f"--http-address={http}",
-            f"--data-path={tmp_path}",
-            "--mem-queue-size=0",
-            "--sync-timeout=1h",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, http = start_nsqd(tmp_path, "--sync-timeout=1h")
     try:
-        wait_http(f"http://{http}/ping", proc)
         for i in range(5):
             req = urllib.request.Request(f"http://{http}/pub?topic=t", data=b"m%d" % i)
             with urllib.request.urlopen(req, timeout=5) as resp:
