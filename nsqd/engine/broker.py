@@ -327,8 +327,7 @@ class Broker:
             raise
         if (error := commit.release()) is not None:
             raise self._refused(StoreError(error))
-        if commit.depth and not commit.deferring:  # _written_now's test, written out (PUB)
-            self._written_now()
+        self._written_now()
 
     def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
         deduper = self.deduper if key else None

@@ -42,7 +42,7 @@ _FIN_RUN: Final = re.compile(rb"(?:FIN [^ \r\n]{16}\r?\n)+")
 _FIN_ID: Final = re.compile(rb"FIN ([^ \r\n]{16})\r?\n")
 _U64: Final = 1 << 64
 # _whole_pub: "PUB " and a name of at most 64 bytes before the LF; the names a connection
-# published to, kept for it and _whole_mpub (most publish to one or a few topics)
+# published to (_topic_param), kept for it and _whole_mpub (most publish to a few topics)
 _PUB_LINE_MAX: Final = 4 + 64 + 1
 _PUB_TOPICS: Final = 64
 
@@ -129,7 +129,7 @@ class V2Connection:
         self._mpub_topic = ""
         self._pub_topic = ""
         self._pub_spec: _BodySpec | None = None
-        self._pub_topics: dict[bytes, str] = {}  # names PUB or MPUB was allowed with
+        self._pub_topics: dict[bytes, str] = {}  # names a PUB, MPUB or DPUB was allowed with
         self._read: Event | None = None  # a command read ahead, for _take_read
         self._mpub_count = 0
         self._mpub_bodies: list[bytes] = []
@@ -475,13 +475,14 @@ class V2Connection:
             if verb == "MPUB":  # nsqd repeats the code in MPUB's description
                 desc = f"E_BAD_TOPIC {desc}"
             raise NSQError(ErrorCode.E_BAD_TOPIC, desc)
-        return topic.decode()
-
-    def _pub(self, params: list[bytes]) -> Event | None:
-        topic = self._pub_topic = self._topic_param("PUB", params, 2)
+        name = topic.decode()
         names = self._pub_topics
         if len(names) < _PUB_TOPICS:
-            names[params[1]] = topic  # valid, and allowed here (TLS): _whole_pub's from now
+            names[topic] = name  # valid, and allowed here (TLS): _whole_pub's from now
+        return name
+
+    def _pub(self, params: list[bytes]) -> Event | None:
+        self._pub_topic = self._topic_param("PUB", params, 2)
         spec = self._pub_spec
         if spec is None:  # made once per connection: PUB is a hot path
             spec = self._pub_spec = _BodySpec(
@@ -525,9 +526,6 @@ class V2Connection:
     def _mpub(self, params: list[bytes]) -> Event | None:
         topic = self._topic_param("MPUB", params, 2)
         self._mpub_topic = topic
-        names = self._pub_topics
-        if len(names) < _PUB_TOPICS:
-            names[params[1]] = topic  # as in _pub
         self._body = _BodySpec(
             "MPUB", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, False, c.Auth
         )
