@@ -134,8 +134,9 @@ class Worker:
             if self._nursery is not None and _has_own_consumers(channel):
                 self._start(self._nursery, key)
             return
+        want = pulls[0].want()  # the same for each peer's link of the channel
         for pull in pulls:
-            pull.wake()
+            pull.nudge(want)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Started after the partition is loaded and before any listener accepts: the shared
