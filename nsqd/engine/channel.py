@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .ports import Consumer, Journal, OverflowFactory
 
 
-def _fed(channel: Channel) -> None:
+def _fed(channel: Channel, consumer: Consumer) -> None:
     """The `starved` of a channel that nobody else feeds (every channel of a lone nsqd)."""
 
 
@@ -50,9 +50,9 @@ class Channel:
     dropped_count = 0
     delivery_count = 0  # deliveries, counting redeliveries (RSMQ's totalrecv)
     leases: dict[str, Any] | None = None  # holders of what HTTP received (engine/leases.py)
-    # told after a consumer's credit changed: a group's worker (nsqd/group) pulls from its
-    # peers what its consumers have credit for
-    starved: Callable[[Channel], None] = staticmethod(_fed)
+    # told after a consumer's credit changed (which one: a peer's link is one too): a group's
+    # worker (nsqd/group) pulls from its peers what its own consumers have credit for
+    starved: Callable[[Channel, Consumer], None] = staticmethod(_fed)
 
     def __init__(
         self,
@@ -292,7 +292,7 @@ class Channel:
             self._in_ready.add(consumer.id)
             self._ready.append(consumer)
         self._dispatch()
-        self.starved(self)
+        self.starved(self, consumer)
 
     def refresh_all(self) -> None:
         for consumer in list(self.consumers.values()):

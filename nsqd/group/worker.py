@@ -30,6 +30,7 @@ from .pull import Pull, is_link
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..engine.channel import Channel
+    from ..engine.ports import Consumer
     from ..engine.topic import Topic
     from ..http.routes import HTTPServer
 
@@ -126,8 +127,12 @@ class Worker:
 
     # -- pulls ---------------------------------------------------------------------------------
 
-    def _starved(self, channel: Channel) -> None:
-        """A consumer's credit changed: wake the channel's pulls, or start them."""
+    def _starved(self, channel: Channel, consumer: Consumer) -> None:
+        """A consumer's credit changed: wake the channel's pulls, or start them. Not for a
+        peer's link (its FINs, one per message moved, do not change what the pulls here ask
+        for; looking for consumers of our own on each cost ~1.2 us with 15 links)."""
+        if is_link(consumer):
+            return
         key = (channel.topic_name, channel.name)
         pulls = self._pulls.get(key)
         if pulls is None:
