@@ -6,6 +6,7 @@
 #   all_one      every core, ours as one process
 #   two_workers  two cores (taskset -c 0,1: daemons and clients), ours with --workers=2
 #   two_one      two cores, ours as one process
+#   across_*     every core, --workers=auto: a message published in worker 1 and read in 0 (or 0)
 set -u
 out=${OUT:-/tmp/bench16}
 mkdir -p "$out"
@@ -23,3 +24,6 @@ run all_workers python3 bench/run.py --target both --quick --workers auto --only
 run all_one python3 bench/run.py --target ours --quick --only "$rows"
 run two_workers taskset -c 0,1 python3 bench/run.py --target both --quick --workers 2 --only "$rows"
 run two_one taskset -c 0,1 python3 bench/run.py --target ours --quick --only "$rows"
+cores=$(nproc)
+run across_workers python3 bench/across_workers.py --workers "$cores" --publish-in 1 --consume-in 0
+run across_same python3 bench/across_workers.py --workers "$cores" --publish-in 0 --consume-in 0

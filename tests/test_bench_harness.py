@@ -132,3 +132,33 @@ def test_two_rows_on_both_daemons(tmp_path: Path) -> None:
     data = json.loads(result.read_text())
     for key in ("mpub200k_pub", "mpub200k_sub", "http_pub_1"):
         assert data["ratio_ours_over_reference"][key] > 0
+
+
+def test_across_workers_measures_both_paths(tmp_path: Path) -> None:
+    """bench/across_workers.py, kept short: a message published in worker 1 and read in 0,
+    every one delivered (the script checks its counts), figures in its JSON."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "across_workers.py"),
+            "--workers=2",
+            "--publish-in=1",
+            "--consume-in=0",
+            "--rate=2000",
+            "--seconds=1",
+            "--backlog=20000",
+            "--repeat=1",
+            f"--results-dir={tmp_path}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "row (--workers=2, published in 1, read in 0, medians of 1)" in proc.stdout
+    (result,) = tmp_path.glob("across-*.json")
+    medians = json.loads(result.read_text())["medians"]
+    assert medians["p50_us"] > 0 and medians["p99_us"] >= medians["p50_us"]
+    assert medians["read_per_s"] > 0 and medians["read_cpu_us"] > 0
