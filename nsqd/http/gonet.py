@@ -76,7 +76,10 @@ def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] |
 def bad_host(headers: Headers) -> bool:
     """A Host header with characters a host cannot have (httpguts.ValidHostHeader; check_head's
     test, for heads with no other fault)."""
-    return any(name == b"host" and value.translate(None, _HOST_BYTES) for name, value in headers)
+    for name, value in headers:  # a loop, not any() over a generator: once per request
+        if name == b"host" and value.translate(None, _HOST_BYTES):
+            return True
+    return False
 
 
 def _H2_PREFACE(event: parser.RequestHead) -> bool:
