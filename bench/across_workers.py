@@ -25,7 +25,6 @@ from pathlib import Path
 
 from clients import consume, paced_publisher_process, publish_mpub
 from daemons import Daemon, start_daemon
-from defaults import cpu_seconds
 from nsqv2 import Connection
 from workloads import (
     LATENCY_IDENTIFY,
@@ -67,7 +66,7 @@ def latency_round(
         conn.identify(LATENCY_IDENTIFY, deadline)
         conn.subscribe("across_lat", "ch", RDY, deadline)
         time.sleep(0.3)  # the other workers' pulls start (their scan: 0.1 s)
-        cpu = cpu_seconds(daemon.proc.pid)
+        cpu = daemon.cpu_seconds()
         publisher = ctx.Process(
             target=paced_publisher_process,
             args=(pub, "across_lat", args.rate, args.seconds, MSG_SIZE, results),
@@ -76,7 +75,7 @@ def latency_round(
         publisher.start()
         received = consume(conn, total, deadline, recorder)
         publisher.join(timeout=10.0)
-        cpu = cpu_seconds(daemon.proc.pid) - cpu
+        cpu = daemon.cpu_seconds() - cpu
     sent, acked, error = results.get(timeout=5.0)
     check(not error and sent == acked == total, f"publisher: {error} ({acked}/{sent}/{total})")
     check(received == total, f"{received} of {total} delivered")
@@ -96,11 +95,11 @@ def backlog_round(
     daemon.http_post("/channel/create?topic=across_bl&channel=ch")
     publish_mpub(pub, "across_bl", args.backlog, MPUB_BATCH, MSG_SIZE, deadline)
     with Connection(sub) as conn:
-        cpu, start = cpu_seconds(daemon.proc.pid), time.monotonic()
+        cpu, start = daemon.cpu_seconds(), time.monotonic()
         conn.subscribe("across_bl", "ch", RDY, deadline)
         received = consume(conn, args.backlog, deadline)
         seconds = time.monotonic() - start
-        cpu = cpu_seconds(daemon.proc.pid) - cpu
+        cpu = daemon.cpu_seconds() - cpu
     check(received == args.backlog, f"{received} of {args.backlog} read")
     return {"read_per_s": received / seconds, "read_cpu_us": cpu / received * 1e6}
 

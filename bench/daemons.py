@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ HOST: Final = nsqd_process.HOST
 START_TIMEOUT_S: Final = 20.0
 STOP_TIMEOUT_S: Final = 10.0
 TARGETS: Final = ("reference", "ours")
+_TICK: Final = os.sysconf("SC_CLK_TCK")
 
 
 class DaemonError(RuntimeError):
@@ -90,12 +92,35 @@ class Daemon:
                 f"{self.target} nsqd exited with {self.proc.returncode}:\n{self.log_tail()}"
             )
 
+    def pids(self) -> list[int]:
+        """The daemon's process and its children (ours with --workers: the supervisor's
+        workers, whose figures are the group's)."""
+        pids = [self.proc.pid]
+        for task in Path(f"/proc/{self.proc.pid}/task").glob("*/children"):
+            try:
+                pids += [int(p) for p in task.read_text().split()]
+            except OSError:
+                continue  # a thread that ended meanwhile
+        return pids
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the daemon's processes, in seconds."""
+        total = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # a child that ended meanwhile
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return total / _TICK
+
     def rss_kib(self) -> int:
-        """Resident set size (VmRSS) of the daemon process, in KiB."""
-        return read_status_kib(self.proc.pid, "VmRSS")
+        """Resident set size (VmRSS) of the daemon's processes, in KiB."""
+        return sum(read_status_kib(pid, "VmRSS") for pid in self.pids())
 
     def peak_rss_kib(self) -> int:
-        return read_status_kib(self.proc.pid, "VmHWM")
+        """The processes' peaks (VmHWM), summed: the group's at most."""
+        return sum(read_status_kib(pid, "VmHWM") for pid in self.pids())
 
     def stats(self, topic: str | None = None) -> dict[str, Any] | None:
         """GET /stats?format=json (None if the daemon does not answer it)."""
@@ -159,7 +184,12 @@ class Daemon:
 
 
 def read_status_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    """A /proc/PID/status figure in KiB; 0 for a process that ended meanwhile."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1])
     raise DaemonError(f"no {key} in /proc/{pid}/status")

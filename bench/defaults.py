@@ -10,7 +10,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Final
 
 from clients import publish_mpub
@@ -34,22 +33,6 @@ NSQD_MEM_QUEUE_SIZE: Final = 10_000  # nsqd's default: beyond it a channel's mes
 # The disk backlog per second of --runfor: above what either daemon reads from disk in a
 # second here (~0.2-0.3 M msgs/s); a row whose backlog ran dry fails and says so.
 DISK_BACKLOG_PER_S: Final = 1_000_000  # it must outlast the window (--workers reads fast)
-_TICK: Final = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` and of its children (--workers), in seconds."""
-    pids = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        pids += [int(p) for p in task.read_text().split()]
-    total = 0
-    for p in pids:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # a child that ended meanwhile
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    return total / _TICK
 
 
 def run_tools(
@@ -58,7 +41,7 @@ def run_tools(
     """Run Go bench tools at once against the daemon; their results and the daemon's CPU
     seconds over the run."""
     argvs = [go_tool_argv(settings, tool, daemon.tcp_address, *args) for tool, args in tools]
-    cpu = cpu_seconds(daemon.proc.pid)
+    cpu = daemon.cpu_seconds()
     procs = [
         subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for argv in argvs
@@ -75,7 +58,7 @@ def run_tools(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    cpu = cpu_seconds(daemon.proc.pid) - cpu
+    cpu = daemon.cpu_seconds() - cpu
     runs = [parse_tool_output(t, rc, err) for (t, _), (rc, err) in zip(tools, outs, strict=True)]
     return runs, cpu
 

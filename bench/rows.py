@@ -43,10 +43,13 @@ class Workload:
 
 def _rt(key: str, label: str, kind: str, conns: int, per_request: int) -> Workload:
     group = "rt" if kind == "v2" else "http"
+    metrics = (Metric(key, label, "msgs/s", True),)
+    if conns > 1 and per_request == 1:  # the rows bound by the daemon's CPU per request
+        metrics += (Metric(f"{key}_cpu_us", f"{label}: daemon CPU", "us/msg", False),)
     return Workload(
         key,
         group,
-        (Metric(key, label, "msgs/s", True),),
+        metrics,
         on_daemon=round_trips(key, "v2" if kind == "v2" else "http", conns, per_request),
     )
 

@@ -291,13 +291,16 @@ def round_trips(
             addr, request = daemon.http_addr, http_request(f"/mpub?topic={topic}", body)
         # two client processes for many connections, so one Python client is not the ceiling
         procs = 1 if conns == 1 else 2
+        cpu = daemon.cpu_seconds()
         result = closed_loop(addr, kind, request, conns, procs, settings.runfor_s)
+        cpu = daemon.cpu_seconds() - cpu
         published = result.completed * per_request
         accepted = daemon.topic_message_count(topic)
         check(accepted == published, f"{published} acknowledged, the topic accepted {accepted}")
         return {
             key: published / result.seconds,
             f"{key}_count": published,
+            f"{key}_cpu_us": cpu / max(published, 1) * 1e6,
             f"{key}_client_cpu_s": result.client_cpu_s,
         }
 
