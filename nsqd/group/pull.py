@@ -3,9 +3,10 @@
 The link is an NSQ consumer of the peer's channel (IDENTIFY, SUB, RDY: the peer's own channel
 keeps its timeouts, attempts, deferral and pause). Its RDY is what this worker's consumers of
 the channel have credit for right now (spread over the peers, as go-nsq spreads max-in-flight
-over nsqds), so nothing is pulled that no consumer here could take. A lower credit is sent at
-once; a higher one once it grew by a quarter (`wants_rdy`), since every FIN here moves the credit
-by one and each RDY wakes the peer and this worker's task. What arrives is moved: put
+over nsqds), so nothing is pulled that no consumer here could take: a lower credit is sent at
+once, ahead of the FINs of what was moved (`_send`); a higher one once it grew by a quarter
+(`wants_rdy`), since every FIN here moves the credit by one and each RDY wakes the peer and this
+worker's task. What arrives is moved: put
 into this worker's channel (attempts, timestamp and id kept; a disk write first where this
 worker's channel writes to disk), then FIN'd at the peer. From then on it is this worker's
 message: FIN/REQ/TOUCH of its consumers stay here, and a crash loses what one nsqd would."""
@@ -186,17 +187,23 @@ class Pull:
             nursery.cancel_scope.cancel()
 
     async def _send(self, stream: trio.SocketStream, data: bytes) -> None:
+        """`data` (FINs, REQs, NOPs, or nothing) in one write, with the RDY that is due now ahead
+        of it. Ahead: the FINs of messages a consumer here still holds would free the peer to
+        send the link as many again before a later RDY 0 came. Now: what is due is read once
+        the write can go (one computed before another write waited would go out stale)."""
         async with self._send_lock:
-            await stream.send_all(data)
+            want = self.want()
+            if wants_rdy(want, self.sent):
+                data = encoders.rdy(want) + data
+                self.sent = want
+            if data:
+                await stream.send_all(data)
 
     async def _credit(self, stream: trio.SocketStream) -> None:
         """Keep the peer's RDY at what this worker's consumers can take."""
         while True:
             self._wakeup = trio.Event()
-            want = self.want()
-            if wants_rdy(want, self.sent):
-                await self._send(stream, encoders.rdy(want))
-                self.sent = want
+            await self._send(stream, b"")
             with trio.move_on_after(1.0):  # a change nobody reported (a consumer left)
                 await self._wakeup.wait()
 
@@ -213,8 +220,7 @@ class Pull:
                 elif frame.frame_type == FrameType.ERROR:
                     log.warning("group: link %s:%s - %s", self.topic, self.channel, frame.data)
             if msgs:
-                reply.append(self._move(msgs))
-                self.nudge(self.want())
+                reply.append(self._move(msgs))  # the credit it took goes out with the FINs
             if reply:
                 await self._send(stream, b"".join(reply))
 

@@ -3,6 +3,8 @@ FIN/REQ act where the consumer is, and nothing is pulled that no consumer has cr
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from protocol.v2 import encoders
@@ -128,3 +130,37 @@ def test_a_paused_channel_is_paused_in_every_worker(group: Group) -> None:
         sub.sock.settimeout(5)
         ((_, body, _),) = _drain(sub, 1)
     assert body == b"held"
+
+
+def _channel(stats: dict, topic: str, channel: str) -> dict:
+    (t,) = [t for t in stats["topics"] if t["topic_name"] == topic]
+    (c,) = [c for c in t["channels"] if c["channel_name"] == channel]
+    return c
+
+
+def test_nothing_is_pulled_past_the_consumers_credit(group: Group) -> None:
+    """A consumer in worker 1 with RDY 5 holds the 5 it was sent: worker 1 pulls nothing more
+    (its link's RDY 0 reaches worker 0 before the FINs of those 5, which would free worker 0
+    to send the link 5 more); the rest wait in worker 0 for any consumer. Five times: FIN the
+    5 held, take 5 more, hold them."""
+    group.start()
+    with group.pin(0) as pub:
+        for i in range(100):
+            pub.pub("t", b"%d" % i)
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(5)
+        for held in range(5):
+            ids = []
+            for _ in range(5):
+                kind, data = sub.frame()
+                assert kind == 2
+                ids.append(data[10:26])
+            for _ in range(10):  # bounded: what would be over-pulled comes within milliseconds
+                here = _channel(group.worker_stats(1), "t", "c")
+                assert (here["depth"], here["in_flight_count"]) == (0, 5), here
+                time.sleep(0.02)
+            there = _channel(group.worker_stats(0), "t", "c")
+            assert there["depth"] == 95 - 5 * held, there
+            for msg_id in ids:
+                sub.fin(msg_id)
