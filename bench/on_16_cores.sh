@@ -1,29 +1,45 @@
 #!/usr/bin/env bash
 # The multi-core rows in one go, for a machine lent for minutes (../shared/bench16/README.md packs
 # what it needs; carry .dev):  bash .dev/run_packed.sh bash bench/on_16_cores.sh
-# Each run beside the Go nsqd where both are named; tables and bench/run.py's JSON under $OUT:
-#   all_workers  every core, ours with --workers=auto
-#   all_one      every core, ours as one process
-#   two_workers  two cores (taskset -c 0,1: daemons and clients), ours with --workers=2
-#   two_one      two cores, ours as one process
-#   across_*     every core, --workers=auto: a message published in worker 1 and read in 0 (or 0)
+# Each run beside the Go nsqd where both are named; tables and bench/run.py's JSON under $OUT,
+# the tables together in $OUT/summary.txt. In this order, the first ones the most wanted:
+#   all_workers     every core, ours with --workers=auto
+#   across_workers  every core, --workers=auto: a message published in worker 1 and read in 0
+#   across_same     the same within worker 0
+#   two_workers     two cores (taskset -c 0,1: daemons and clients), ours with --workers=2
+#   all_one         every core, ours as one process
+#   two_one         two cores, ours as one process
+# A device call may run 600 s: a part starts only while BUDGET (540 s) has 30 s left, each
+# within RUN_LIMIT (150 s) and what is left; PARTS=a,b runs only those.
 set -u
 out=${OUT:-/tmp/bench16}
 mkdir -p "$out"
 rows=${ROWS:-writer_b1_ch,writer_b200_ch,pub_rt_32,http_pub_32,reader,latency,defaults}
 limit=${RUN_LIMIT:-150}
+budget=${BUDGET:-540}
+parts=${PARTS:-all_workers,across_workers,across_same,two_workers,all_one,two_one}
+start=$(date +%s)
 run() {  # name, then the command
     local name=$1
     shift
+    case ",$parts," in
+    *",$name,"*) ;;
+    *) return ;;
+    esac
+    local left=$((budget - ($(date +%s) - start)))
+    if [ "$left" -lt 30 ]; then
+        echo "== $name: not run, ${left} s of the ${budget} s budget left" | tee -a "$out/summary.txt"
+        return
+    fi
     echo "== $name: $*" | tee -a "$out/summary.txt"
-    timeout "$limit" "$@" --results-dir "$out/$name" >"$out/$name.txt" 2>&1
+    timeout "$((left < limit ? left : limit))" "$@" --results-dir "$out/$name" >"$out/$name.txt" 2>&1
     echo "rc=$?" | tee -a "$out/summary.txt"
     sed -n '/^row (/,/^results:/p' "$out/$name.txt" >>"$out/summary.txt"
 }
-run all_workers python3 bench/run.py --target both --quick --workers auto --only "$rows"
-run all_one python3 bench/run.py --target ours --quick --only "$rows"
-run two_workers taskset -c 0,1 python3 bench/run.py --target both --quick --workers 2 --only "$rows"
-run two_one taskset -c 0,1 python3 bench/run.py --target ours --quick --only "$rows"
 cores=$(nproc)
+run all_workers python3 bench/run.py --target both --quick --workers auto --only "$rows"
 run across_workers python3 bench/across_workers.py --workers "$cores" --publish-in 1 --consume-in 0
 run across_same python3 bench/across_workers.py --workers "$cores" --publish-in 0 --consume-in 0
+run two_workers taskset -c 0,1 python3 bench/run.py --target both --quick --workers 2 --only "$rows"
+run all_one python3 bench/run.py --target ours --quick --only "$rows"
+run two_one taskset -c 0,1 python3 bench/run.py --target ours --quick --only "$rows"
