@@ -109,17 +109,10 @@ def test_table_shows_ratio_and_failed_rows(bench: ModuleType) -> None:
     assert bench.exit_code(results) == 2
 
 
-def test_two_rows_on_both_daemons(tmp_path: Path) -> None:
-    """A real run, kept short: MPUB 200k and HTTP /pub on one connection for 1 s."""
+def _bench_script(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A bench/ script run as a user runs it, from the checkout; it must exit 0."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "run.py"),
-            "--quick",
-            "--runfor=1s",
-            "--only=mpub,http_pub_1",
-            f"--results-dir={tmp_path}",
-        ],
+        [sys.executable, str(BENCH / script), *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -127,6 +120,13 @@ def test_two_rows_on_both_daemons(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_two_rows_on_both_daemons(tmp_path: Path) -> None:
+    """A real run, kept short: MPUB 200k and HTTP /pub on one connection for 1 s."""
+    only = "--only=mpub,http_pub_1"
+    proc = _bench_script("run.py", "--quick", "--runfor=1s", only, f"--results-dir={tmp_path}")
     assert "HTTP /pub keep-alive, 1 connection" in proc.stdout
     (result,) = tmp_path.glob("*.json")
     data = json.loads(result.read_text())
@@ -137,26 +137,11 @@ def test_two_rows_on_both_daemons(tmp_path: Path) -> None:
 def test_across_workers_measures_both_paths(tmp_path: Path) -> None:
     """bench/across_workers.py, kept short: a message published in worker 1 and read in 0,
     every one delivered (the script checks its counts), figures in its JSON."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "across_workers.py"),
-            "--workers=2",
-            "--publish-in=1",
-            "--consume-in=0",
-            "--rate=2000",
-            "--seconds=1",
-            "--backlog=20000",
-            "--repeat=1",
-            f"--results-dir={tmp_path}",
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    proc = _bench_script(
+        "across_workers.py",
+        *("--workers=2", "--publish-in=1", "--consume-in=0", "--rate=2000", "--seconds=1"),
+        *("--backlog=20000", "--repeat=1", f"--results-dir={tmp_path}"),
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "row (--workers=2, published in 1, read in 0, medians of 1)" in proc.stdout
     (result,) = tmp_path.glob("across-*.json")
     medians = json.loads(result.read_text())["medians"]

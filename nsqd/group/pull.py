@@ -228,13 +228,11 @@ class Pull:
         """Take `msgs` into this worker's channel: FIN them at the peer, or give them back
         (REQ) when the channel is gone here or its store refused them."""
         channel = self._local()
-        if channel is None or channel.deleted:
-            return b"".join(encoders.req(m.id) for m in msgs)
-        try:
-            channel.put_many(msgs)
-        except StoreError as exc:  # this worker's disk refused them: the peer keeps them
-            log.error(
-                "group: link %s:%s could not take messages - %s", self.topic, self.channel, exc
-            )
-            return b"".join(encoders.req(m.id) for m in msgs)
-        return b"FIN " + b"\nFIN ".join([m.id for m in msgs]) + b"\n"
+        if channel is not None and not channel.deleted:
+            try:
+                channel.put_many(msgs)
+                return b"FIN " + b"\nFIN ".join([m.id for m in msgs]) + b"\n"
+            except StoreError as exc:  # this worker's disk refused them: the peer keeps them
+                where = f"{self.topic}:{self.channel}"
+                log.error("group: link %s could not take messages - %s", where, exc)
+        return b"".join(encoders.req(m.id) for m in msgs)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from protocol.v2 import encoders
-from tests.ops.conftest import http_post
+from tests.ops.conftest import http_post, stats_channel
 
 from .conftest import Group
 
@@ -25,11 +25,16 @@ def _drain(conn, n: int) -> list[tuple[bytes, bytes, int]]:
     return got
 
 
+def _publish(group: Group, worker: int, bodies: list[bytes]) -> None:
+    """PUB each of `bodies` to topic t in `worker`."""
+    with group.pin(worker) as pub:
+        for body in bodies:
+            pub.pub("t", body)
+
+
 def test_a_consumer_in_one_worker_drains_what_another_worker_took(group: Group) -> None:
     group.start()
-    with group.pin(0) as pub:
-        for i in range(300):
-            pub.pub("t", b"m%d" % i)
+    _publish(group, 0, [b"m%d" % i for i in range(300)])
     with group.pin(1) as sub:
         sub.sub("t", "c")
         sub.rdy(7)
@@ -79,9 +84,7 @@ def test_the_link_keeps_within_max_rdy_count(group: Group) -> None:
     """Two consumers with RDY 5 each in worker 1 (credit 10) pull from worker 0, whose
     --max-rdy-count is 5: the link asks for 5, not 10 (which nsqd would refuse)."""
     group.start("--max-rdy-count=5")
-    with group.pin(0) as pub:
-        for i in range(30):
-            pub.pub("t", b"%d" % i)
+    _publish(group, 0, [b"%d" % i for i in range(30)])
     with group.pin(1) as a, group.pin(1) as b:
         for conn in (a, b):
             conn.sub("t", "c")
@@ -132,21 +135,13 @@ def test_a_paused_channel_is_paused_in_every_worker(group: Group) -> None:
     assert body == b"held"
 
 
-def _channel(stats: dict, topic: str, channel: str) -> dict:
-    (t,) = [t for t in stats["topics"] if t["topic_name"] == topic]
-    (c,) = [c for c in t["channels"] if c["channel_name"] == channel]
-    return c
-
-
 def test_nothing_is_pulled_past_the_consumers_credit(group: Group) -> None:
     """A consumer in worker 1 with RDY 5 holds the 5 it was sent: worker 1 pulls nothing more
     (its link's RDY 0 reaches worker 0 before the FINs of those 5, which would free worker 0
     to send the link 5 more); the rest wait in worker 0 for any consumer. Five times: FIN the
     5 held, take 5 more, hold them."""
     group.start()
-    with group.pin(0) as pub:
-        for i in range(100):
-            pub.pub("t", b"%d" % i)
+    _publish(group, 0, [b"%d" % i for i in range(100)])
     with group.pin(1) as sub:
         sub.sub("t", "c")
         sub.rdy(5)
@@ -157,10 +152,10 @@ def test_nothing_is_pulled_past_the_consumers_credit(group: Group) -> None:
                 assert kind == 2
                 ids.append(data[10:26])
             for _ in range(10):  # bounded: what would be over-pulled comes within milliseconds
-                here = _channel(group.worker_stats(1), "t", "c")
+                here = stats_channel(group.worker_stats(1), "t", "c")
                 assert (here["depth"], here["in_flight_count"]) == (0, 5), here
                 time.sleep(0.02)
-            there = _channel(group.worker_stats(0), "t", "c")
+            there = stats_channel(group.worker_stats(0), "t", "c")
             assert there["depth"] == 95 - 5 * held, there
             for msg_id in ids:
                 sub.fin(msg_id)

@@ -81,6 +81,12 @@ def http_json(url: str, timeout: float = 5.0) -> Any:
     return json.loads(body)
 
 
+def stats_channel(stats: dict[str, Any], topic: str, channel: str) -> dict[str, Any]:
+    """One channel's entry in a /stats?format=json document."""
+    t = next(t for t in stats["topics"] if t["topic_name"] == topic)
+    return next(c for c in t["channels"] if c["channel_name"] == channel)
+
+
 def http_post(url: str, body: bytes = b"", timeout: float = 5.0) -> tuple[int, bytes]:
     req = urllib.request.Request(url, data=body, method="POST")
     try:

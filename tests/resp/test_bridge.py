@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from tests.e2e.pynsq_harness import Consumer, Publisher, run, settle
+from tests.ops.conftest import stats_channel
 
 from .helpers import client
 
@@ -44,11 +45,6 @@ def _stats(http_port: int) -> dict:
     url = f"http://127.0.0.1:{http_port}/stats?format=json"
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.load(resp)
-
-
-def _channel(stats: dict, topic: str, channel: str) -> dict:
-    t = next(t for t in stats["topics"] if t["topic_name"] == topic)
-    return next(c for c in t["channels"] if c["channel_name"] == channel)
 
 
 def test_pynsq_producer_feeds_redis_consumers(ours) -> None:
@@ -87,7 +83,7 @@ def test_pynsq_producer_feeds_redis_consumers(ours) -> None:
     assert got["v"] == (CH.encode(), b"late")
 
     # every pop finished its message: nothing queued, in flight, or still subscribed
-    channel = _channel(_stats(server.http_port), "orders", "billing")
+    channel = stats_channel(_stats(server.http_port), "orders", "billing")
     assert channel["depth"] == 0 and channel["in_flight_count"] == 0, channel
     assert channel["message_count"] == 6 and channel["client_count"] == 0, channel
     r.close()
@@ -167,6 +163,6 @@ def test_a_blocked_move_from_a_channel_to_a_wrong_type_keeps_the_message(ours) -
     assert str(got.get("error", "")).startswith("WRONGTYPE"), got
     assert r.llen(CH) == 1
     assert r.lpop(CH) == b"kept"
-    channel = _channel(_stats(server.http_port), "orders", "billing")
+    channel = stats_channel(_stats(server.http_port), "orders", "billing")
     assert channel["depth"] == 0 and channel["in_flight_count"] == 0, channel
     r.close()
