@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import trio
 from nsqhttp_support import HOST, Daemon
-from test_http_server import IO_TIMEOUT, mask_date, receive_all, serving, until
+from test_http_server import IO_TIMEOUT, mask_date
+from test_http_server_inprocess import receive_all, serving, until
 
 from nsqd.http.server import Request, Response
 
