@@ -19,8 +19,9 @@ from ..log import log
 from .api import Refused
 from .channel import Channel
 from .handle import ChannelHandle
+from .pending import PendingPublishes
 from .policies import attributes as attrs
-from .policies.policy import MessageTooBig, QueueFull
+from .policies.policy import NO_TOPIC_POLICY, MessageTooBig, QueueFull
 from .ports import (
     Consumer,
     JournalFactory,
@@ -78,6 +79,8 @@ class Broker:
         self.start_time = int(time.time())
         self.last_error: str | None = None  # the latest store failure, for /ping and /stats
         self.commit: WriteBatch = NoBatch()  # the store's group commit (set by the store)
+        # a reactor pass's single-message publishes, stored together at its commit
+        self.pending = PendingPublishes(self._store_batch)
         self.loading = False  # topics being restored from nsqd.dat
         # told after any attribute change (storage keeps them in a file of its own)
         self.attribute_listeners: list[Callable[[], None]] = []
@@ -298,7 +301,21 @@ class Broker:
         """PUB / MPUB: raises Refused when the store refused the messages or a topic's
         attributes did (a full queue, a body over max_msg_size). With
         de-duplication keys (one per body) and --dedupe-window, bodies whose key was seen
-        are acknowledged and not stored."""
+        are acknowledged and not stored. Inside a reactor's pass a message that nothing can
+        refuse waits for the pass's commit (engine/pending.py)."""
+        commit = self.commit
+        if (
+            commit.deferring
+            and commit.depth
+            and len(bodies) == 1
+            and not ttl_ms
+            and keys is None
+            and self.topic(topic).policy is NO_TOPIC_POLICY
+        ):
+            self.pending.add(topic, bodies[0], commit)
+            return
+        if topic in self.pending.by_topic:  # what waits for this topic is stored first
+            commit.flush()  # (a failure is the commit's: the pass's publishers are refused)
         deduper = self.deduper
         if keys is not None and deduper is not None:
             fresh = deduper.fresh(topic, keys)
@@ -310,6 +327,9 @@ class Broker:
             self._written_now()
             return
         self._stored(self.topic(topic).publish, bodies, ttl_ms)
+
+    def _store_batch(self, topic: str, bodies: list[bytes]) -> None:
+        self.topic(topic).publish(bodies)
 
     def _stored(self, publish: Callable[..., None], *args: Any) -> None:
         """One publish (an MPUB's bodies, in each queue they reach; a deferral's journal

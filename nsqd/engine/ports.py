@@ -52,6 +52,12 @@ class Overflow(Protocol):
 OverflowFactory = Callable[[str, bool], Overflow]
 
 
+class Buffered(Protocol):
+    """What a group commit flushes: its buffered part is stored by `flush()`."""
+
+    def flush(self) -> None: ...
+
+
 class WriteBatch(Protocol):
     """The stores' group commit (storage/commit.py): between `hold()` and the outermost
     `release()`, what the disk queues are given is buffered and then written with one write
@@ -78,6 +84,11 @@ class WriteBatch(Protocol):
         is what `release` returned."""
         ...
 
+    def enlist(self, buffered: Buffered) -> None:
+        """While held: `buffered.flush()` runs at the next flush (a disk queue's buffered
+        records; the broker's pending publishes, engine/pending.py); it may raise StoreError."""
+        ...
+
 
 class NoBatch:
     """No store behind the queues: nothing is ever buffered."""
@@ -101,6 +112,9 @@ class NoBatch:
 
     def later(self, fn: Callable[[str | None], None]) -> None:
         fn(None)  # never held
+
+    def enlist(self, buffered: Buffered) -> None:
+        buffered.flush()  # never held: nothing waits
 
 
 class Peer(Protocol):

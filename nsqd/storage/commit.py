@@ -15,16 +15,11 @@ is buffered: --durable-inflight promises a delivered message back after a kill -
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
-from ..engine.ports import StoreError
+from ..engine.ports import Buffered, StoreError
 from ..log import log
 
 __all__ = ["GroupCommit"]
-
-
-class _Buffered(Protocol):
-    def flush(self) -> None: ...
 
 
 class GroupCommit:
@@ -39,7 +34,7 @@ class GroupCommit:
         # clients); any other publisher inside a hold has its records written before it answers
         self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
-        self._dirty: list[_Buffered] = []
+        self._dirty: list[Buffered] = []
         self._later: list[Callable[[str | None], None]] = []
         self._error: str | None = None
 
@@ -72,11 +67,12 @@ class GroupCommit:
         only); `error` is the release's (None: all of it is on file)."""
         self._later.append(fn)
 
-    def enlist(self, queue: _Buffered) -> None:
-        """`queue` buffered its first record of this hold."""
+    def enlist(self, queue: Buffered) -> None:
+        """`queue` buffered its first record of this hold (or the broker its first pending
+        publish: engine/pending.py, flushed ahead of the queues it appends to)."""
         self._dirty.append(queue)
 
-    def add(self, owner: _Buffered, answered: bool) -> None:
+    def add(self, owner: Buffered, answered: bool) -> None:
         """`owner` buffered a record (held only): its flush() writes it at the release;
         `answered`: a publisher's answer waits for it (counted in `appended`)."""
         if answered:
@@ -87,12 +83,13 @@ class GroupCommit:
     def flush(self) -> str | None:
         """Write what is buffered now (the hold goes on); the first failure since the hold
         began, or None."""
-        dirty, self._dirty = self._dirty, []
-        for queue in dirty:
-            try:
-                queue.flush()
-            except StoreError as exc:  # its records are not on file: the release's refusal
-                self.failed(str(exc))
+        while self._dirty:  # a pending publish's flush appends to the queues it reaches
+            dirty, self._dirty = self._dirty, []
+            for queue in dirty:
+                try:
+                    queue.flush()
+                except StoreError as exc:  # its records are not on file: the release's refusal
+                    self.failed(str(exc))
         return self._error
 
     def failed(self, reason: str) -> None:
