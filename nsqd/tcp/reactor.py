@@ -14,12 +14,12 @@ output, so the client sees one ordered stream either way. Heartbeats and nsqd's 
 
 Group commit: each pass of the shared loop holds the store's `WriteBatch` (from `_passing` to
 `_passed`), so the pass's small TCP publishes (PUB) are stored together when the pass ends (one
-publish per topic, engine/pending.py) and what they append to the disk queues is written with
-one write per queue file, and their answers are sent only after that; a client that appended many records (an MPUB) has them written when its commands are done
-and is answered then. A failed write turns the answers not yet sent of the pass's disk
-publishers into their command's E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED), which closes the
-connection as nsqd's does (a publisher whose own records were written may be refused too: it
-retries, and at least once holds)."""
+publish per topic, engine/pending.py), what they append to the disk queues is written with one
+write per queue file, and their answers are sent only after that; a client that appended many
+records (an MPUB) has them written when its commands are done and is answered then. A failed
+write turns the answers not yet sent of the pass's publishers into their command's E_PUB_FAILED
+(E_MPUB_FAILED, E_DPUB_FAILED), which closes the connection as nsqd's does (a publisher whose
+own records were written may be refused too: it retries, and at least once holds)."""
 
 from __future__ import annotations
 

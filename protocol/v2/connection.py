@@ -117,7 +117,7 @@ class V2Connection:
         self.settings = ClientSettings.defaults(self.limits, remote_ip)
         self.tls_required = tls_required
         self.tls_active = False
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._eof = False
         self._paused = False
@@ -153,7 +153,7 @@ class V2Connection:
         """The connection is over: drop the buffered bytes (a body cut short can be large)
         and the bound methods that make this object a reference cycle, so it is freed at once
         rather than at the next full garbage collection. Every later command is CLOSED."""
-        self._buf = bytearray()
+        self._buf = b""
         self._pos = 0
         self._mpub_bodies = []
         self._body = None
@@ -169,10 +169,19 @@ class V2Connection:
         if not data:
             self._eof = True
             return
-        if self._pos:
-            del self._buf[: self._pos]
+        buf, pos = self._buf, self._pos
+        if pos == len(buf):
+            # all parsed (the usual case: a read of whole commands): the read itself is the
+            # buffer, with no copy, and the commands' bodies are sliced from it once
+            self._buf = data if type(data) is bytes else bytearray(data)
             self._pos = 0
-        self._buf += data
+            return
+        if type(buf) is bytes:  # a command cut short: its part is kept in a bytearray
+            buf = self._buf = bytearray(buf[pos:])
+        elif pos:
+            del buf[:pos]
+        self._pos = 0
+        buf += data
 
     def next_command(self) -> Event:
         if self._paused:
@@ -192,7 +201,7 @@ class V2Connection:
         return bytes(self._buf[self._pos :])
 
     def clear_trailing_data(self) -> None:
-        self._buf.clear()
+        self._buf = b""
         self._pos = 0
 
     # -- stages ----------------------------------------------------------------------------
@@ -245,7 +254,7 @@ class V2Connection:
             raise NSQError(ErrorCode.E_INVALID, f"invalid command {_text(verb)}")
         return handler(params)
 
-    def _whole_pub(self, buf: bytearray, pos: int) -> c.Pub | None:
+    def _whole_pub(self, buf: bytes | bytearray, pos: int) -> c.Pub | None:
         """A PUB line naming a topic this connection published to before, with its whole
         body in the buffer and of an allowed size: read in one step. None for anything else
         (the line and body stages read it, with every check and error)."""
@@ -264,7 +273,7 @@ class V2Connection:
         self._pos = end
         return c.Pub(topic, bytes(buf[start:end]))
 
-    def _whole_mpub(self, buf: bytearray, pos: int) -> c.MPubStart | None:
+    def _whole_mpub(self, buf: bytes | bytearray, pos: int) -> c.MPubStart | None:
         """_whole_pub for an MPUB of one message: its MPubStart now (what nsqd does before
         it reads the body: AUTH's check, the topic made), the MPub at the next call. (The
         body's declared size is only checked against the limit: nsqd reads the messages by
