@@ -18,7 +18,7 @@ import trio
 from protocol.v2 import FrameType
 
 from .conftest import Daemon
-from .wire import Conn, command
+from .wire import Conn, command, mpub_body
 
 OK_FRAME = struct.pack(">ii", 6, 0) + b"OK"
 
@@ -82,3 +82,44 @@ async def test_publish_then_subscribe_in_one_write(daemon: Daemon, topic: str) -
         (msg,) = [f for f in rest if f.frame_type == FrameType.MESSAGE]
         assert msg.data.endswith(b"first")
         await conn.expect_open()
+
+
+async def test_each_publisher_s_messages_arrive_in_the_order_it_sent_them(
+    daemon: Daemon, topic: str
+) -> None:
+    """Four connections each pipeline PUBs, MPUBs of one and MPUBs of three into one topic (ours
+    stores a pass's single-message publishes together when the pass ends, engine/pending.py,
+    and any other publish to the topic after what waits): one consumer receives every message
+    once, and each connection's in the order it sent them."""
+    conns, rounds = 4, 150
+    sent: dict[int, list[bytes]] = {c: [] for c in range(conns)}
+    writes: dict[int, list[bytes]] = {c: [] for c in range(conns)}
+    for c in range(conns):
+        for r in range(rounds):
+            bodies = [b"%d-%04d-%d" % (c, r, k) for k in range((1, 1, 3)[r % 3])]
+            sent[c].extend(bodies)
+            writes[c].append(
+                command(f"PUB {topic}", bodies[0])
+                if r % 3 == 0
+                else command(f"MPUB {topic}", mpub_body(bodies))
+            )
+    async with await Conn.open(daemon.addr) as consumer:
+        await consumer.sub(topic, "ch", rdy=2500)
+
+        async def publish(c: int) -> None:
+            async with await Conn.open(daemon.addr) as conn:
+                for i in range(0, rounds, 10):  # ten commands a write, their OKs after
+                    await conn.send(b"".join(writes[c][i : i + 10]))
+                    for _ in writes[c][i : i + 10]:
+                        await conn.expect_response(b"OK")
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                for c in range(conns):
+                    nursery.start_soon(publish, c)
+            total = sum(len(b) for b in sent.values())
+            got = [m.body for m in await consumer.messages(total, within=20.0)]
+    assert sorted(got) == sorted(b for bodies in sent.values() for b in bodies)
+    for c in range(conns):
+        mine = [b for b in got if b.startswith(b"%d-" % c)]
+        assert mine == sent[c], f"connection {c}'s messages out of order"
