@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..log import log
 from .policies.policy import MessageTooBig, QueueFull
 from .ports import StoreError, WriteBatch
 
@@ -64,5 +65,12 @@ class PendingPublishes:
     def _stored(self, topic: str, bodies: list[bytes]) -> None:
         try:
             self._store(topic, bodies)
+        except StoreError:
+            raise
         except (QueueFull, MessageTooBig) as exc:  # a policy set since: the commit's failure
             raise StoreError(str(exc)) from exc
+        except Exception as exc:
+            # a fault of ours, met at the pass's end: its publishers are refused and the loop
+            # goes on (published one by one, it would have ended one connection)
+            log.exception("TOPIC(%s): storing %d pending messages failed", topic, len(bodies))
+            raise StoreError(f"internal error - {exc!r}") from exc

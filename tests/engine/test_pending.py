@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from nsqd.engine.broker import Broker
+from nsqd.engine.pending import PendingPublishes
 from nsqd.engine.settings import Settings
 from nsqd.storage.commit import GroupCommit
 from nsqd.storage.overflow import DiskOverflow
@@ -139,3 +140,25 @@ async def test_a_topic_deleted_before_the_commit_is_made_again_for_its_messages(
         broker.delete_topic("t")
     assert outcome == [None]
     assert broker.topic("t").message_count == 1  # published after the delete, as its OK says
+
+
+def test_a_fault_while_storing_a_batch_fails_the_commit_not_the_loop() -> None:
+    """The store port raising something unexpected (a fault of ours) at the pass's end: the
+    commit fails with a reason, so its publishers are refused, and the other topics' batches
+    are stored; nothing escapes the release into the reactor's loop."""
+    stored: list[tuple[str, list[bytes]]] = []
+
+    def store(topic: str, bodies: list[bytes]) -> None:
+        if topic == "bad":
+            raise KeyError(topic)
+        stored.append((topic, bodies))
+
+    commit = GroupCommit()
+    pending = PendingPublishes(store)
+    commit.hold()
+    pending.add("bad", b"x", commit)
+    pending.add("good", b"y", commit)
+    error = commit.release()
+    assert error == "internal error - KeyError('bad')"
+    assert stored == [("good", [b"y"])]
+    assert not pending.by_topic
