@@ -83,6 +83,7 @@ class Reactor(EpollReactor):
         # (client, its output's length before this read's commands, its first command that
         # appended to a disk queue): answered after the pass's write
         self._held: list[tuple[Client, int, type]] = []
+        self._mark = 0  # the output's length before the read being served
         self._wrote: type | None = None  # that first command, of the client being served
         self._spawn = spawn  # start_soon of the clients nursery
         self.clients: dict[int, Client] = self.conns
@@ -154,6 +155,7 @@ class Reactor(EpollReactor):
         client.conn.receive_data(data)
         commit = self._commit
         mark, appended = client.out_mark(), commit.appended
+        self._mark = mark
         self._wrote = None
         # its publishes stay buffered: its answers wait for the pass's write (HTTP's and
         # RESP's publishes in the same pass are answered at once, so the broker writes them)
@@ -185,9 +187,9 @@ class Reactor(EpollReactor):
                 if cmd is NEED_DATA:
                     return True
                 if cmd is CLOSED:
-                    commit.flush()  # its answers go now: what they confirm first
-                    self._write(client)
-                    self._end(client)
+                    if self._settled(client):  # its answers go now: what they confirm first
+                        self._write(client)
+                        self._end(client)
                     return False
                 kind = type(cmd)
                 if kind in _HERE:
@@ -202,18 +204,33 @@ class Reactor(EpollReactor):
                         self._wrote = kind
                 elif kind is not Identify or not self._identify(client, cmd):
                     # answers so far stay queued: the task sends them before this one's
-                    self._hand_over(client, cmd)
+                    if self._settled(client):
+                        self._hand_over(client, cmd)
                     return False
         except NSQError as err:
             err.__traceback__ = None  # its frames hold the parser's buffer
             log.error("[%s] - %s", client, err)
-            client.respond(encode_error(bytes(err)))
-            commit.flush()
-            self._write(client)
-            self._end(client)
+            if self._settled(client):
+                client.respond(encode_error(bytes(err)))
+                self._write(client)
+                self._end(client)
         except ProtocolClosed as exc:
             log.error("[%s] - %s", client, exc)
             self._end(client)
+        return False
+
+    def _settled(self, client: Client) -> bool:
+        """Before a connection leaves the pass (its end, or a task of its own) with answers
+        that confirm publishes still buffered: those are written now. False when that failed:
+        its answers since this read are taken back and it is refused and closed, as `_passed`
+        does for the publishers it holds (the task would have sent them unconfirmed)."""
+        wrote = self._wrote
+        if wrote is None:
+            return True
+        error = self._commit.flush()
+        if error is None:
+            return True
+        self._refuse(client, self._mark, error, wrote)
         return False
 
     def _identify(self, client: Client, cmd: Identify) -> bool:

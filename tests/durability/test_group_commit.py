@@ -4,6 +4,7 @@ directory over and delivers every message to a real client (pynsq)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import subprocess
@@ -154,6 +155,32 @@ def test_a_full_disk_refuses_and_keeps_every_acknowledged_message(
         got = conn.consume(len(acked), timeout=20, quiet=0.5, idle=2)
     missing = set(acked) - {m.body for m in got}
     assert not missing, f"{len(missing)} acknowledged messages lost: {sorted(missing)[:3]}"
+
+
+@pytest.mark.parametrize("then", [b"SUB leave other\n", b"NOSUCH\n"])
+def test_a_publisher_leaving_the_pass_is_not_acknowledged_when_its_write_failed(
+    data_dir: Path, then: bytes
+) -> None:
+    """A PUB followed in the same write by a command that gives the connection a task of its
+    own (SUB) or ends it (an invalid command, fatal): the PUB waits for the pass's write, and
+    when that write fails (EFBIG, as above, from the first byte) the PUB is answered
+    E_PUB_FAILED and the connection closed; no OK for it arrives, from the reactor or the task."""
+    topic = "leave"
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    with daemon.client() as conn:
+        conn.sub(topic, "ch", rdy=0)
+    assert acknowledged(daemon, topic, [b"on-file"]) == ([b"on-file"], "")
+    size = max(p.stat().st_size for p in helpers.queue_files(data_dir, f"{topic}:ch"))
+    subprocess.run(["prlimit", f"--pid={daemon.proc.pid}", f"--fsize={size}:unlimited"], check=True)
+    with daemon.client() as conn:
+        conn.send(helpers.command(f"PUB {topic}", b"refused") + then)
+        frames = []
+        with contextlib.suppress(helpers.ConnectionClosed):
+            while True:
+                frames.append(conn.read_frame(timeout=5.0))
+    answers = [f.data.split(b" ")[0] for f in frames]
+    assert answers == [b"E_PUB_FAILED"], frames
+    daemon.kill()  # its clean stop cannot write either
 
 
 def http_acknowledged(daemon: helpers.Daemon, topic: str, bodies: list[bytes]) -> list[bytes]:
