@@ -154,8 +154,8 @@ class Reactor(EpollReactor):
         client.last_read = self.loop.now
         client.conn.receive_data(data)
         commit = self._commit
-        mark, appended = client.out_mark(), commit.appended
-        self._mark = mark
+        self._mark = mark = client.out_mark()
+        appended = commit.appended
         self._wrote = None
         # its publishes stay buffered: its answers wait for the pass's write (HTTP's and
         # RESP's publishes in the same pass are answered at once, so the broker writes them)
