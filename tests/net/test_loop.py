@@ -1,0 +1,175 @@
+"""The reactor's loop (nsqd/net/reactor.py) sleeping in its own epoll: the first loop of a trio
+run blocks in one epoll_wait that also watches trio's epoll, once every other task waits. The
+rest of the run must not notice: trio's deadlines, its sockets, its threads and a `wake` from
+another task each end that sleep on time, and a second loop in the same run waits in trio.
+
+Real sockets on 127.0.0.1 (socketpairs for the loop's connections). Each test has a watchdog
+thread that writes to a connection of the loop every WATCHDOG seconds: a sleep that missed its
+cause ends then instead of hanging the suite, and the test's elapsed time says it was missed."""
+
+from __future__ import annotations
+
+import math
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import trio
+
+from nsqd.net import reactor
+from nsqd.net.reactor import EpollReactor, Loop
+from nsqd.net.transport import SocketTransport
+
+WATCHDOG = 5.0
+PROMPT = 1.0  # every cause below ends the sleep well within this (the watchdog's is 5 s)
+
+
+class Conn:
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock  # kept: the transport holds its fd only
+        self.socket = SocketTransport(trio.SocketStream(trio.socket.from_stdlib_socket(sock)))
+        self.due = math.inf
+
+
+class Echo(EpollReactor):
+    """Answers what it reads; counts its passes and its connections' deadlines."""
+
+    def __init__(self, loop: Loop | None = None) -> None:
+        super().__init__(loop)
+        self.expired: list[float] = []
+        self.expiring = trio.Event()  # set by each deadline met
+        self.passing = trio.Event()  # set by each pass
+
+    def _ready(self, conn: Any, events: int) -> None:
+        data = conn.socket.read_now(65536)
+        if data:
+            conn.socket.write_now(data)
+        elif data == b"":
+            self.unwatch(conn)
+
+    def _expire(self, conn: Any, now: float) -> None:
+        self.expired.append(now)
+        self.expiring.set()
+
+    def _fail(self, conn: Any) -> None:
+        self.unwatch(conn)
+
+    def _shutdown(self) -> None:
+        for conn in list(self.conns.values()):
+            self.unwatch(conn)
+
+    def _passed(self) -> None:
+        self.passing.set()
+
+
+@contextmanager
+def watchdog(sock: socket.socket) -> Iterator[None]:
+    """Write a byte to `sock` (the client side of a loop's connection) every WATCHDOG s."""
+    done = threading.Event()
+
+    def bark() -> None:
+        while not done.wait(WATCHDOG):
+            sock.send(b"!")
+
+    thread = threading.Thread(target=bark, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@asynccontextmanager
+async def echo_loop(loop: Loop | None = None) -> AsyncIterator[tuple[Echo, socket.socket]]:
+    """An Echo front-end with one connection, its loop running; the client's socket."""
+    echo = Echo(loop)
+    ours, theirs = socket.socketpair()
+    theirs.settimeout(WATCHDOG * 2)
+    echo.watch(Conn(ours))
+    with watchdog(theirs):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(echo.loop.run if loop is None else echo.run)
+            await trio.sleep(0.01)  # the loop runs and waits
+            try:
+                yield echo, theirs
+            finally:
+                nursery.cancel_scope.cancel()
+    theirs.close()
+
+
+async def echoes(client: socket.socket, data: bytes) -> bool:
+    client.send(data)
+    return await trio.to_thread.run_sync(client.recv, 100) == data
+
+
+async def test_the_first_loop_of_a_run_waits_in_its_own_epoll() -> None:
+    """With the trio this project runs (pyproject), the loop finds trio's epoll: a trio that
+    moved it fails here instead of making every wake-up silently dearer."""
+    assert reactor._trio_internals() is not None
+    async with echo_loop() as (echo, client):
+        assert reactor._THREAD.get() is echo.loop
+        assert await echoes(client, b"ping")
+    assert reactor._THREAD.get() is None  # the next loop of the run may take it
+
+
+async def test_trio_deadlines_end_the_sleep() -> None:
+    async with echo_loop():
+        started = time.monotonic()
+        await trio.sleep(0.05)
+        assert time.monotonic() - started < PROMPT
+
+
+async def test_trio_sockets_and_threads_end_the_sleep() -> None:
+    """A task waiting on a trio socket gets its bytes (trio's epoll is in the loop's), and a
+    thread's result comes back (trio's wake-up socket is in trio's epoll)."""
+    async with echo_loop():
+        a_std, b = socket.socketpair()
+        with trio.socket.from_stdlib_socket(a_std) as a, b:
+            started = time.monotonic()
+            threading.Timer(0.05, b.send, (b"x",)).start()
+            assert await a.recv(1) == b"x"
+            assert await trio.to_thread.run_sync(time.sleep, 0.05) is None
+            assert time.monotonic() - started < PROMPT
+
+
+async def test_its_own_deadlines_and_a_wake_end_the_sleep() -> None:
+    async with echo_loop() as (echo, _):
+        conn = next(iter(echo.conns.values()))
+        started = trio.current_time()
+        echo.schedule(conn, started + 0.05)
+        await echo.expiring.wait()
+        assert echo.expired[0] - started < PROMPT
+        # a task that wakes the loop, which then has nothing else to do
+        await trio.sleep(0.02)
+        waited = time.monotonic()
+        echo.passing = trio.Event()
+        echo.wake()
+        await echo.passing.wait()
+        assert time.monotonic() - waited < PROMPT
+
+
+async def test_a_second_loop_in_the_run_waits_in_trio() -> None:
+    async with echo_loop() as (first, client1), echo_loop() as (_, client2):
+        assert reactor._THREAD.get() is first.loop
+        started = time.monotonic()
+        for _ in range(20):
+            assert await echoes(client2, b"two")
+            assert await echoes(client1, b"one")
+        assert time.monotonic() - started < PROMPT * 2
+
+
+async def test_a_front_end_on_a_shared_loop() -> None:
+    """The daemon's way: front-ends given one loop, which runs on its own."""
+    loop = Loop()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(loop.run)
+        async with echo_loop(loop) as (_, client):
+            started = time.monotonic()
+            assert await echoes(client, b"shared")
+            assert time.monotonic() - started < PROMPT
+        nursery.cancel_scope.cancel()
