@@ -1,10 +1,8 @@
 """The daemon's one epoll reactor, shared by its front-ends (nsqd/tcp/reactor.py,
 nsqd/http/reactor.py, nsqd/resp/reactor.py): one task (`Loop.run`) owns an epoll set of
-connection sockets and each pass reads and answers every ready connection synchronously; a
-heap of per-connection deadlines (timeouts, heartbeats, blocking commands); a short adaptive
-spin before sleeping. The run's first loop sleeps in its own epoll, which also watches trio's,
-once every other task waits (`_wait_in_thread`); another loop sleeps in trio, on its epoll
-fd.
+connection sockets, trio waits on the epoll fd itself, and each pass reads and answers every
+ready connection synchronously; a heap of per-connection deadlines (timeouts, heartbeats,
+blocking commands); a short adaptive spin before sleeping.
 
 A front-end is an `EpollReactor`: it puts its connections in the loop's set (`watch`) and says
 what a connection's readiness or deadline means (`_ready`, `_expire`, `_fail`, `_shutdown`, and
@@ -23,7 +21,6 @@ from __future__ import annotations
 import heapq
 import math
 import select
-from collections.abc import Awaitable, Callable
 from itertools import count
 from time import perf_counter
 from typing import Any, Protocol
@@ -39,25 +36,6 @@ _OUT = select.EPOLLOUT
 SPIN_MAX_S = 100e-6
 SPIN_MIN_S = 2e-6
 SPIN_PAYS_S = 1e-3  # a wait shorter than this: spinning would have served it sooner
-
-
-_THREAD: trio.lowlevel.RunVar[Loop | None] = trio.lowlevel.RunVar("nsqd_loop", default=None)
-
-
-def _trio_internals() -> tuple[int, Callable[[], float]] | None:
-    """Trio's own epoll and its next deadline (private: None for another I/O manager or a
-    trio that moved them; that run's loops then wait in trio, the slower way, and
-    tests/net/test_loop.py fails). `current_statistics()` says the deadline too, but counts
-    every fd trio watches to say it."""
-    try:
-        runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner  # type: ignore[attr-defined]
-        return runner.io_manager._epoll.fileno(), runner.deadlines.next_deadline
-    except AttributeError:
-        return None
-
-
-# trio.testing's (importing trio.testing costs ~50 ms of the daemon's start)
-_wait_idle = trio._core.wait_all_tasks_blocked  # type: ignore[attr-defined]
 
 
 class Watched(Protocol):
@@ -79,10 +57,7 @@ class Loop:
         self._scope = trio.CancelScope()
         self.now = 0.0  # trio's clock at the start of the pass
         self._spin_budget = SPIN_MAX_S
-        self._sleep: trio.CancelScope | None = None  # the loop's wait in trio, while it waits
-        self._woken = False  # `wake` was called while it waited for the run to be idle
-        self._trio_fd = -1  # trio's epoll, in this loop's set when it waits in its own
-        self._trio_deadline: Callable[[], float] = lambda: math.inf  # trio's next one
+        self._sleep: trio.CancelScope | None = None  # the loop's wait, while it waits
 
     def schedule(self, conn: Watched, frontend: EpollReactor, due: float) -> None:
         if due < conn.due:
@@ -105,7 +80,6 @@ class Loop:
 
     def wake(self) -> None:
         """Run a pass soon (work for a `_passed` that came from another task)."""
-        self._woken = True
         sleep = self._sleep
         if sleep is not None:
             sleep.deadline = -math.inf
@@ -114,7 +88,8 @@ class Loop:
         self._scope.cancel()
 
     async def run(self) -> None:
-        wait = self._claim_thread()
+        wait = trio.lowlevel.wait_readable
+        epfd = self.ep.fileno()
         try:
             with self._scope:
                 events: list[tuple[int, int]] = []
@@ -123,7 +98,12 @@ class Loop:
                         await trio.lowlevel.checkpoint()
                     else:
                         slept = perf_counter()
-                        events = await wait()
+                        with trio.move_on_at(
+                            self.timers[0][0] if self.timers else math.inf
+                        ) as self._sleep:
+                            await wait(epfd)
+                        self._sleep = None
+                        events = self.ep.poll(0)
                         # spin again after requests that came back soon after a spin gave
                         # up; less and less for connections that are quiet for longer
                         if perf_counter() - slept < SPIN_PAYS_S:
@@ -133,59 +113,9 @@ class Loop:
                     self._pass(events)
                     events = self._spin() if events else events
         finally:
-            if _THREAD.get() is self:
-                _THREAD.set(None)
             for frontend in list(self.frontends):
                 frontend._shutdown()
             self.ep.close()
-
-    def _claim_thread(self) -> Callable[[], Awaitable[list[tuple[int, int]]]]:
-        """How this loop waits: in its own epoll when it is the run's first loop and trio's
-        epoll can be watched from it (`_wait_in_thread`), else in trio (`_wait_in_trio`)."""
-        internals = _trio_internals()
-        if internals is None or _THREAD.get() is not None:
-            return self._wait_in_trio
-        _THREAD.set(self)
-        self._trio_fd, self._trio_deadline = internals
-        self.ep.register(self._trio_fd, _IN)
-        return self._wait_in_thread
-
-    async def _wait_in_trio(self) -> list[tuple[int, int]]:
-        """Sleep in trio until a connection is ready or the first deadline (or `wake`)."""
-        with trio.move_on_at(self.timers[0][0] if self.timers else math.inf) as self._sleep:
-            await trio.lowlevel.wait_readable(self.ep.fileno())
-        self._sleep = None
-        return self.ep.poll(0)
-
-    async def _wait_in_thread(self) -> list[tuple[int, int]]:
-        """Sleep in this loop's own epoll, which also watches trio's: once every other task
-        waits (trio has just polled its own I/O and found nothing), block in one epoll_wait
-        until a connection is ready, the first deadline (ours or trio's), or trio has I/O for
-        its tasks (then they run and this waits again). Both ways make two epoll_waits per
-        wake-up; trio's costs 6-7 us more of Python (a cancel scope and its deadline, trio's
-        wait_readable), which a connection doing one round trip at a time pays per request:
-        PUB round trips on one connection without the spin, 28.6 -> 21.7 us of user CPU each.
-
-        Only tasks that wait for the run to be idle (`wait_all_tasks_blocked`, in tests) are
-        woken with this one; one of them would wait for this loop's next wake-up."""
-        ep, trio_fd, trio_deadline = self.ep, self._trio_fd, self._trio_deadline
-        current_time = trio.current_time
-        while True:
-            self._woken = False
-            await _wait_idle()
-            if self._woken:
-                return []
-            deadline = trio_deadline()
-            if self.timers and self.timers[0][0] < deadline:
-                deadline = self.timers[0][0]
-            timeout = deadline - current_time()
-            if timeout <= 0:
-                return []
-            events = ep.poll(timeout if timeout != math.inf else -1)
-            if not events:
-                return []  # a deadline: ours runs in the pass, trio's in its next turn
-            if len(events) > 1 or events[0][0] != trio_fd:
-                return events  # trio's fd among them: skipped by the pass, served after it
 
     def _spin(self) -> list[tuple[int, int]]:
         """Poll without sleeping for up to a hundred microseconds after a pass that served
