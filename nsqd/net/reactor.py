@@ -2,7 +2,9 @@
 nsqd/http/reactor.py, nsqd/resp/reactor.py): one task (`Loop.run`) owns an epoll set of
 connection sockets, trio waits on the epoll fd itself, and each pass reads and answers every
 ready connection synchronously; a heap of per-connection deadlines (timeouts, heartbeats,
-blocking commands); a short adaptive spin before sleeping.
+blocking commands); a short adaptive spin before sleeping. The sleep has no deadline of its own:
+an eventfd in the set (the bell) ends it, rung by `wake` and by a task that sleeps until the
+first deadline (the alarm).
 
 A front-end is an `EpollReactor`: it puts its connections in the loop's set (`watch`) and says
 what a connection's readiness or deadline means (`_ready`, `_expire`, `_fail`, `_shutdown`, and
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import select
 from itertools import count
 from time import perf_counter
@@ -57,16 +60,22 @@ class Loop:
         self._scope = trio.CancelScope()
         self.now = 0.0  # trio's clock at the start of the pass
         self._spin_budget = SPIN_MAX_S
-        self._sleep: trio.CancelScope | None = None  # the loop's wait, while it waits
+        # The loop sleeps in trio on its epoll fd with no deadline of its own (a cancel scope
+        # per sleep cost ~4 us): its bell (an eventfd in the set) ends the sleep, rung by
+        # `wake` and by the alarm task, which sleeps until the first deadline.
+        self._bell = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.ep.register(self._bell, _IN)
+        self._rung = False  # the bell was rung and not yet heard
+        self._alarm = trio.CancelScope()  # the alarm task's sleep, until `_alarm_at`
+        self._alarm_at = math.inf
 
     def schedule(self, conn: Watched, frontend: EpollReactor, due: float) -> None:
         if due < conn.due:
             conn.due = due
             self.compact_if_stale()
             heapq.heappush(self.timers, (due, next(self._seq), conn, frontend))
-            sleep = self._sleep
-            if sleep is not None and due < sleep.deadline:
-                sleep.deadline = due  # scheduled from another task while the loop sleeps
+            if due < self._alarm_at:
+                self._arm(due)
 
     def compact_if_stale(self) -> None:
         """Drop the timer entries that will only be skipped, once they outnumber the live
@@ -80,9 +89,23 @@ class Loop:
 
     def wake(self) -> None:
         """Run a pass soon (work for a `_passed` that came from another task)."""
-        sleep = self._sleep
-        if sleep is not None:
-            sleep.deadline = -math.inf
+        if not self._rung:
+            self._rung = True
+            os.eventfd_write(self._bell, 1)
+
+    def _arm(self, due: float) -> None:
+        self._alarm_at = due
+        self._alarm.deadline = due
+
+    async def _alarm_task(self) -> None:
+        """Ring the bell when the first deadline comes (then the pass that takes the due
+        timers arms it for the next)."""
+        while True:
+            with self._alarm:
+                await trio.sleep_forever()
+            self._alarm = trio.CancelScope()
+            self._alarm_at = math.inf
+            self.wake()
 
     def close(self) -> None:
         self._scope.cancel()
@@ -92,30 +115,29 @@ class Loop:
         epfd = self.ep.fileno()
         try:
             with self._scope:
-                events: list[tuple[int, int]] = []
-                while True:
-                    if events:
-                        await trio.lowlevel.checkpoint()
-                    else:
-                        slept = perf_counter()
-                        with trio.move_on_at(
-                            self.timers[0][0] if self.timers else math.inf
-                        ) as self._sleep:
-                            await wait(epfd)
-                        self._sleep = None
-                        events = self.ep.poll(0)
-                        # spin again after requests that came back soon after a spin gave
-                        # up; less and less for connections that are quiet for longer
-                        if perf_counter() - slept < SPIN_PAYS_S:
-                            self._spin_budget = SPIN_MAX_S
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._alarm_task)
+                    events: list[tuple[int, int]] = []
+                    while True:
+                        if events:
+                            await trio.lowlevel.checkpoint()
                         else:
-                            self._spin_budget = max(self._spin_budget / 2, SPIN_MIN_S)
-                    self._pass(events)
-                    events = self._spin() if events else events
+                            slept = perf_counter()
+                            await wait(epfd)
+                            events = self.ep.poll(0)
+                            # spin again after requests that came back soon after a spin
+                            # gave up; less and less for connections that are quiet longer
+                            if perf_counter() - slept < SPIN_PAYS_S:
+                                self._spin_budget = SPIN_MAX_S
+                            else:
+                                self._spin_budget = max(self._spin_budget / 2, SPIN_MIN_S)
+                        self._pass(events)
+                        events = self._spin() if events else events
         finally:
             for frontend in list(self.frontends):
                 frontend._shutdown()
             self.ep.close()
+            os.close(self._bell)
 
     def _spin(self) -> list[tuple[int, int]]:
         """Poll without sleeping for up to a hundred microseconds after a pass that served
@@ -132,6 +154,9 @@ class Loop:
 
     def _pass(self, events: list[tuple[int, int]]) -> None:
         self.now = now = trio.current_time()
+        if self._rung:  # heard (the bell's event, if among these, is skipped below)
+            self._rung = False
+            os.eventfd_read(self._bell)
         conns = self.conns
         frontends = tuple(self.frontends)  # each one told of the pass's start and its end
         for frontend in frontends:
@@ -157,6 +182,9 @@ class Loop:
                     except Exception as exc:  # a heartbeat's write, say: that connection ends
                         log.error("[%s] unexpected error - %s", conn, describe(exc))
                         frontend._fail(conn)
+            first = timers[0][0] if timers else math.inf
+            if first != self._alarm_at:
+                self._arm(first)
         finally:
             for frontend in frontends:
                 frontend._passed()

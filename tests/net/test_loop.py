@@ -1,6 +1,7 @@
-"""The reactor's loop (nsqd/net/reactor.py) while it sleeps: its connections' deadlines and a
-`wake` from another task end the sleep on time, and two loops in one trio run (a front-end on
-its own beside the daemon's, in tests) each serve their connections.
+"""The reactor's loop (nsqd/net/reactor.py) while it sleeps in trio with no deadline of its own:
+its connections' deadlines (through the alarm task and the bell) and a `wake` from another task
+(the bell) end the sleep on time, one deadline after another, and two loops in one trio run (a
+front-end on its own beside the daemon's, in tests) each serve their connections.
 
 Real sockets (socketpairs for the loop's connections). A watchdog thread writes to a
 connection of the loop every WATCHDOG seconds: a sleep that missed its cause ends then
@@ -44,8 +45,8 @@ class Echo(EpollReactor):
 
     def _ready(self, conn: Any, events: int) -> None:
         data = conn.socket.read_now(65536)
-        if data == b"later":  # a deadline set in a pass, before the loop sleeps
-            self.schedule(conn, self.loop.now + 0.05)
+        if data.startswith(b"later"):  # a deadline set in a pass, before the loop sleeps
+            self.schedule(conn, self.loop.now + float(data[5:] or 0.05))
         elif data:
             conn.socket.write_now(data)
         elif data == b"":
@@ -113,6 +114,22 @@ async def test_a_deadline_set_in_a_pass_ends_the_sleep() -> None:
         client.send(b"later")
         await echo.expiring.wait()
         assert echo.expired[0] - started < PROMPT
+
+
+async def test_deadlines_one_after_the_other() -> None:
+    """Two deadlines set in passes: when the first is met the loop sleeps until the second."""
+    async with echo_loop() as (echo, client):
+        ours, theirs = socket.socketpair()
+        with theirs:
+            echo.watch(Conn(ours))
+            started = trio.current_time()
+            client.send(b"later0.05")
+            theirs.send(b"later0.15")
+            while len(echo.expired) < 2:
+                echo.expiring = trio.Event()
+                await echo.expiring.wait()
+            assert echo.expired[1] - echo.expired[0] > 0.05
+            assert echo.expired[1] - started < PROMPT
 
 
 async def test_its_own_deadlines_and_a_wake_end_the_sleep() -> None:
