@@ -24,6 +24,7 @@ import heapq
 import math
 import os
 import select
+import weakref
 from itertools import count
 from time import perf_counter
 from typing import Any, Protocol
@@ -68,6 +69,7 @@ class Loop:
         # `wake` and by the alarm task, which sleeps until the first deadline.
         self._bell = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.ep.register(self._bell, _IN)
+        self._close_bell = weakref.finalize(self, os.close, self._bell)  # a loop never run too
         self._rung = False  # the bell was rung and not yet heard
         self._alarm = trio.CancelScope()  # the alarm task's sleep, until `_alarm_at`
         self._alarm_at = math.inf
@@ -140,7 +142,7 @@ class Loop:
             for frontend in list(self.frontends):
                 frontend._shutdown()
             self.ep.close()
-            os.close(self._bell)
+            self._close_bell()
 
     def _spin(self) -> list[tuple[int, int]]:
         """Poll without sleeping for up to a hundred microseconds after a pass that served
