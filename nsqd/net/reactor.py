@@ -116,33 +116,38 @@ class Loop:
         self._scope.cancel()
 
     async def run(self) -> None:
-        wait = trio.lowlevel.wait_readable
-        epfd = self.ep.fileno()
         try:
             with self._scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._alarm_task)
-                    events: list[tuple[int, int]] = []
-                    while True:
-                        if events:
-                            await trio.lowlevel.checkpoint()
-                        else:
-                            slept = perf_counter()
-                            await wait(epfd)
-                            events = self.ep.poll(0)
-                            # spin again after requests that came back soon after a spin
-                            # gave up; less and less for connections that are quiet longer
-                            if perf_counter() - slept < SPIN_PAYS_S:
-                                self._spin_budget = SPIN_MAX_S
-                            else:
-                                self._spin_budget = max(self._spin_budget / 2, SPIN_MIN_S)
-                        self._pass(events)
-                        events = self._spin() if events else events
+                    await self._serve()
         finally:
             for frontend in list(self.frontends):
                 frontend._shutdown()
             self.ep.close()
             self._close_bell()
+
+    async def _serve(self) -> None:
+        """Pass after pass: sleep while no connection is ready, spin after a pass that
+        served some."""
+        wait = trio.lowlevel.wait_readable
+        epfd = self.ep.fileno()
+        events: list[tuple[int, int]] = []
+        while True:
+            if events:
+                await trio.lowlevel.checkpoint()
+            else:
+                slept = perf_counter()
+                await wait(epfd)
+                events = self.ep.poll(0)
+                # spin again after requests that came back soon after a spin gave up; less
+                # and less for connections that are quiet for longer
+                if perf_counter() - slept < SPIN_PAYS_S:
+                    self._spin_budget = SPIN_MAX_S
+                else:
+                    self._spin_budget = max(self._spin_budget / 2, SPIN_MIN_S)
+            self._pass(events)
+            events = self._spin() if events else events
 
     def _spin(self) -> list[tuple[int, int]]:
         """Poll without sleeping for up to a hundred microseconds after a pass that served
