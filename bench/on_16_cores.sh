@@ -9,6 +9,7 @@
 #   two_workers     two cores (taskset -c 0,1: daemons and clients), ours with --workers=2
 #   all_one         every core, ours as one process
 #   two_one         two cores, ours as one process
+#   all_workers_again  all_workers once more where the budget allows (a median of two)
 # A device call may run 600 s: a part starts only while BUDGET (540 s) has 30 s left, each
 # within RUN_LIMIT (150 s) and what is left; PARTS=a,b runs only those.
 set -u
@@ -17,7 +18,7 @@ mkdir -p "$out"
 rows=${ROWS:-writer_b1_ch,writer_b200_ch,pub_rt_32,http_pub_32,reader,latency,defaults}
 limit=${RUN_LIMIT:-150}
 budget=${BUDGET:-540}
-parts=${PARTS:-all_workers,across_workers,across_same,two_workers,all_one,two_one}
+parts=${PARTS:-all_workers,across_workers,across_same,two_workers,all_one,two_one,all_workers_again}
 start=$(date +%s)
 run() {  # name, then the command
     local name=$1
@@ -43,3 +44,4 @@ run across_same python3 bench/across_workers.py --workers "$cores" --publish-in 
 run two_workers taskset -c 0,1 python3 bench/run.py --target both --quick --workers 2 --only "$rows"
 run all_one python3 bench/run.py --target ours --quick --only "$rows"
 run two_one taskset -c 0,1 python3 bench/run.py --target ours --quick --only "$rows"
+run all_workers_again python3 bench/run.py --target both --quick --workers auto --only "$rows"
