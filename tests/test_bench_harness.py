@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import socket
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH = REPO_ROOT / "bench"
 # bench/ imports its modules by bare name; conformance/ has a `daemons` of its own
-BENCH_MODULES = ("nsqv2", "clients", "daemons", "loops", "workloads", "scaleout", "run")
+BENCH_MODULES = ("nsqv2", "clients", "daemons", "loops", "workloads", "scaleout", "run", "merge")
 
 
 @pytest.fixture
@@ -147,3 +148,33 @@ def test_across_workers_measures_both_paths(tmp_path: Path) -> None:
     medians = json.loads(result.read_text())["medians"]
     assert medians["p50_us"] > 0 and medians["p99_us"] >= medians["p50_us"]
     assert medians["read_per_s"] > 0 and medians["read_cpu_us"] > 0
+
+
+def test_merge_takes_the_median_over_every_file_s_runs(bench: ModuleType) -> None:
+    """bench/merge.py: the 16-core table's medians are over the runs of all four files, and each
+    file's own ratio follows (the committed results of a lent machine's calls)."""
+    merge = importlib.import_module("merge")
+    files = sorted((BENCH / "results" / "16cores-20261127T2347").glob("all_workers-*.json"))
+    assert len(files) == 4
+    docs = [json.loads(f.read_text()) for f in files]
+
+    def runs(target: str, key: str) -> list[float]:
+        return [
+            w["metrics"][key]
+            for d in docs
+            for run in d["targets"][target]["runs"]
+            for w in run.values()
+            if key in w.get("metrics", {})
+        ]
+
+    ours, ref = runs("ours", "def_writer_b1"), runs("reference", "def_writer_b1")
+    assert len(ours) == len(ref) == 4
+    line = next(
+        row
+        for row in merge.merged_table(files).splitlines()
+        if row.startswith("defaults: bench_writer batch 1, 1 channel  ")
+    )
+    want = statistics.median(ours) / statistics.median(ref)
+    each = [d["ratio_ours_over_reference"]["def_writer_b1"] for d in docs]
+    assert f"{statistics.median(ours):,.0f}" in line and f"{want:.2f}x" in line
+    assert line.endswith(" ".join(f"{r:.2f}" for r in each))
