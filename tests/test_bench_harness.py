@@ -178,3 +178,23 @@ def test_merge_takes_the_median_over_every_file_s_runs(bench: ModuleType) -> Non
     each = [d["ratio_ours_over_reference"]["def_writer_b1"] for d in docs]
     assert f"{statistics.median(ours):,.0f}" in line and f"{want:.2f}x" in line
     assert line.endswith(" ".join(f"{r:.2f}" for r in each))
+
+
+def test_round_trip_rows_get_a_client_process_per_four_cores(bench: ModuleType) -> None:
+    workloads = sys.modules["workloads"]
+    assert workloads.client_processes(1, 16) == 1
+    assert workloads.client_processes(32, 2) == 2
+    assert workloads.client_processes(32, 8) == 2
+    assert workloads.client_processes(32, 16) == 4
+    assert workloads.client_processes(3, 64) == 3
+
+
+def test_scaleout_is_no_workers_row(bench: ModuleType) -> None:
+    """scaleout starts one nsqd per core itself: with --workers it is left out of the default
+    set and refused when asked for (each worker registers with nsqlookupd, so its count check
+    fails)."""
+    assert "scaleout" in [w.name for w in bench.parse_args([]).workloads]
+    assert "scaleout" not in [w.name for w in bench.parse_args(["--workers", "2"]).workloads]
+    assert "scaleout" in [w.name for w in bench.parse_args(["--workers", "1"]).workloads]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--workers", "auto", "--only", "writer,scaleout"])
