@@ -50,7 +50,7 @@ from ..net.boundary import guarded
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport
 from . import commands
-from .connection import RECEIVE_SIZE, upgrades
+from .tasks import RECEIVE_SIZE, upgrades
 
 if TYPE_CHECKING:
     from .connection import Client
