@@ -7,8 +7,6 @@ import gc
 import sys
 from typing import Any
 
-import trio
-
 from . import malloc
 from .config.argv import read_plain
 from .config.flags import FLAGS, FLAGS_BY_CFG
@@ -111,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     malloc.tune()
+    import trio  # here, not at the top: a group's supervisor runs no trio (~45 ms of its start)
+
     from .storage.metadata import MetadataError
 
     try:

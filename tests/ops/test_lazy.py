@@ -57,3 +57,22 @@ def test_deferred_modules_stay_unloaded_then_work() -> None:
         check=False,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def test_a_group_supervisor_imports_no_trio() -> None:
+    """`nsqd --workers=N`'s own process runs no trio: it starts the workers sooner for not
+    importing it (~45 ms of a group's start); a worker, or one nsqd, imports it to run."""
+    script = (
+        "import sys; from nsqd import cli, lazy; from nsqd.group import supervisor; "
+        "assert 'trio' not in sys.modules, 'trio'; import nsqd.daemon; "
+        "assert 'trio' in sys.modules; print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
