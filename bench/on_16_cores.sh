@@ -10,8 +10,18 @@
 #   all_one         every core, ours as one process
 #   two_one         two cores, ours as one process
 #   all_workers_again  all_workers once more where the budget allows (a median of two)
+# Not run unless PARTS names them (each beside all_workers' ours column of the same call):
+#   nospin_workers  every core, --workers=auto, ours with the loop's spin off
+#                   (bench/variants/nospin): does the spin pay with a worker per core?
+#   profile_workers every core, --workers=auto: where each worker's CPU goes in the round-trip
+#                   rows (bench/profile_rows.py; needs py-spy: prepare.sh ... py-spy)
+#   profile_two     the same on two cores (taskset -c 0,1, --workers=2)
 # A device call may run 600 s: a part starts only while BUDGET (540 s) has 30 s left, each
 # within RUN_LIMIT (150 s) and what is left; PARTS=a,b runs only those.
+# What comes back from a call is 8 files at most: run it with OUT pointing elsewhere and send
+# back a tarball, e.g.
+#   mkdir -p /tmp/o; o=$OUT; OUT=/tmp/o bash .dev/run_packed.sh bash bench/on_16_cores.sh;
+#   cp /tmp/o/summary.txt $o/; tar -czf $o/b16.tgz -C /tmp/o .
 set -u
 out=${OUT:-/tmp/bench16}
 mkdir -p "$out"
@@ -36,6 +46,7 @@ run() {  # name, then the command
     timeout "$((left < limit ? left : limit))" "$@" --results-dir "$out/$name" >"$out/$name.txt" 2>&1
     echo "rc=$?" | tee -a "$out/summary.txt"
     sed -n '/^row (/,/^results:/p' "$out/$name.txt" >>"$out/summary.txt"
+    cat "$out/$name"/profile-*.txt >>"$out/summary.txt" 2>/dev/null
 }
 cores=$(nproc)
 run all_workers python3 bench/run.py --target both --quick --workers auto --only "$rows"
@@ -45,3 +56,9 @@ run two_workers taskset -c 0,1 python3 bench/run.py --target both --quick --work
 run all_one python3 bench/run.py --target ours --quick --only "$rows"
 run two_one taskset -c 0,1 python3 bench/run.py --target ours --quick --only "$rows"
 run all_workers_again python3 bench/run.py --target both --quick --workers auto --only "$rows"
+nospin=$PWD/bench/variants/nospin:${PYTHONPATH:-}
+run nospin_workers python3 bench/run.py --target ours --quick --workers auto --only "$rows" \
+    --ours-cmd "env PYTHONPATH=$nospin python3 -m nsqd"
+profiled=def_writer_b1,pub_rt_32,http_pub_32
+run profile_workers python3 bench/profile_rows.py --workers auto --only "$profiled"
+run profile_two taskset -c 0,1 python3 bench/profile_rows.py --workers 2 --only "$profiled"

@@ -54,6 +54,8 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
@@ -62,6 +64,7 @@ from daemons import (
     OURS_COMMAND,
     REPO_ROOT,
     TARGETS,
+    Daemon,
     DaemonError,
     reference_version,
     start_daemon,
@@ -212,9 +215,15 @@ def make_certs(directory: Path) -> CertPaths:
     return CertPaths(directory / "ca.pem", directory / "server.pem", directory / "server.key")
 
 
-def run_workload(target: str, workload: Workload, settings: Settings) -> dict[str, Any]:
+def run_workload(
+    target: str,
+    workload: Workload,
+    settings: Settings,
+    watch: Callable[[Daemon], AbstractContextManager[object]] | None = None,
+) -> dict[str, Any]:
     """One workload for one target: {"metrics", "error", "seconds"}; DaemonError if its fresh
-    daemon does not start."""
+    daemon does not start. `watch` is entered once the daemon is up and left when the
+    workload is done (bench/profile_rows.py samples the daemon's processes there)."""
     started = time.monotonic()
     metrics: Metrics = {}
     error = None
@@ -230,7 +239,7 @@ def run_workload(target: str, workload: Workload, settings: Settings) -> dict[st
             flags = [f"--tls-cert={settings.certs.cert}", f"--tls-key={settings.certs.key}"]
         mem_queue_size = None if workload.defaults else settings.mem_queue_size
         daemon = start_daemon(target, mem_queue_size, settings.bin_dir, settings.ours_cmd, flags)
-        with daemon:
+        with daemon, watch(daemon) if watch is not None else nullcontext():
             try:
                 metrics = workload.on_daemon(daemon, settings)
             except Exception as exc:
@@ -246,9 +255,8 @@ def describe(metrics: Metrics) -> str:
     )
 
 
-def run_all(args: argparse.Namespace) -> tuple[dict[str, TargetResult], Settings]:
-    results, bin_dir = prepare_targets(args.target)
-    settings = Settings(
+def make_settings(args: argparse.Namespace, bin_dir: Path | None) -> Settings:
+    return Settings(
         bin_dir=bin_dir,
         runfor=args.runfor,
         runfor_s=parse_duration(args.runfor),
@@ -259,6 +267,11 @@ def run_all(args: argparse.Namespace) -> tuple[dict[str, TargetResult], Settings
         backlog=args.backlog,
         start_samples=args.start_samples,
     )
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict[str, TargetResult], Settings]:
+    results, bin_dir = prepare_targets(args.target)
+    settings = make_settings(args, bin_dir)
     certs_dir = None
     if any(w.tls for w in args.workloads):
         certs_dir = Path(tempfile.mkdtemp(prefix="nsqbench-certs-"))

@@ -18,7 +18,17 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH = REPO_ROOT / "bench"
 # bench/ imports its modules by bare name; conformance/ has a `daemons` of its own
-BENCH_MODULES = ("nsqv2", "clients", "daemons", "loops", "workloads", "scaleout", "run", "merge")
+BENCH_MODULES = (
+    "nsqv2",
+    "clients",
+    "daemons",
+    "loops",
+    "workloads",
+    "scaleout",
+    "run",
+    "merge",
+    "profile_rows",
+)
 
 
 @pytest.fixture
@@ -198,3 +208,18 @@ def test_scaleout_is_no_workers_row(bench: ModuleType) -> None:
     assert "scaleout" in [w.name for w in bench.parse_args(["--workers", "1"]).workloads]
     with pytest.raises(SystemExit):
         bench.parse_args(["--workers", "auto", "--only", "writer,scaleout"])
+
+
+def test_profile_summary_sums_processes_and_lines(bench: ModuleType, tmp_path: Path) -> None:
+    """bench/profile_rows.py: py-spy's raw stacks of several processes summed per function
+    (its lines together), own and inclusive shares of all samples."""
+    profile = importlib.import_module("profile_rows")
+    (tmp_path / "raw-1.txt").write_text(
+        "main (a.py:1);spin (r.py:10) 6\nmain (a.py:1);write (t.py:5) 2\n"
+    )
+    (tmp_path / "raw-2.txt").write_text("main (a.py:2);spin (r.py:11) 2\nnot a sample line\n")
+    text = profile.summarize(sorted(tmp_path.glob("raw-*.txt")))
+    assert text.startswith("10 samples from 2 process(es)")
+    own, incl = text.split("incl %")
+    assert " 80.0  spin (r.py)" in own and " 20.0  write (t.py)" in own
+    assert "100.0  main (a.py)" in incl
