@@ -27,7 +27,8 @@ def port(request: pytest.FixtureRequest, pair) -> int:
 
 
 def test_connect_and_connection_commands(port: int) -> None:
-    r = client(port, client_name="worker-1", lib_name="redis-py", lib_version="5")
+    driver = redis.DriverInfo(name="redis-py", lib_version="5")  # CLIENT SETINFO at connect
+    r = client(port, client_name="worker-1", driver_info=driver)
     assert r.ping() is True
     assert r.echo("hi") == b"hi"
     assert r.client_getname() == "worker-1"
