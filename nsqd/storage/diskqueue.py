@@ -30,6 +30,9 @@ __all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"
 
 _HEADER: Final = struct.Struct(">i")
 _READ_BUFFER: Final = 64 * 1024
+_RUN_CHUNK: Final = (
+    64 * 1024
+)  # what a run of records is read with, at most (below malloc's mmap threshold)
 _DATA_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 _META_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
@@ -107,6 +110,8 @@ class DiskQueue:
         # minus _pending_bytes (the positions and depth count them already)
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._pending_count = 0  # the records in them (a framed run holds many)
+        self._record_guess = 256  # the last record read's framed size: a run's read size
         self._recover()
 
     def put(self, data: bytes) -> None:
@@ -116,31 +121,48 @@ class DiskQueue:
                 f"invalid message write size ({size}) minMsgSize={self._min_msg_size} "
                 f"maxMsgSize={self._max_msg_size}"
             )
-        total = 4 + size
-        record = _HEADER.pack(size) + data
-        commit = self._commit
         with self._lock:
-            self._check_open()
-            # Roll before writing so a file only exceeds the limit when one record alone does.
-            if self._write_pos > 0 and self._write_pos + total > self._max_bytes_per_file:
-                self._flush()  # what is buffered belongs to the file being left
-                self._roll_write_file()
-            try:
-                fd = self._write_fd if self._write_fd is not None else self._open_write_file()
-                if commit.depth:
-                    if not self._pending:
-                        commit.enlist(self)
-                    self._pending.append(record)
-                    self._pending_bytes += total
-                    commit.appended += 1
-                else:
-                    _write_all(fd, record)
-            except OSError as exc:
-                self._undo_partial_write()
-                raise DiskQueueError(f"DISKQUEUE({self.name}) write failed: {exc}") from exc
-            self._write_pos += total
-            self._depth += 1
-            self._count += 1
+            self._append(_HEADER.pack(size) + data, 1)
+
+    def put_framed(self, blob: bytes, count: int) -> None:
+        """`count` records framed as the files hold them ([4-byte size][data] each, every
+        size within the queue's limits: the caller's to check), appended as one: the
+        messages of one publish with one copy each, not one put() per message."""
+        with self._lock:
+            if count > 1 and self._write_pos + len(blob) > self._max_bytes_per_file:
+                # the run crosses a file's end: record by record, each rolling as put()'s
+                for p, q in _spans(blob):
+                    self._append(blob[p:q], 1)
+            else:
+                self._append(blob, count)
+
+    def _append(self, record: bytes, count: int) -> None:
+        """Append framed records (the lock held): written now, or buffered for the held
+        commit's write."""
+        total = len(record)
+        commit = self._commit
+        self._check_open()
+        # Roll before writing so a file only exceeds the limit when one record alone does.
+        if self._write_pos > 0 and self._write_pos + total > self._max_bytes_per_file:
+            self._flush()  # what is buffered belongs to the file being left
+            self._roll_write_file()
+        try:
+            fd = self._write_fd if self._write_fd is not None else self._open_write_file()
+            if commit.depth:
+                if not self._pending:
+                    commit.enlist(self)
+                self._pending.append(record)
+                self._pending_bytes += total
+                self._pending_count += count
+                commit.appended += count
+            else:
+                _write_all(fd, record)
+        except OSError as exc:
+            self._undo_partial_write()
+            raise DiskQueueError(f"DISKQUEUE({self.name}) write failed: {exc}") from exc
+        self._write_pos += total
+        self._depth += count
+        self._count += count
 
     def flush(self) -> None:
         """Write the buffered records (one write); on failure they are dropped, the file
@@ -152,10 +174,10 @@ class DiskQueue:
         pending = self._pending
         if not pending:
             return
-        n, nbytes = len(pending), self._pending_bytes
-        data = pending[0] if n == 1 else b"".join(pending)
+        n, nbytes = self._pending_count, self._pending_bytes
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
         self._pending = []
-        self._pending_bytes = 0
+        self._pending_bytes = self._pending_count = 0
         try:
             if self._write_fd is None:  # closed since: the records have no file any more
                 raise OSError("write file closed")
@@ -179,58 +201,77 @@ class DiskQueue:
     def read_many(self, n: int, max_bytes: int) -> list[bytes]:
         """Up to n records, and no more once they hold `max_bytes` (at least one); fewer
         only then or when the reader has caught up with the writer."""
+        return [b[p + 4 : q] for b in self.read_framed(n, max_bytes) for p, q in _spans(b)]
+
+    def read_framed(self, n: int, max_bytes: int) -> list[bytes]:
+        """read_many's records as the files hold them: blobs of whole framed records
+        ([4-byte size][data] each, sizes checked), read a run at a time rather than a
+        record at a time; the caller cuts out what it needs (storage/overflow.py)."""
         out: list[bytes] = []
-        left = max_bytes
+        k, left = 0, max_bytes
         with self._lock:
             self._check_open()
-            while len(out) < n and left > 0:
-                left -= self._read_run(out, n, left)
-                if len(out) >= n or left <= 0 or (data := self._read()) is None:
+            while k < n and left > 0:
+                got, nbytes = self._read_run(out, n - k, left)
+                k += got
+                left -= nbytes
+                if k >= n or left <= 0 or (data := self._read()) is None:
                     break
-                out.append(data)  # read() took the file's end, a damaged record, the tail
+                # read() took the file's end, a damaged record, the tail
+                out.append(_HEADER.pack(len(data)) + data)
+                k += 1
                 left -= len(data)
         return out
 
-    def _read_run(self, out: list[bytes], n: int, max_bytes: int) -> int:
+    def _read_run(self, out: list[bytes], n: int, max_bytes: int) -> tuple[int, int]:
         """The whole, valid records of the open read file from the read position on, up to
-        n in `out`, read ahead through its buffer; it stops before anything read() must judge
-        (the file's end, a damaged record), leaving the file at the read position, or once
-        the records hold `max_bytes`. Returns the bytes of the records it read."""
+        n, appended to `out` as framed blobs read a chunk at a time; it stops before
+        anything read() must judge (the file's end, a damaged record, a record longer than
+        a chunk), leaving the file at the read position, or once the records hold
+        `max_bytes`. Returns how many records it read and their bytes."""
         self._settle_reader()
         reader = self._reader
         if reader is None:
-            return 0
+            return 0, 0
         limit = self._write_pos if self._read_end is None else self._read_end
-        pos = start = self._read_pos
+        pos = self._read_pos
         lo, hi = self._min_msg_size, self._max_msg_size
-        read, unpack = reader.read, _HEADER.unpack
-        k = k0 = len(out)
-        left = max_bytes
-        while k < n and pos < limit and left > 0:
-            header = read(4)
-            size = unpack(header)[0] if len(header) == 4 else -1
-            end = pos + 4 + size
-            if not lo <= size <= hi or end > limit:
-                reader.seek(pos)
+        unpack = _HEADER.unpack_from
+        k, left = 0, max_bytes
+        while k < n and left > 0 and pos < limit:
+            # what the records still wanted need, going by the last one's size: a consumer
+            # with little credit must not read a whole chunk per message
+            want = min(limit - pos, _RUN_CHUNK, (n - k) * self._record_guess + 4)
+            buf = reader.read(want)
+            end, p, size = len(buf), 0, 0
+            while k < n and left > 0 and p + 4 <= end:
+                size = unpack(buf, p)[0]
+                q = p + 4 + size
+                if not lo <= size <= hi or q > end:
+                    break
+                p = q
+                k += 1
+                left -= size
+            if p:
+                out.append(buf if p == end else buf[:p])
+                pos += p
+                self._record_guess = size + 4
+            if p < end:
+                reader.seek(pos)  # back to the first record not taken
+            # a record cut by the chunk's end is read by the next chunk; one that does not
+            # fit in a chunk, a bad size or the data's end is read()'s to judge
+            if p == 0 or (p < end and not (lo <= size <= hi and pos + end - p < limit)):
                 break
-            data = read(size)
-            if len(data) < size:
-                reader.seek(pos)
-                break
-            out.append(data)
-            pos = end
-            k += 1
-            left -= size
-        if pos == start:
-            return 0
+        if pos == self._read_pos:
+            return 0, 0
         self._read_pos = pos
-        self._depth -= k - k0
-        self._count += k - k0
+        self._depth -= k
+        self._count += k
         if self._read_end is not None and pos >= self._read_end:
             self._finish_read_file()
         if (self._read_file_num, self._read_pos) >= (self._write_file_num, self._write_pos):
             self._check_tail()
-        return max_bytes - left
+        return k, max_bytes - left
 
     def _read(self) -> bytes | None:
         """The next record (the lock held), judging file ends and damage."""
@@ -352,9 +393,9 @@ class DiskQueue:
 
     def _drop_pending(self) -> None:
         self._write_pos -= self._pending_bytes
-        self._depth -= len(self._pending)
+        self._depth -= self._pending_count
         self._pending = []
-        self._pending_bytes = 0
+        self._pending_bytes = self._pending_count = 0
 
     def _open_write_file(self) -> int:
         while True:
@@ -492,7 +533,7 @@ class DiskQueue:
         self._last_sync = time.monotonic()
         # buffered records are not in the file yet: the metadata must not claim them
         meta = (
-            f"{self._depth - len(self._pending)}\n{self._read_file_num},{self._read_pos}\n"
+            f"{self._depth - self._pending_count}\n{self._read_file_num},{self._read_pos}\n"
             f"{self._write_file_num},{self._write_pos - self._pending_bytes}\n"
         )
         return _SyncJob(fds, meta, self._meta_seq)
@@ -619,6 +660,16 @@ class DiskQueue:
     def _close_files(self) -> None:
         self._close_reader()
         self._close_write_fd()
+
+
+def _spans(blob: bytes) -> list[tuple[int, int]]:
+    """Where each record of a blob of whole framed records starts and ends (its frame)."""
+    spans, p, end = [], 0, len(blob)
+    while p < end:
+        q = p + 4 + _HEADER.unpack_from(blob, p)[0]
+        spans.append((p, q))
+        p = q
+    return spans
 
 
 def _write_all(fd: int, buf: bytes) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
@@ -18,6 +19,9 @@ from .diskqueue import DiskQueue, DiskQueueError
 from .expiries import ExpiryFile
 
 log = logging.getLogger("nsqd")
+
+RECORD_SIZE: Final = struct.Struct(">i")  # go-diskqueue's frame: the record's size, then it
+RECORD: Final = struct.Struct(">iqH")  # the frame's size and nsqd's header (timestamp, attempts)
 
 
 class Health(Protocol):
@@ -38,7 +42,7 @@ class DiskOverflow:
     persists that) only when get() hands it out, as in go-diskqueue: nothing is read ahead, so a
     crash or a clean restart loses or reorders nothing."""
 
-    __slots__ = ("_count", "_expiries", "_health", "_sync_wanted", "closed", "queue")
+    __slots__ = ("_count", "_expiries", "_health", "_max_body", "_sync_wanted", "closed", "queue")
 
     def __init__(
         self,
@@ -54,6 +58,7 @@ class DiskOverflow:
     ) -> None:
         self._health = health
         self._sync_wanted = sync_wanted
+        self._max_body = max_msg_size  # what put_run frames without the queue's check
         self.queue = DiskQueue(
             name,
             data_path,
@@ -91,8 +96,28 @@ class DiskOverflow:
 
     def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
         """put() for the messages of one publish past memory, each record made from its id
-        and body (one header for all: the same timestamp, attempts 0; no TTL): no Message
-        object per message."""
+        and body (one header for all: the same timestamp, attempts 0; no TTL) straight into
+        one framed blob for the queue: no Message object and one copy per message."""
+        if not ids:
+            return
+        if max(map(len, bodies)) > self._max_body:
+            self._put_each(ids, bodies, ts)  # refused at the long one, as put() would
+            return
+        head = MESSAGE_HEADER.pack(ts, 0)
+        size = RECORD_SIZE.pack
+        parts: list[bytes] = []
+        add = parts.extend
+        for msg_id, body in zip(ids, bodies, strict=True):
+            add((size(MESSAGE_HEADER_SIZE + len(body)), head, msg_id, body))
+        try:
+            self.queue.put_framed(b"".join(parts), len(ids))
+        except DiskQueueError as exc:
+            self._health.last_error = str(exc)
+            raise
+        self._count += len(ids)
+        self._stored()
+
+    def _put_each(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
         head = MESSAGE_HEADER.pack(ts, 0)
         put = self.queue.put
         for msg_id, body in zip(ids, bodies, strict=True):
@@ -102,6 +127,9 @@ class DiskOverflow:
                 self._health.last_error = str(exc)
                 raise
             self._count += 1
+        self._stored()
+
+    def _stored(self) -> None:
         if self._health.last_error is not None:
             self._health.last_error = None  # as put()
         if self.queue.needs_sync():
@@ -136,19 +164,33 @@ class DiskOverflow:
         if self._expiries is not None:
             return self._get_each(n, max_bytes)
         out: list[Message] = []
-        unpack = MESSAGE_HEADER.unpack_from
-        records = self.queue.read_many(n, max_bytes)
+        append = out.append
+        unpack = RECORD.unpack_from
+        new = object.__new__
+        blobs = self.queue.read_framed(n, max_bytes)
+        for buf in blobs:
+            # whole records whose sizes the queue checked (each holds at least the header)
+            p, end = 0, len(buf)
+            while p < end:
+                size, timestamp, attempts = unpack(buf, p)
+                q = p + 4 + size
+                # Message's fields set here, not by its __init__ (no Python call per message,
+                # as inflight.deliver_run: the disk queue's read hot path)
+                msg = new(Message)
+                msg.id = buf[p + 14 : p + 30]
+                msg.body = buf[p + 30 : q]
+                msg.timestamp = timestamp
+                msg.attempts = attempts
+                msg.owner = None
+                msg.delivered_at = msg.deadline = 0.0
+                msg.defer_ms = 0
+                append(msg)
+                p = q
         # fewer than n and not cut by bytes: the reader caught up, and a count that was off
         # after a crash ends here
-        dry = len(records) < n and sum(map(len, records)) < max_bytes
-        self._count = 0 if dry else max(self._count - len(records), 0)
-        for data in records:
-            try:
-                timestamp, attempts = unpack(data, 0)
-            except Exception as exc:  # a record nsqd could not have written: skip it
-                log.error("DISKQUEUE(%s): failed to decode message - %s", self.queue.name, exc)
-                continue
-            out.append(Message(data[10:26], data[26:], timestamp, attempts))
+        k = len(out)
+        dry = k < n and sum(map(len, blobs)) - 4 * k < max_bytes
+        self._count = 0 if dry else max(self._count - k, 0)
         return out
 
     def _get_each(self, n: int, max_bytes: int) -> list[Message]:

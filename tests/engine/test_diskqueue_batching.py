@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from diskqueue_helpers import REPO_ROOT, data_files, drain, make_queue, meta_text, payload
 
+from nsqd.storage import diskqueue
 from nsqd.storage.commit import GroupCommit
 
 # -- group commit ------------------------------------------------------------------------------
@@ -176,11 +177,16 @@ def _damage(kind: str, path: Path) -> None:
     first.write_bytes(bytes(raw))
 
 
+@pytest.mark.parametrize("chunk", [64 * 1024, 40, 17])
 @pytest.mark.parametrize("damage", ["none", "torn", "garbage", "misaligned"])
 @pytest.mark.parametrize("n", [1, 4, 100])
-def test_read_many_gives_what_read_gives(tmp_path: Path, damage: str, n: int) -> None:
+def test_read_many_gives_what_read_gives(
+    tmp_path: Path, damage: str, n: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Batches of n (across rolls and damaged records) give the records, files and metadata
-    that reading one at a time gives."""
+    that reading one at a time gives, whatever the chunk a run is read with (runs cut by a
+    chunk's end; 17 bytes: records longer than a chunk, read one at a time)."""
+    monkeypatch.setattr(diskqueue, "_RUN_CHUNK", chunk)
     one, many = tmp_path / "one", tmp_path / "many"
     for path in (one, many):
         path.mkdir()

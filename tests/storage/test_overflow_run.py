@@ -12,6 +12,7 @@ import pytest
 from nsqd.engine.guid import GUIDFactory
 from nsqd.engine.message import Message
 from nsqd.engine.queue import Backlog
+from nsqd.storage.commit import GroupCommit
 from nsqd.storage.diskqueue import DiskQueueError
 from nsqd.storage.overflow import DiskOverflow
 
@@ -22,8 +23,17 @@ class Health:
     last_error: str | None = None
 
 
-def overflow(path: Path, name: str, health: Health, max_msg_size: int = 1 << 20) -> DiskOverflow:
-    return DiskOverflow(name, str(path), 1 << 20, max_msg_size, 2500, 2.0, health, lambda: None)
+def overflow(
+    path: Path,
+    name: str,
+    health: Health,
+    max_msg_size: int = 1 << 20,
+    file_size: int = 1 << 20,
+    commit: GroupCommit | None = None,
+) -> DiskOverflow:
+    return DiskOverflow(
+        name, str(path), file_size, max_msg_size, 2500, 2.0, health, lambda: None, commit
+    )
 
 
 def files(path: Path, name: str) -> bytes:
@@ -46,6 +56,42 @@ def test_a_run_writes_the_records_put_writes(tmp_path: Path) -> None:
     assert [(m.id, m.body, m.timestamp, m.attempts) for m in got] == [
         (i, b, TS, 0) for i, b in zip(ids, bodies, strict=True)
     ]
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_runs_across_file_rolls_write_what_put_writes(tmp_path: Path, held: bool) -> None:
+    """A run is framed into one write, but a run that crosses a file's end is rolled record
+    by record as put() rolls: the same files, the same metadata, the same messages back."""
+    commit = GroupCommit()
+    by_run = overflow(tmp_path, "run", Health(), file_size=400, commit=commit)
+    by_put = overflow(tmp_path, "put", Health(), file_size=400)
+    factory = GUIDFactory(3)
+    sent = []
+    for n in (1, 3, 7, 2, 9, 1, 5):  # records of 27-76 bytes, 400-byte files: many rolls
+        ids = factory.next_run(n)
+        bodies = [b"%d" % i + b"x" * (i * 7 % 50) for i in range(n)]
+        if held:
+            commit.hold()
+        by_run.put_run(ids, bodies, TS)
+        if held:
+            assert commit.release() is None
+        for msg_id, body in zip(ids, bodies, strict=True):
+            by_put.put(Message(msg_id, body, TS))
+        sent += zip(ids, bodies, strict=True)
+    assert len(by_run) == len(by_put) == len(sent)
+    by_run.close()
+    by_put.close()
+    names = sorted(p.name.removeprefix("run") for p in tmp_path.glob("run.diskqueue.*"))
+    assert names == sorted(p.name.removeprefix("put") for p in tmp_path.glob("put.diskqueue.*"))
+    assert len(names) > 4  # several data files and the metadata
+    for name in names:
+        assert (tmp_path / f"run{name}").read_bytes() == (tmp_path / f"put{name}").read_bytes()
+    again = overflow(tmp_path, "run", Health(), file_size=400)
+    got = again.get_many(100) + again.get_many(100)
+    assert [(m.id, m.body, m.timestamp, m.attempts) for m in got] == [
+        (i, b, TS, 0) for i, b in sent
+    ]
+    assert len(again) == 0
 
 
 def test_a_backlog_past_memory_puts_the_rest_as_a_run(tmp_path: Path) -> None:
