@@ -40,6 +40,8 @@ _MPUB_ONE: Final = struct.Struct(">iii")  # an MPUB's body size, its count, a me
 # Well-formed FIN lines: exactly 16 id bytes with no space, CR or LF, optional CR before LF.
 _FIN_RUN: Final = re.compile(rb"(?:FIN [^ \r\n]{16}\r?\n)+")
 _FIN_ID: Final = re.compile(rb"FIN ([^ \r\n]{16})\r?\n")
+_FIN_LINE: Final = 21  # b"FIN " + 16-byte id + b"\n"
+_FIN_IDS: Final = struct.Struct("4x16s1x")  # a FIN line's id
 _U64: Final = 1 << 64
 # _whole_pub: "PUB " and a name of at most 64 bytes before the LF; the names a connection
 # published to (_topic_param), kept for it and _whole_mpub (most publish to a few topics)
@@ -101,6 +103,29 @@ class _BodySpec:
 
 def _closed() -> Event:
     return CLOSED
+
+
+def _fin_lines(buf: bytes | bytearray, pos: int) -> c.Fin | None:
+    """The whole lines from `pos` on as one Fin when every one is a plain FIN line (what a
+    consumer's FINs make of a read, but for a part of a line at its end), else None (the
+    regular expression reads a run mixed with other commands or CRs). Checked a column at a
+    time rather than a character at a time: a third of what the expression costs."""
+    k = (len(buf) - pos) // _FIN_LINE
+    if k < 2:
+        return None
+    lines = buf[pos : pos + _FIN_LINE * k]
+    if not (
+        lines[3::_FIN_LINE] == b" " * k
+        and lines[20::_FIN_LINE] == b"\n" * k
+        and lines[0::_FIN_LINE] == b"F" * k
+        and lines[1::_FIN_LINE] == b"I" * k
+        and lines[2::_FIN_LINE] == b"N" * k
+        and lines.count(b" ") == k  # so no id holds a space, a CR or a LF
+        and lines.count(b"\n") == k
+        and b"\r" not in lines
+    ):
+        return None
+    return c.Fin([fields[0] for fields in _FIN_IDS.iter_unpack(lines)])
 
 
 class V2Connection:
@@ -229,8 +254,13 @@ class V2Connection:
             if mpub is not None:  # the same for an MPUB of one message (bench_writer's)
                 return mpub
         elif buf.startswith(b"FIN ", pos) and self._fin_allowed():
+            # the hot path: consumers send one FIN per message
+            fin = _fin_lines(buf, pos)
+            if fin is not None:
+                self._pos = pos + _FIN_LINE * len(fin.msg_ids)
+                return fin
             run = _FIN_RUN.match(buf, pos)
-            if run is not None:  # the hot path: consumers send one FIN per message
+            if run is not None:
                 self._pos = run.end()
                 return c.Fin(_FIN_ID.findall(buf, pos, run.end()))
         max_line = self.limits.max_line_length

@@ -243,3 +243,30 @@ def test_custom_limits_apply_everywhere() -> None:
 def test_eof_cases_end_with_closed() -> None:
     for data in (b"", b"  V", MAGIC, MAGIC + b"NOP\n", MAGIC + b"NOP"):
         assert run(whole(data))[1] is EOF
+
+
+def _fins(n: int, first: int = 0) -> bytes:
+    return b"".join(b"FIN %016x\n" % i for i in range(first, first + n))
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"",  # FIN lines only: read a column at a time
+        b"FIN 0123",  # a FIN cut short at the read's end
+        b"RDY 3\n" + _fins(3, 50),  # another command after them: the expression's run
+        b"FIN 0123456789abcde\r\n" + _fins(2, 60),  # a CR ends a plain run
+        b"FIN 0123456789 bcdef\n",  # a space in the id: not a FIN line, nsqd's error
+        b"FIN 0123456789\rbcdef\n",  # a CR in the id
+        b"FIN 0123456789abcdef0\n",  # 17 bytes
+    ],
+)
+@pytest.mark.parametrize("count", [1, 2, 40])
+def test_fin_lines_in_bulk_read_as_one_at_a_time(tail: bytes, count: int) -> None:
+    """FINs read in bulk (a whole read of them as one Fin) give the ids, the commands after
+    them and the error that FINs read one at a time give."""
+    data = MAGIC + b"SUB t c\n" + _fins(count) + tail
+    bulk = run(whole(data))
+    assert bulk == run(bytewise(data))
+    events, _ = bulk
+    assert events[1 : 1 + count] == [Fin([b"%016x" % i]) for i in range(count)]
