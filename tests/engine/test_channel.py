@@ -196,6 +196,25 @@ async def test_fin_frees_credit_and_the_queue_flows_again(engine: Engine) -> Non
     assert len(channel.in_flight) == 1 and channel.depth == 1
 
 
+async def test_a_run_of_fins_with_refused_ids_finishes_the_others(engine: Engine) -> None:
+    """A read's FINs with refusals among them (an unknown id, one given twice, another
+    consumer's): each refused in order, every other one finished and counted once."""
+    a, b = Reader(rdy=3), Reader(rdy=1)
+    channel = engine.subscribe(a)
+    engine.subscribe(b)
+    engine.broker.publish("t", bodies(4))
+    (x, y, z), (w,) = [m.id for m in a.got], [m.id for m in b.got]
+    unknown = b"0123456789abcdef"
+    errors = channel.finish(a, [x, unknown, y, x, w, z])
+    assert [bytes(e) for e in errors] == [
+        b"E_FIN_FAILED FIN " + unknown + b" failed ID not in flight",
+        b"E_FIN_FAILED FIN " + x + b" failed ID not in flight",
+        b"E_FIN_FAILED FIN " + w + b" failed client does not own message",
+    ]
+    assert a.in_flight == 0 and b.in_flight == 1
+    assert list(channel.in_flight.by_id) == [w]
+
+
 async def test_fin_of_an_unknown_or_foreign_id_is_refused_with_nsqds_codes(
     engine: Engine,
 ) -> None:
