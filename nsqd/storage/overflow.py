@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
 from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
@@ -35,6 +35,31 @@ def encode(msg: Message) -> bytes:
 def decode(data: bytes) -> Message:
     timestamp, attempts = MESSAGE_HEADER.unpack_from(data, 0)
     return Message(data[10:26], data[26:], timestamp, attempts)
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes, bytes]]:
+    """(timestamp, attempts, id, body) of each record of a blob of whole framed records
+    whose sizes the queue checked (each holds at least nsqd's header). Records of one size
+    (most publishers') are cut by struct in C, a third of the Python loop's cost."""
+    size = RECORD_SIZE.unpack_from(buf, 0)[0]
+    stride = size + 4
+    n, rest = divmod(len(buf), stride)
+    if not rest and n > 1:
+        frame = buf[:4]
+        if all(buf[i::stride] == frame[i : i + 1] * n for i in range(4)):
+            body = size - MESSAGE_HEADER_SIZE
+            return struct.Struct(f">4xqH16s{body}s").iter_unpack(buf)
+    return _each(buf)
+
+
+def _each(buf: bytes) -> Iterator[tuple[int, int, bytes, bytes]]:
+    unpack = RECORD.unpack_from
+    p, end = 0, len(buf)
+    while p < end:
+        size, timestamp, attempts = unpack(buf, p)
+        q = p + 4 + size
+        yield timestamp, attempts, buf[p + 14 : p + 30], buf[p + 30 : q]
+        p = q
 
 
 class DiskOverflow:
@@ -165,27 +190,21 @@ class DiskOverflow:
             return self._get_each(n, max_bytes)
         out: list[Message] = []
         append = out.append
-        unpack = RECORD.unpack_from
         new = object.__new__
         blobs = self.queue.read_framed(n, max_bytes)
         for buf in blobs:
-            # whole records whose sizes the queue checked (each holds at least the header)
-            p, end = 0, len(buf)
-            while p < end:
-                size, timestamp, attempts = unpack(buf, p)
-                q = p + 4 + size
+            for timestamp, attempts, msg_id, body in _fields(buf):
                 # Message's fields set here, not by its __init__ (no Python call per message,
                 # as inflight.deliver_run: the disk queue's read hot path)
                 msg = new(Message)
-                msg.id = buf[p + 14 : p + 30]
-                msg.body = buf[p + 30 : q]
+                msg.id = msg_id
+                msg.body = body
                 msg.timestamp = timestamp
                 msg.attempts = attempts
                 msg.owner = None
                 msg.delivered_at = msg.deadline = 0.0
                 msg.defer_ms = 0
                 append(msg)
-                p = q
         # fewer than n and not cut by bytes: the reader caught up, and a count that was off
         # after a crash ends here
         k = len(out)

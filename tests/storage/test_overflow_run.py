@@ -115,3 +115,25 @@ def test_a_refusal_part_way_keeps_what_was_stored(tmp_path: Path) -> None:
     store.put_run(ids[2:], [b"ok"], TS)
     assert (len(store), health.last_error) == (2, None)
     assert [m.id for m in store.get_many(5)] == [ids[0], ids[2]]
+
+
+@pytest.mark.parametrize("odd", [None, 0, 5, 11])
+def test_records_of_one_size_read_back_as_stored(tmp_path: Path, odd: int | None) -> None:
+    """Records of one size (cut in C) and a run broken by one of another size (cut one at a
+    time) give back every field as stored, whatever bytes the bodies hold (here the frame
+    of their own size)."""
+    store = overflow(tmp_path, "t", Health())
+    ids = GUIDFactory(5).next_run(12)
+    frame = (26 + 40).to_bytes(4, "big")
+    stored = []
+    for i, msg_id in enumerate(ids):
+        body = (frame * 10)[: 40 - 1] + bytes([i])
+        if i == odd:
+            body += b"longer"
+        msg = Message(msg_id, body, TS + i, attempts=i % 3)
+        store.put(msg)
+        stored.append((msg_id, body, TS + i, i % 3))
+    got = store.get_many(100)
+    assert [(m.id, m.body, m.timestamp, m.attempts) for m in got] == stored
+    assert all(m.owner is None and m.deadline == m.delivered_at == 0.0 for m in got)
+    assert len(store) == 0
