@@ -129,8 +129,11 @@ dq = DiskQueue("q", sys.argv[1], 10_000, 4, 1024, 2500, 2.0, commit=commit,
 dq.put(b"msg-000000")
 resource.setrlimit(resource.RLIMIT_FSIZE, (14 * 3 + 5, resource.RLIM_INFINITY))
 commit.hold()
-for i in range(1, 6):
-    dq.put(b"msg-%06d" % i)
+if sys.argv[2] == "put":
+    for i in range(1, 6):
+        dq.put(b"msg-%06d" % i)
+else:  # one framed run of the five records
+    dq.put_framed(b"".join(b"\\0\\0\\0\\x0amsg-%06d" % i for i in range(1, 6)), 5)
 error = commit.release()
 depth = dq.depth()
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
@@ -143,12 +146,14 @@ print(json.dumps({"error": error, "lost": lost, "depth": depth, "got": got}))
 """
 
 
-def test_failed_batch_write_is_undone_and_reported(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["put", "framed"])
+def test_failed_batch_write_is_undone_and_reported(tmp_path: Path, how: str) -> None:
     """A disk that takes part of the batch (a real EFBIG from RLIMIT_FSIZE): the file is cut
-    back to its last whole record, the release says why, none of the batch is counted."""
+    back to its last whole record, the release says why, none of the batch is counted (its
+    records one by one, or one framed run of them)."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     out = subprocess.run(
-        [sys.executable, "-c", _FULL_DISK, str(tmp_path)],
+        [sys.executable, "-c", _FULL_DISK, str(tmp_path), how],
         capture_output=True,
         text=True,
         env=env,
