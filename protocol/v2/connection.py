@@ -105,6 +105,23 @@ def _closed() -> Event:
     return CLOSED
 
 
+def _uniform_so_far(view: memoryview, pos: int, end: int, count: int, max_msg: int) -> bool:
+    """An MPUB's bodies whose size headers, as far as the buffer holds them, all give the
+    first one's valid size: the batch is longer than what is there (its next header is not in
+    yet), so waiting for it to be whole loses nothing, and `_uniform_batch` then takes it in
+    one copy (the loop would cut what is there a body at a time)."""
+    header = view[pos : pos + 4].tobytes()
+    (size,) = _INT32.unpack(header)
+    stride = size + 4
+    if size <= 0 or size > max_msg or count < 2 or end - pos >= count * stride:
+        return False
+    for k in range(4):  # byte k of every header in the buffer equals byte k of the first
+        column = view[pos + k : end : stride].tobytes()
+        if column != header[k : k + 1] * len(column):
+            return False
+    return True
+
+
 def _fin_lines(buf: bytes | bytearray, pos: int) -> c.Fin | None:
     """The whole lines from `pos` on as one Fin when every one is a plain FIN line (what a
     consumer's FINs make of a read, but for a part of a line at its end), else None (the
@@ -406,6 +423,8 @@ class V2Connection:
             uniform = self._uniform_batch(view, pos, end, count, max_msg)
             if uniform is not None:
                 return uniform
+            if not self._eof and _uniform_so_far(view, pos, end, count, max_msg):
+                return NEED_DATA  # a batch cut by a read: taken whole once it is all in
         unpack = _INT32.unpack_from
         while len(bodies) < count:
             i = len(bodies)

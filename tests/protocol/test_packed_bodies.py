@@ -40,7 +40,19 @@ def test_uniform_batch_is_packed_and_reads_as_its_bodies(size: int, count: int) 
     assert type(whole.bodies) is PackedBodies
     assert whole.bodies == bodies and list(whole.bodies) == bodies
     assert whole.bodies.nbytes == size * count
-    cut = _parse(_mpub(bodies), 5)  # arrives in pieces: the message-by-message loop
+    cut = _parse(_mpub(bodies), 5)  # arrives in pieces: waited for, then packed the same
+    assert type(cut.bodies) is PackedBodies and cut.bodies == bodies
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 7, 50])
+@pytest.mark.parametrize("odd", [0, 1, 5, 9])
+def test_a_batch_with_one_other_size_is_read_a_body_at_a_time(chunks: int, odd: int) -> None:
+    """A body of another size anywhere (the last one too: a batch shorter than the first
+    size suggests) is found as soon as its header is in, and the batch read message by
+    message: never waited on for bytes that are not coming."""
+    bodies = [bytes([65 + i]) * 7 for i in range(10)]
+    bodies[odd] = bodies[odd][:3]
+    cut = _parse(_mpub(bodies), chunks)
     assert type(cut.bodies) is list and cut.bodies == bodies
 
 
