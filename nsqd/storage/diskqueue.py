@@ -30,9 +30,8 @@ __all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"
 
 _HEADER: Final = struct.Struct(">i")
 _READ_BUFFER: Final = 64 * 1024
-_RUN_CHUNK: Final = (
-    64 * 1024
-)  # what a run of records is read with, at most (below malloc's mmap threshold)
+# what a run of records is read with at most (below glibc's mmap threshold: no mmap per read)
+_RUN_CHUNK: Final = 64 * 1024
 _DATA_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 _META_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
@@ -243,24 +242,29 @@ class DiskQueue:
             # with little credit must not read a whole chunk per message
             want = min(limit - pos, _RUN_CHUNK, (n - k) * self._record_guess + 4)
             buf = reader.read(want)
-            end, p, size = len(buf), 0, 0
+            end, p, size, last = len(buf), 0, 0, 0
             while k < n and left > 0 and p + 4 <= end:
                 size = unpack(buf, p)[0]
                 q = p + 4 + size
                 if not lo <= size <= hi or q > end:
                     break
+                last = size
                 p = q
                 k += 1
                 left -= size
+            reached = pos + end  # where this chunk's read ended
             if p:
                 out.append(buf if p == end else buf[:p])
                 pos += p
-                self._record_guess = size + 4
+                self._record_guess = last + 4
             if p < end:
                 reader.seek(pos)  # back to the first record not taken
-            # a record cut by the chunk's end is read by the next chunk; one that does not
-            # fit in a chunk, a bad size or the data's end is read()'s to judge
-            if p == 0 or (p < end and not (lo <= size <= hi and pos + end - p < limit)):
+                # a record cut by the chunk's end is read by the next chunk; one longer than
+                # a chunk, a bad size or the data's end (torn) is read()'s to judge
+                cut = lo <= size <= hi and reached < limit
+                if not cut:
+                    break
+            if p == 0:
                 break
         if pos == self._read_pos:
             return 0, 0

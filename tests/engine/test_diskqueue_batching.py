@@ -177,13 +177,15 @@ def _damage(kind: str, path: Path) -> None:
         del raw[-5:]  # the last record of file 0 cut short
     elif kind == "garbage":
         raw[14:18] = struct.pack(">i", 0x7FFFFFF0)  # the length of the 2nd record
+    elif kind == "negative":
+        raw[14:18] = struct.pack(">i", -5)
     elif kind == "misaligned":
         raw[28:32] = struct.pack(">i", 30)  # a length that runs past the file's records
     first.write_bytes(bytes(raw))
 
 
 @pytest.mark.parametrize("chunk", [64 * 1024, 40, 17])
-@pytest.mark.parametrize("damage", ["none", "torn", "garbage", "misaligned"])
+@pytest.mark.parametrize("damage", ["none", "torn", "garbage", "negative", "misaligned"])
 @pytest.mark.parametrize("n", [1, 4, 100])
 def test_read_many_gives_what_read_gives(
     tmp_path: Path, damage: str, n: int, chunk: int, monkeypatch: pytest.MonkeyPatch
