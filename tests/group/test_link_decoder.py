@@ -52,11 +52,7 @@ def _reference(stream: bytes) -> Decoded:
     return msgs, others
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(_frame, max_size=30), st.lists(st.integers(0, 10_000), max_size=8))
-def test_the_same_messages_and_frames_whatever_the_reads(
-    frames: list[bytes], cuts: list[int]
-) -> None:
+def _check(frames: list[bytes], cuts: list[int]) -> None:
     stream = b"".join(frames)
     bounds = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
     decoder = LinkDecoder()
@@ -67,6 +63,36 @@ def test_the_same_messages_and_frames_whatever_the_reads(
         others += [(f.frame_type, f.data) for f in got_others]
     assert (msgs, others) == _reference(stream)
     assert decoder.feed(b"") == ([], [])  # nothing left over
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_frame, max_size=30), st.lists(st.integers(0, 10_000), max_size=8))
+def test_the_same_messages_and_frames_whatever_the_reads(
+    frames: list[bytes], cuts: list[int]
+) -> None:
+    _check(frames, cuts)
+
+
+@st.composite
+def _one_size(draw: st.DrawFn) -> list[bytes]:
+    """Message frames of one size (a busy link's reads, cut by struct in one go), and maybe
+    one other frame among them: a heartbeat, an error, a message of another size."""
+    size = draw(st.integers(0, 40))
+    body = st.binary(min_size=size, max_size=size)
+    message = st.builds(
+        encode_message_frame, st.integers(0, 2**62), st.integers(0, 65535), _ids, body
+    )
+    frames = draw(st.lists(message, min_size=1, max_size=40))
+    other = st.one_of(st.just(HEARTBEAT_FRAME), _message, st.just(encode_error(b"E_INVALID x")))
+    if draw(st.booleans()):
+        frames.insert(draw(st.integers(0, len(frames))), draw(other))
+    return frames
+
+
+@settings(max_examples=300, deadline=None)
+@given(_one_size(), st.lists(st.integers(0, 10_000), max_size=6))
+def test_frames_of_one_size_read_as_any_other(frames: list[bytes], cuts: list[int]) -> None:
+    _check(frames, cuts)
 
 
 def test_attempts_are_the_peers_less_its_delivery_to_the_link() -> None:
