@@ -15,8 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -25,16 +23,14 @@ from typing import IO, Final
 
 from ..engine.ports import StoreError
 from .commit import GroupCommit
+from .diskqueue_files import HEADER, READ_BUFFER, meta_text, recover
 
 __all__ = ["DiskQueue", "DiskQueueError", "MessageSizeError", "QueueClosedError"]
 
-_HEADER: Final = struct.Struct(">i")
-_READ_BUFFER: Final = 64 * 1024
 # what a run of records is read with at most (below glibc's mmap threshold: no mmap per read)
 _RUN_CHUNK: Final = 64 * 1024
 _DATA_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 _META_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-_META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
 
 
 class DiskQueueError(StoreError):
@@ -121,7 +117,7 @@ class DiskQueue:
                 f"maxMsgSize={self._max_msg_size}"
             )
         with self._lock:
-            self._append(_HEADER.pack(size) + data, 1)
+            self._append(HEADER.pack(size) + data, 1)
 
     def put_framed(self, blob: bytes, count: int) -> None:
         """`count` records framed as the files hold them ([4-byte size][data] each, every
@@ -217,7 +213,7 @@ class DiskQueue:
                 if k >= n or left <= 0 or (data := self._read()) is None:
                     break
                 # read() took the file's end, a damaged record, the tail
-                out.append(_HEADER.pack(len(data)) + data)
+                out.append(HEADER.pack(len(data)) + data)
                 k += 1
                 left -= len(data)
         return out
@@ -235,7 +231,7 @@ class DiskQueue:
         limit = self._write_pos if self._read_end is None else self._read_end
         pos = self._read_pos
         lo, hi = self._min_msg_size, self._max_msg_size
-        unpack = _HEADER.unpack_from
+        unpack = HEADER.unpack_from
         k, left = 0, max_bytes
         while k < n and left > 0 and pos < limit:
             # what the records still wanted need, going by the last one's size: a consumer
@@ -314,7 +310,7 @@ class DiskQueue:
                         limit = end_pos if num == end_num else os.fstat(f.fileno()).st_size
                         while len(out) < n and pos < limit:
                             head = f.read(4)
-                            size = _HEADER.unpack(head)[0] if len(head) == 4 else -1
+                            size = HEADER.unpack(head)[0] if len(head) == 4 else -1
                             if not self._min_msg_size <= size <= self._max_msg_size:
                                 return out
                             data = f.read(size)
@@ -443,7 +439,7 @@ class DiskQueue:
         header = reader.read(4)
         if len(header) < 4:
             raise _Corrupt("unexpected end of file")
-        (size,) = _HEADER.unpack(header)
+        (size,) = HEADER.unpack(header)
         if not self._min_msg_size <= size <= self._max_msg_size:
             raise _Corrupt(f"invalid message read size ({size})")
         data = reader.read(size)
@@ -458,7 +454,7 @@ class DiskQueue:
 
     def _open_reader(self) -> IO[bytes]:
         path = self._file_name(self._read_file_num)
-        reader = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115 (kept open)
+        reader = open(path, "rb", buffering=READ_BUFFER)  # noqa: SIM115 (kept open)
         if self._read_pos:
             reader.seek(self._read_pos)
         if self._read_end is None and self._read_file_num < self._write_file_num:
@@ -536,9 +532,10 @@ class DiskQueue:
         self._dirty = False
         self._last_sync = time.monotonic()
         # buffered records are not in the file yet: the metadata must not claim them
-        meta = (
-            f"{self._depth - self._pending_count}\n{self._read_file_num},{self._read_pos}\n"
-            f"{self._write_file_num},{self._write_pos - self._pending_bytes}\n"
+        meta = meta_text(
+            self._depth - self._pending_count,
+            (self._read_file_num, self._read_pos),
+            (self._write_file_num, self._write_pos - self._pending_bytes),
         )
         return _SyncJob(fds, meta, self._meta_seq)
 
@@ -580,67 +577,19 @@ class DiskQueue:
             self._meta_written = job.seq
 
     def _recover(self) -> None:
-        meta = self._load_meta()
-        if meta is not None:
-            self._depth, self._read_file_num, self._read_pos = meta[:3]
-            self._write_file_num, self._write_pos = meta[3:]
-        else:
-            # No metadata (never synced, or unreadable): start at the oldest data file left.
-            nums = self._data_file_nums()
-            self._read_file_num = self._write_file_num = min(nums, default=0)
-        # After an unclean stop the files can hold more than the metadata says: count those
-        # records in and write to a new file, so nothing written is lost or overwritten.
-        while (size := _file_size(self._file_name(self._write_file_num))) > self._write_pos:
-            extra = self._count_records(self._write_file_num, self._write_pos)
-            msg = "%s metadata writePos %d < file size of %d (%d more records), new write file"
-            path = self._file_name(self._write_file_num)
-            self._logf(logging.WARNING, msg, path, self._write_pos, size, extra)
-            self._depth += extra
-            self._write_file_num += 1
-            self._write_pos = 0
-            self._dirty = True
+        found = recover(
+            self._meta_path,
+            self._dir,
+            self.name,
+            self._file_name,
+            (self._min_msg_size, self._max_msg_size),
+            self._logf,
+        )
+        self._depth = found.depth
+        self._read_file_num, self._read_pos = found.read_file_num, found.read_pos
+        self._write_file_num, self._write_pos = found.write_file_num, found.write_pos
+        self._dirty = self._dirty or found.moved
         self._check_tail()
-
-    def _load_meta(self) -> tuple[int, int, int, int, int] | None:
-        try:
-            with open(self._meta_path, encoding="ascii") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            text = str(exc)
-        if (m := _META_RE.fullmatch(text)) is None:
-            self._logf(logging.ERROR, "failed to retrieveMetaData - %r", text)
-            return None
-        depth, read_num, read_pos, write_num, write_pos = map(int, m.groups())
-        return depth, read_num, read_pos, write_num, write_pos
-
-    def _data_file_nums(self) -> list[int]:
-        pattern = re.compile(re.escape(self.name) + r"\.diskqueue\.(\d{6,})\.dat")
-        try:
-            names = os.listdir(self._dir)
-        except FileNotFoundError:
-            return []
-        return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
-
-    def _count_records(self, num: int, pos: int) -> int:
-        """Valid records from ``pos`` to the end of file ``num`` (stops at a bad one)."""
-        count = 0
-        try:
-            with open(self._file_name(num), "rb", buffering=_READ_BUFFER) as f:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(pos)
-                while pos + 4 <= size:
-                    (length,) = _HEADER.unpack(f.read(4))
-                    valid = self._min_msg_size <= length <= self._max_msg_size
-                    if not valid or pos + 4 + length > size:
-                        break
-                    f.seek(length, os.SEEK_CUR)
-                    pos += 4 + length
-                    count += 1
-        except OSError as exc:
-            self._logf(logging.ERROR, "counting records - %s", exc)
-        return count
 
     def _logf(self, level: int, msg: str, *args: object) -> None:
         self._log.log(level, "DISKQUEUE(%s) " + msg, self.name, *args)
@@ -670,7 +619,7 @@ def _spans(blob: bytes) -> list[tuple[int, int]]:
     """Where each record of a blob of whole framed records starts and ends (its frame)."""
     spans, p, end = [], 0, len(blob)
     while p < end:
-        q = p + 4 + _HEADER.unpack_from(blob, p)[0]
+        q = p + 4 + HEADER.unpack_from(blob, p)[0]
         spans.append((p, q))
         p = q
     return spans
@@ -680,13 +629,6 @@ def _write_all(fd: int, buf: bytes) -> None:
     view = memoryview(buf)
     while view:  # one write() unless the disk is nearly full: then finish the record
         view = view[os.write(fd, view) :]
-
-
-def _file_size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return 0
 
 
 def _remove(path: str, log: logging.Logger) -> None:
