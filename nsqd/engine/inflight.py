@@ -75,7 +75,6 @@ class TimeoutQueue:
             msg.owner = owner
             msg.delivered_at = now
             msg.deadline = deadline
-            msg.defer_ms = 0
             by_id[msg_id] = msg
             append(msg)
         self._push(msgs, deadline)

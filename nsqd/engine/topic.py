@@ -20,7 +20,7 @@ from protocol.v2.bodies import PackedBodies
 
 from .channel import Channel
 from .guid import GUIDFactory
-from .message import Message
+from .message import DeferredMessage, Message
 from .policies.attributes import ChannelAttributes, TopicAttributes
 from .policies.policy import (
     NO_CHANNEL_POLICY,
@@ -187,15 +187,17 @@ class Topic:
         ids = self.guid.next_ids(len(bodies))
         self.message_count += len(bodies)
         self.message_bytes += sum(map(len, bodies))
+        msgs: list[Message]
         if ttl_ms:
             expires = ts + ttl_ms * 1_000_000
-            msgs: list[Message] = [
-                ExpiringMessage(i, b, ts, 0, expires) for i, b in zip(ids, bodies, strict=True)
+            msgs = [
+                ExpiringMessage(i, b, ts, 0, expires, delay_ms)
+                for i, b in zip(ids, bodies, strict=True)
             ]
+        elif delay_ms:
+            msgs = [DeferredMessage(i, b, ts, delay_ms) for i, b in zip(ids, bodies, strict=True)]
         else:
             msgs = list(map(Message, ids, bodies, repeat(ts)))
-        for msg in msgs:
-            msg.defer_ms = delay_ms
         if self._flowing and not self.backlog:
             self._fan_out(msgs, deferred=bool(delay_ms))
         else:

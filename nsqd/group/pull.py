@@ -118,7 +118,6 @@ class LinkDecoder:
             msg.attempts = attempts - 1 if attempts > 0 else 0
             msg.owner = None
             msg.delivered_at = msg.deadline = 0.0
-            msg.defer_ms = 0
             append(msg)
         self._rest = buf[pos:]
         return msgs, others

@@ -203,7 +203,6 @@ class DiskOverflow:
                 msg.attempts = attempts
                 msg.owner = None
                 msg.delivered_at = msg.deadline = 0.0
-                msg.defer_ms = 0
                 append(msg)
         # fewer than n and not cut by bytes: the reader caught up, and a count that was off
         # after a crash ends here

@@ -292,6 +292,23 @@ async def test_deferred_publish_is_held_until_due(
     assert reader.bodies() == [b"now", b"later"]
 
 
+async def test_a_deferred_publish_waits_in_every_channel_then_comes_once_each(
+    engine: Engine, mock_clock: trio.testing.MockClock
+) -> None:
+    """DPUB to a topic of two channels: each channel defers its own record of it (the delay
+    travels with the copy), then delivers it."""
+    a, b = Reader(rdy=5), Reader(rdy=5)
+    first, second = engine.subscribe(a, name="a"), engine.subscribe(b, name="b")
+    engine.broker.publish_deferred("t", b"later", 2000)
+    assert len(first.deferred) == len(second.deferred) == 1
+    assert a.got == b.got == []
+    mock_clock.jump(2.1)
+    first.scan(trio.current_time())
+    second.scan(trio.current_time())
+    assert a.bodies() == b.bodies() == [b"later"]
+    assert a.got[0] is not b.got[0] and a.got[0].defer_ms == b.got[0].defer_ms == 0
+
+
 async def test_pause_holds_messages_and_unpause_delivers_them(engine: Engine) -> None:
     reader = Reader(rdy=5)
     channel = engine.subscribe(reader)

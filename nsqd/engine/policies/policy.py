@@ -62,18 +62,25 @@ class MessageTooBig(Exception):
 class ExpiringMessage(Message):
     """A message published with its own TTL (`/pub?ttl=`): `expires` is unix ns."""
 
-    __slots__ = ("expires",)
+    __slots__ = ("defer_ms", "expires")  # defer_ms: as DeferredMessage's
 
     def __init__(
-        self, msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0, expires: int = 0
+        self,
+        msg_id: bytes,
+        body: bytes,
+        timestamp: int,
+        attempts: int = 0,
+        expires: int = 0,
+        defer_ms: int = 0,
     ) -> None:
         super().__init__(msg_id, body, timestamp, attempts)
         self.expires = expires
+        self.defer_ms = defer_ms
 
     def copy(self) -> ExpiringMessage:
-        m = ExpiringMessage(self.id, self.body, self.timestamp, self.attempts, self.expires)
-        m.defer_ms = self.defer_ms
-        return m
+        return ExpiringMessage(
+            self.id, self.body, self.timestamp, self.attempts, self.expires, self.defer_ms
+        )
 
 
 class _Expiry:
