@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
 class Message:
-    # inflight.TimeoutQueue.deliver_run, storage/overflow.DiskOverflow.get_many and
-    # group/pull.LinkDecoder.feed set these fields themselves: keep them in step
+    # inflight.TimeoutQueue.deliver_run and records() below set these fields themselves:
+    # keep the three in step
     __slots__ = (
         "attempts",
         "body",
@@ -52,6 +53,25 @@ class Message:
         return self is other
 
     __hash__ = object.__hash__
+
+
+def records(fields: Iterable[tuple[int, int, bytes, bytes]], less: int = 0) -> list[Message]:
+    """Records from (timestamp, attempts, id, body) fields, attempts `less` fewer (never below
+    0): a disk queue's read-ahead, a peer's deliveries to the link. Fields set here, not by
+    __init__ (no Python call per message, as inflight.deliver_run)."""
+    out: list[Message] = []
+    append = out.append
+    new = object.__new__
+    for ts, attempts, msg_id, body in fields:
+        msg = new(Message)
+        msg.id = msg_id
+        msg.body = body
+        msg.timestamp = ts
+        msg.attempts = attempts - less if attempts > less else 0
+        msg.owner = None
+        msg.delivered_at = msg.deadline = 0.0
+        append(msg)
+    return out
 
 
 class DeferredMessage(Message):

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from protocol.v2 import encoders
+from protocol.v2.bodies import uniform_heads
 from protocol.v2.frames import FRAME_HEADER, HEARTBEAT, Frame, FrameType
 from protocol.v2.message import MESSAGE_FRAME_HEAD
 
-from ..engine.message import Message
+from ..engine.message import Message, records
 from ..engine.ports import StoreError
 from ..log import log
 from .identity import LINK_AGENT
@@ -58,11 +59,9 @@ def _uniform_messages(buf: bytes) -> tuple[Iterator[Fields], int]:
     k = n // stride
     if frame_type != _MESSAGE or size < _HEAD - 4 or k < 2:
         return iter(()), 0
+    if not uniform_heads(buf, 0, k * stride, stride, 8):  # every frame's size and type
+        return iter(()), 0
     frames = memoryview(buf)[: k * stride]
-    first = frames[:8].tobytes()
-    for i in range(8):  # byte i of every frame's size and type equals the first frame's
-        if frames[i::stride].tobytes() != first[i : i + 1] * k:
-            return iter(()), 0
     return struct.Struct(f">8xqH16s{size - _HEAD + 4}s").iter_unpack(frames), k * stride
 
 
@@ -106,19 +105,7 @@ class LinkDecoder:
         buf = self._rest + data if self._rest else data
         uniform, pos = _uniform_messages(buf)
         fields, others, pos = _frames(buf, pos)
-        msgs: list[Message] = []
-        append = msgs.append
-        new = object.__new__
-        for ts, attempts, msg_id, body in chain(uniform, fields):
-            # Message's fields set here, not by its __init__ (as inflight.deliver_run)
-            msg = new(Message)
-            msg.id = msg_id
-            msg.body = body
-            msg.timestamp = ts
-            msg.attempts = attempts - 1 if attempts > 0 else 0
-            msg.owner = None
-            msg.delivered_at = msg.deadline = 0.0
-            append(msg)
+        msgs = records(chain(uniform, fields), less=1)
         self._rest = buf[pos:]
         return msgs, others
 

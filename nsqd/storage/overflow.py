@@ -7,11 +7,13 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Final, Protocol
 
+from protocol.v2.bodies import uniform_heads
 from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
-from ..engine.message import Message
+from ..engine.message import Message, records
 from ..engine.policies.policy import ExpiringMessage
 from ..engine.ports import UNBOUNDED
 from .commit import GroupCommit
@@ -44,11 +46,9 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes, bytes]]:
     size = RECORD_SIZE.unpack_from(buf, 0)[0]
     stride = size + 4
     n, rest = divmod(len(buf), stride)
-    if not rest and n > 1:
-        frame = buf[:4]
-        if all(buf[i::stride] == frame[i : i + 1] * n for i in range(4)):
-            body = size - MESSAGE_HEADER_SIZE
-            return struct.Struct(f">4xqH16s{body}s").iter_unpack(buf)
+    if not rest and n > 1 and uniform_heads(buf, 0, len(buf), stride, 4):
+        body = size - MESSAGE_HEADER_SIZE
+        return struct.Struct(f">4xqH16s{body}s").iter_unpack(buf)
     return _each(buf)
 
 
@@ -188,22 +188,8 @@ class DiskOverflow:
         least one); fewer only then or when the queue ran dry."""
         if self._expiries is not None:
             return self._get_each(n, max_bytes)
-        out: list[Message] = []
-        append = out.append
-        new = object.__new__
         blobs = self.queue.read_framed(n, max_bytes)
-        for buf in blobs:
-            for timestamp, attempts, msg_id, body in _fields(buf):
-                # Message's fields set here, not by its __init__ (no Python call per message,
-                # as inflight.deliver_run: the disk queue's read hot path)
-                msg = new(Message)
-                msg.id = msg_id
-                msg.body = body
-                msg.timestamp = timestamp
-                msg.attempts = attempts
-                msg.owner = None
-                msg.delivered_at = msg.deadline = 0.0
-                append(msg)
+        out = records(chain.from_iterable(map(_fields, blobs)))
         # fewer than n and not cut by bytes: the reader caught up, and a count that was off
         # after a crash ends here
         k = len(out)

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 RECEIVE_SIZE = 256 * 1024
 # Commands that need the AUTH server's permission, by the verb nsqd names in its errors.
 # MPUB is checked before its body is read, as nsqd does.
+# what ends a client's writes: the peer gone, the socket closed here, a write past its deadline
+_WRITE_ENDED = (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError)
 _AUTH_CHECKED: dict[type, str] = {Pub: "PUB", MPubStart: "MPUB", DPub: "DPUB", Sub: "SUB"}
 
 
@@ -196,7 +198,7 @@ class OwnTasks:
     async def _flush_quietly(self: Client) -> None:
         try:
             await self.flush()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+        except _WRITE_ENDED:
             self.close()
 
     async def flush(self: Client) -> None:
@@ -226,7 +228,7 @@ class OwnTasks:
     async def _writer(self: Client) -> None:
         try:
             await self._write_loop()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+        except _WRITE_ENDED:
             self.close()
 
     async def _write_loop(self: Client) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Final
 
 from . import commands as c
-from .bodies import PackedBodies
+from .bodies import PackedBodies, uniform_heads
 from .errors import ErrorCode, NSQError, ProtocolClosed
 from .gostr import go_quote
 from .identify import ClientSettings, apply_identify
@@ -110,16 +110,11 @@ def _uniform_so_far(view: memoryview, pos: int, end: int, count: int, max_msg: i
     first one's valid size: the batch is longer than what is there (its next header is not in
     yet), so waiting for it to be whole loses nothing, and `_uniform_batch` then takes it in
     one copy (the loop would cut what is there a body at a time)."""
-    header = view[pos : pos + 4].tobytes()
-    (size,) = _INT32.unpack(header)
+    (size,) = _INT32.unpack_from(view, pos)
     stride = size + 4
     if size <= 0 or size > max_msg or count < 2 or end - pos >= count * stride:
         return False
-    for k in range(4):  # byte k of every header in the buffer equals byte k of the first
-        column = view[pos + k : end : stride].tobytes()
-        if column != header[k : k + 1] * len(column):
-            return False
-    return True
+    return uniform_heads(view, pos, end, stride, 4)
 
 
 def _fin_lines(buf: bytes | bytearray, pos: int) -> c.Fin | None:
@@ -468,9 +463,8 @@ class V2Connection:
             return None
         stop = pos + total
         data = view[pos:stop].tobytes()
-        for k in range(4):  # byte k of every size header equals byte k of the first one
-            if data[k::stride] != header[k : k + 1] * count:
-                return None
+        if not uniform_heads(data, 0, total, stride, 4):
+            return None
         self._pos = stop
         self._stage = self._read_line
         return c.MPub(self._mpub_topic, PackedBodies(data, size, count))
