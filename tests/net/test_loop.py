@@ -1,7 +1,9 @@
 """The reactor's loop (nsqd/net/reactor.py) while it sleeps in trio with no deadline of its own:
 its connections' deadlines (through the alarm task and the bell) and a `wake` from another task
 (the bell) end the sleep on time, one deadline after another, and two loops in one trio run (a
-front-end on its own beside the daemon's, in tests) each serve their connections.
+front-end on its own beside the daemon's, in tests) each serve their connections. Passes back
+to back skip trio's checkpoint only while trio has nothing to do (`trio_probe`): a task ready,
+a socket ready in trio's set, a timer and the loop's cancellation still come on time.
 
 Real sockets (socketpairs for the loop's connections). A watchdog thread writes to a
 connection of the loop every WATCHDOG seconds: a sleep that missed its cause ends then
@@ -19,7 +21,7 @@ from typing import Any
 
 import trio
 
-from nsqd.net.reactor import EpollReactor, Loop
+from nsqd.net.reactor import EpollReactor, Loop, trio_probe
 from nsqd.net.transport import SocketTransport
 
 WATCHDOG = 5.0
@@ -167,3 +169,93 @@ async def test_a_front_end_on_a_shared_loop() -> None:
             assert await echoes(client, b"shared")
             assert time.monotonic() - started < PROMPT
         nursery.cancel_scope.cancel()
+
+
+async def test_the_probe_sees_a_ready_task_and_ready_io() -> None:
+    waiting, close = trio_probe()
+    ours, theirs = socket.socketpair()
+    trio_side = trio.socket.from_stdlib_socket(ours)
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        got.append(await trio_side.recv(10))
+
+    try:
+        assert not waiting()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            assert waiting()  # the new task is ready to run
+            await trio.sleep(0.01)  # it runs and waits for its socket in trio's epoll set
+            assert not waiting()
+            theirs.send(b"x")  # no checkpoint: trio has not looked at its set yet
+            assert waiting()
+        assert got == [b"x"]
+        assert not waiting()
+    finally:
+        close()
+        trio_side.close()
+        theirs.close()
+
+
+async def test_busy_passes_give_trio_its_turns() -> None:
+    """A connection that always has input keeps the loop's passes back to back (a thread
+    sending as fast as the loop echoes): a task woken by its socket, one by its timer and
+    the loop's cancellation all come within PROMPT."""
+    async with echo_loop() as (_, client):
+        stop = threading.Event()
+
+        def flood() -> None:
+            client.settimeout(PROMPT)
+            while not stop.is_set():
+                client.send(b"busy" * 64)
+                client.recv(65536)
+
+        flooding = threading.Thread(target=flood, daemon=True)
+        flooding.start()
+        try:
+            ours, theirs = socket.socketpair()
+            with ours, theirs, trio.socket.from_stdlib_socket(ours) as trio_side:
+                started = time.monotonic()
+                await trio.sleep(0.02)
+                assert time.monotonic() - started < PROMPT
+                threading.Timer(0.02, theirs.send, (b"x",)).start()
+                started = time.monotonic()
+                assert await trio_side.recv(10) == b"x"
+                assert time.monotonic() - started < PROMPT
+        finally:
+            stop.set()
+            await trio.to_thread.run_sync(flooding.join)  # the loop echoes its last send
+
+
+async def test_a_busy_loop_stops_when_cancelled() -> None:
+    loop = Loop()
+    echo = Echo(loop)
+    ours, theirs = socket.socketpair()
+    echo.watch(Conn(ours))
+    stop = threading.Event()
+
+    def flood() -> None:
+        theirs.settimeout(PROMPT)
+        try:
+            while not stop.is_set():
+                theirs.send(b"busy" * 64)
+                theirs.recv(65536)
+        except OSError:  # the loop ended and closed its side
+            pass
+
+    flooding = threading.Thread(target=flood, daemon=True)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(loop.run)
+            await trio.sleep(0.01)
+            flooding.start()
+            await trio.sleep(0.05)
+            started = time.monotonic()
+            loop.close()
+        assert time.monotonic() - started < PROMPT
+    finally:
+        stop.set()
+        theirs.shutdown(socket.SHUT_RDWR)  # its recv ends: the loop that echoed has ended
+        flooding.join()
+        theirs.close()
+        ours.close()
