@@ -6,13 +6,11 @@ nsqd's order and with its texts, so a violation surfaces at the same byte it doe
 
 from __future__ import annotations
 
-import re
-import struct
 from collections.abc import Callable
 from typing import Final
 
 from . import commands as c
-from .bodies import PackedBodies, uniform_heads
+from . import whole
 from .errors import ErrorCode, NSQError, ProtocolClosed
 from .gostr import go_quote
 from .identify import ClientSettings, apply_identify
@@ -20,6 +18,9 @@ from .limits import Limits
 from .message import MSG_ID_LENGTH
 from .names import is_valid_name
 from .state import TRANSITIONS, ClientState, check_state
+from .whole import fins as _read_fins
+from .whole import mpub_one as _read_mpub_one
+from .whole import pub as _read_pub
 
 
 class _Sentinel:
@@ -35,17 +36,10 @@ PAUSED: Final = _Sentinel("PAUSED")  # after IDENTIFY, until resume(): upgrades 
 CLOSED: Final = _Sentinel("CLOSED")  # the peer ended the stream between commands
 
 MAGIC_V2: Final = b"  V2"
-_INT32: Final = struct.Struct(">i")
-_MPUB_ONE: Final = struct.Struct(">iii")  # an MPUB's body size, its count, a message's size
-# Well-formed FIN lines: exactly 16 id bytes with no space, CR or LF, optional CR before LF.
-_FIN_RUN: Final = re.compile(rb"(?:FIN [^ \r\n]{16}\r?\n)+")
-_FIN_ID: Final = re.compile(rb"FIN ([^ \r\n]{16})\r?\n")
-_FIN_LINE: Final = 21  # b"FIN " + 16-byte id + b"\n"
-_FIN_IDS: Final = struct.Struct("4x16s1x")  # a FIN line's id
+_INT32: Final = whole.INT32
 _U64: Final = 1 << 64
-# _whole_pub: "PUB " and a name of at most 64 bytes before the LF; the names a connection
-# published to (_topic_param), kept for it and _whole_mpub (most publish to a few topics)
-_PUB_LINE_MAX: Final = 4 + 64 + 1
+# the names a connection published to (_topic_param), kept for the fast readers of PUB and
+# MPUB (whole.py): most publish to a few topics
 _PUB_TOPICS: Final = 64
 
 Event = c.Command | _Sentinel
@@ -103,41 +97,6 @@ class _BodySpec:
 
 def _closed() -> Event:
     return CLOSED
-
-
-def _uniform_so_far(view: memoryview, pos: int, end: int, count: int, max_msg: int) -> bool:
-    """An MPUB's bodies whose size headers, as far as the buffer holds them, all give the
-    first one's valid size: the batch is longer than what is there (its next header is not in
-    yet), so waiting for it to be whole loses nothing, and `_uniform_batch` then takes it in
-    one copy (the loop would cut what is there a body at a time)."""
-    (size,) = _INT32.unpack_from(view, pos)
-    stride = size + 4
-    if size <= 0 or size > max_msg or count < 2 or end - pos >= count * stride:
-        return False
-    return uniform_heads(view, pos, end, stride, 4)
-
-
-def _fin_lines(buf: bytes | bytearray, pos: int) -> c.Fin | None:
-    """The whole lines from `pos` on as one Fin when every one is a plain FIN line (what a
-    consumer's FINs make of a read, but for a part of a line at its end), else None (the
-    regular expression reads a run mixed with other commands or CRs). Checked a column at a
-    time rather than a character at a time: a third of what the expression costs."""
-    k = (len(buf) - pos) // _FIN_LINE
-    if k < 2:
-        return None
-    lines = buf[pos : pos + _FIN_LINE * k]
-    if not (
-        lines[3::_FIN_LINE] == b" " * k
-        and lines[20::_FIN_LINE] == b"\n" * k
-        and lines[0::_FIN_LINE] == b"F" * k
-        and lines[1::_FIN_LINE] == b"I" * k
-        and lines[2::_FIN_LINE] == b"N" * k
-        and lines.count(b" ") == k  # so no id holds a space, a CR or a LF
-        and lines.count(b"\n") == k
-        and b"\r" not in lines
-    ):
-        return None
-    return c.Fin([fields[0] for fields in _FIN_IDS.iter_unpack(lines)])
 
 
 class V2Connection:
@@ -258,23 +217,26 @@ class V2Connection:
         if pos == len(buf):  # every command read: the usual end of a read's commands
             return CLOSED if self._eof else NEED_DATA
         if buf.startswith(b"PUB ", pos):
-            pub = self._whole_pub(buf, pos)
-            if pub is not None:  # the hot path: publishers send one PUB per round trip
+            # the hot path: publishers send one PUB per round trip
+            read = _read_pub(buf, pos, self._pub_topics, self.limits.max_msg_size)
+            if read is not None:
+                pub, self._pos = read
                 return pub
         elif buf.startswith(b"MPUB ", pos):
-            mpub = self._whole_mpub(buf, pos)
-            if mpub is not None:  # the same for an MPUB of one message (bench_writer's)
-                return mpub
+            # the same for an MPUB of one message (bench_writer's): its MPubStart now (what
+            # nsqd does before it reads the body: AUTH's check, the topic made), the MPub at
+            # the next call
+            read = _read_mpub_one(buf, pos, self._pub_topics, self.limits)
+            if read is not None:
+                self._read, self._pos = read
+                self._stage = self._take_read
+                return c.MPubStart(read[0].topic)
         elif buf.startswith(b"FIN ", pos) and self._fin_allowed():
             # the hot path: consumers send one FIN per message
-            fin = _fin_lines(buf, pos)
-            if fin is not None:
-                self._pos = pos + _FIN_LINE * len(fin.msg_ids)
+            read = _read_fins(buf, pos)
+            if read is not None:
+                fin, self._pos = read
                 return fin
-            run = _FIN_RUN.match(buf, pos)
-            if run is not None:
-                self._pos = run.end()
-                return c.Fin(_FIN_ID.findall(buf, pos, run.end()))
         max_line = self.limits.max_line_length
         nl = buf.find(b"\n", pos, pos + max_line)
         if nl < 0:
@@ -295,52 +257,6 @@ class V2Connection:
         if handler is None:
             raise NSQError(ErrorCode.E_INVALID, f"invalid command {_text(verb)}")
         return handler(params)
-
-    def _whole_pub(self, buf: bytes | bytearray, pos: int) -> c.Pub | None:
-        """A PUB line naming a topic this connection published to before, with its whole
-        body in the buffer and of an allowed size: read in one step. None for anything else
-        (the line and body stages read it, with every check and error)."""
-        nl = buf.find(b"\n", pos + 4, pos + _PUB_LINE_MAX)
-        if nl < 0:
-            return None
-        # a name checked by _pub: the line is "PUB <name>\n" exactly (no CR, no more params)
-        topic = self._pub_topics.get(bytes(buf[pos + 4 : nl]))
-        start = nl + 5
-        if topic is None or len(buf) < start:
-            return None
-        (size,) = _INT32.unpack_from(buf, nl + 1)
-        end = start + size
-        if not 0 < size <= self.limits.max_msg_size or len(buf) < end:
-            return None
-        self._pos = end
-        return c.Pub(topic, bytes(buf[start:end]))
-
-    def _whole_mpub(self, buf: bytes | bytearray, pos: int) -> c.MPubStart | None:
-        """_whole_pub for an MPUB of one message: its MPubStart now (what nsqd does before
-        it reads the body: AUTH's check, the topic made), the MPub at the next call. (The
-        body's declared size is only checked against the limit: nsqd reads the messages by
-        their count and sizes.)"""
-        nl = buf.find(b"\n", pos + 5, pos + _PUB_LINE_MAX + 1)
-        if nl < 0:
-            return None
-        topic = self._pub_topics.get(bytes(buf[pos + 5 : nl]))
-        start = nl + 13  # the body's size, the count, the message's size
-        if topic is None or len(buf) < start:
-            return None
-        size, count, msg_size = _MPUB_ONE.unpack_from(buf, nl + 1)
-        end = start + msg_size
-        limits = self.limits
-        if (
-            count != 1
-            or not 0 < size <= limits.max_body_size
-            or not 0 < msg_size <= limits.max_msg_size
-            or len(buf) < end
-        ):
-            return None
-        self._pos = end
-        self._read = c.MPub(topic, [bytes(buf[start:end])])
-        self._stage = self._take_read
-        return c.MPubStart(topic)
 
     def _take_read(self) -> Event:
         event, self._read = self._read, None
@@ -415,10 +331,12 @@ class V2Connection:
         bodies, count = self._mpub_bodies, self._mpub_count
         max_msg = self.limits.max_msg_size
         if not bodies and end - pos >= 4:
-            uniform = self._uniform_batch(view, pos, end, count, max_msg)
+            uniform = whole.uniform_batch(view, pos, end, count, max_msg)
             if uniform is not None:
-                return uniform
-            if not self._eof and _uniform_so_far(view, pos, end, count, max_msg):
+                self._pos = uniform[1]
+                self._stage = self._read_line
+                return c.MPub(self._mpub_topic, uniform[0])
+            if not self._eof and whole.uniform_so_far(view, pos, end, count, max_msg):
                 return NEED_DATA  # a batch cut by a read: taken whole once it is all in
         unpack = _INT32.unpack_from
         while len(bodies) < count:
@@ -447,27 +365,6 @@ class V2Connection:
         self._stage = self._read_line
         self._mpub_bodies = []
         return c.MPub(self._mpub_topic, bodies)
-
-    def _uniform_batch(
-        self, view: memoryview, pos: int, end: int, count: int, max_msg: int
-    ) -> Event | None:
-        """The common batch, whole in the buffer with every body the size of the first and
-        that size valid: checked with four strided slices instead of a header per message,
-        then one copy, its bodies cut out when they are read (PackedBodies). None (the loop
-        above decides, message by message, with nsqd's errors) for anything else."""
-        header = bytes(view[pos : pos + 4])
-        (size,) = _INT32.unpack(header)
-        stride = size + 4
-        total = count * stride
-        if size <= 0 or size > max_msg or end - pos < total or count < 2:
-            return None
-        stop = pos + total
-        data = view[pos:stop].tobytes()
-        if not uniform_heads(data, 0, total, stride, 4):
-            return None
-        self._pos = stop
-        self._stage = self._read_line
-        return c.MPub(self._mpub_topic, PackedBodies(data, size, count))
 
     # -- command lines ---------------------------------------------------------------------
 
@@ -530,7 +427,7 @@ class V2Connection:
         name = topic.decode()
         names = self._pub_topics
         if len(names) < _PUB_TOPICS:
-            names[topic] = name  # valid, and allowed here (TLS): _whole_pub's from now
+            names[topic] = name  # valid, and allowed here (TLS): whole.pub's from now
         return name
 
     def _pub(self, params: list[bytes]) -> Event | None:

@@ -195,7 +195,7 @@ def test_identify_any_json(value: object) -> None:
 
 
 # PUBs to one topic, most of them well formed (read in one step once the topic is known, by
-# V2Connection._whole_pub), among lines that look like them and are not: a CR, another
+# whole.pub, protocol/v2/whole.py), among lines that look like them and are not: a CR, another
 # parameter, a bad or long name, a size of 0, a negative one or one over the limit, a body cut
 # short by the end of the stream
 pub_line = st.sampled_from(
@@ -208,7 +208,7 @@ pub_body = st.one_of(
     st.sampled_from([i32(0), i32(-1), i32(9) + b"x" * 9, i32(2**31 - 1), i32(3) + b"x"]),
     sized_body,
 )
-# MPUBs of one message (V2Connection._whole_mpub), sizes that agree or not
+# MPUBs of one message (whole.mpub_one), sizes that agree or not
 mpub_line = st.sampled_from(
     [b"MPUB p\n"] * 6 + [b"MPUB q\n", b"MPUB p\r\n", b"MPUB p x\n", b"MPUB bad!\n", b"MPUB\n"]
 )
