@@ -93,8 +93,9 @@ def _epolls(pid: int) -> dict[int, set[int]]:
 
 def test_one_reactor_serves_tcp_http_and_resp(ours) -> None:
     """The daemon runs one epoll reactor for its three front-ends: with a publisher on each
-    (TCP PUB, HTTP /pub kept alive, RESP RPUSH) the process has two epoll sets, trio's and the
-    reactor's, and the reactor's watches the three connections and its bell (an eventfd)."""
+    (TCP PUB, HTTP /pub kept alive, RESP RPUSH) the process has trio's epoll set and the
+    reactor's, which watches the three connections and its bell (an eventfd), and the loop's
+    probe of trio (a set that watches trio's set alone)."""
     server = ours.start()
     tcp = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
     tcp.sendall(b"  V2PUB t\n\x00\x00\x00\x01x")
@@ -107,10 +108,16 @@ def test_one_reactor_serves_tcp_http_and_resp(ours) -> None:
     assert resp.reply() == b":1\r\n"
     time.sleep(0.2)  # the HTTP connection goes back to the reactor after its answer
     epolls = _epolls(server.proc.pid)
-    assert len(epolls) == 2, epolls
-    # trio's set watches the reactor's (trio sleeps on it), the reactor's watches no epoll
-    (trio_set,) = [fd for fd, watched in epolls.items() if watched & epolls.keys()]
-    (reactor_set,) = epolls.keys() - {trio_set}
+    assert len(epolls) == 3, epolls
+    # trio's set watches the reactor's (trio sleeps on it), the probe watches trio's alone,
+    # the reactor's watches no epoll
+    (probe,) = [
+        fd for fd, watched in epolls.items() if len(watched) == 1 and watched < epolls.keys()
+    ]
+    (trio_set,) = epolls[probe]
+    assert epolls[trio_set] & epolls.keys(), epolls
+    (reactor_set,) = epolls.keys() - {trio_set, probe}
+    assert epolls[trio_set] & epolls.keys() == {reactor_set}, epolls
     watched = epolls[reactor_set]
     assert len(watched) == 4, epolls
     for conn in (tcp, http):
