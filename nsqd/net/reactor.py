@@ -41,8 +41,9 @@ _OUT = select.EPOLLOUT
 SPIN_MAX_S = 100e-6
 SPIN_MIN_S = 2e-6
 SPIN_PAYS_S = 1e-3  # a wait shorter than this: spinning would have served it sooner
-TRIO_TURNS_S = 1e-3  # passes back to back give trio a turn at least this often, and at each
-# pass while trio had work this recently
+# passes back to back give trio a turn at least this often, and at every pass while trio
+# had work this recently
+TRIO_TURNS_S = 1e-3
 
 
 _yield = os.sched_yield  # in the spin: the core to whoever waits for it

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Final
 
 from . import commands as c
-from . import whole
 from .errors import ErrorCode, NSQError, ProtocolClosed
 from .gostr import go_quote
 from .identify import ClientSettings, apply_identify
@@ -18,9 +17,11 @@ from .limits import Limits
 from .message import MSG_ID_LENGTH
 from .names import is_valid_name
 from .state import TRANSITIONS, ClientState, check_state
-from .whole import fins as _read_fins
-from .whole import mpub_one as _read_mpub_one
-from .whole import pub as _read_pub
+from .whole import INT32 as _INT32
+from .whole import fins as _whole_fins
+from .whole import mpub_one as _whole_mpub_one
+from .whole import pub as _whole_pub
+from .whole import uniform_batch, uniform_so_far
 
 
 class _Sentinel:
@@ -36,7 +37,6 @@ PAUSED: Final = _Sentinel("PAUSED")  # after IDENTIFY, until resume(): upgrades 
 CLOSED: Final = _Sentinel("CLOSED")  # the peer ended the stream between commands
 
 MAGIC_V2: Final = b"  V2"
-_INT32: Final = whole.INT32
 _U64: Final = 1 << 64
 # the names a connection published to (_topic_param), kept for the fast readers of PUB and
 # MPUB (whole.py): most publish to a few topics
@@ -218,7 +218,7 @@ class V2Connection:
             return CLOSED if self._eof else NEED_DATA
         if buf.startswith(b"PUB ", pos):
             # the hot path: publishers send one PUB per round trip
-            read = _read_pub(buf, pos, self._pub_topics, self.limits.max_msg_size)
+            read = _whole_pub(buf, pos, self._pub_topics, self.limits.max_msg_size)
             if read is not None:
                 pub, self._pos = read
                 return pub
@@ -226,14 +226,14 @@ class V2Connection:
             # the same for an MPUB of one message (bench_writer's): its MPubStart now (what
             # nsqd does before it reads the body: AUTH's check, the topic made), the MPub at
             # the next call
-            read = _read_mpub_one(buf, pos, self._pub_topics, self.limits)
+            read = _whole_mpub_one(buf, pos, self._pub_topics, self.limits)
             if read is not None:
                 self._read, self._pos = read
                 self._stage = self._take_read
                 return c.MPubStart(read[0].topic)
         elif buf.startswith(b"FIN ", pos) and self._fin_allowed():
             # the hot path: consumers send one FIN per message
-            read = _read_fins(buf, pos)
+            read = _whole_fins(buf, pos)
             if read is not None:
                 fin, self._pos = read
                 return fin
@@ -331,12 +331,12 @@ class V2Connection:
         bodies, count = self._mpub_bodies, self._mpub_count
         max_msg = self.limits.max_msg_size
         if not bodies and end - pos >= 4:
-            uniform = whole.uniform_batch(view, pos, end, count, max_msg)
+            uniform = uniform_batch(view, pos, end, count, max_msg)
             if uniform is not None:
                 self._pos = uniform[1]
                 self._stage = self._read_line
                 return c.MPub(self._mpub_topic, uniform[0])
-            if not self._eof and whole.uniform_so_far(view, pos, end, count, max_msg):
+            if not self._eof and uniform_so_far(view, pos, end, count, max_msg):
                 return NEED_DATA  # a batch cut by a read: taken whole once it is all in
         unpack = _INT32.unpack_from
         while len(bodies) < count:
