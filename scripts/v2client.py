@@ -15,6 +15,9 @@ HOST = "127.0.0.1"
 class BlockingV2:
     def __init__(self, addr: tuple[str, int], timeout: float = 5.0) -> None:
         self.sock = socket.create_connection(addr, timeout=timeout)
+        # as Go's net (go-nsq): each command leaves at once, not held by Nagle's algorithm
+        # until the daemon's delayed ACK of the one before (up to 40 ms on Linux)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(timeout)
         self.sock.sendall(b"  V2")
         self._decoder = FrameDecoder()

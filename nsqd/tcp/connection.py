@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -101,6 +102,9 @@ class Client(OwnTasks):
         self._urgent = False
         self._next_tick = math.inf
         self._lot = trio.lowlevel.ParkingLot()
+        # what a change to the output calls: the writer task's wake-up, or while the reactor
+        # serves this connection its `kick` (the reactor has no task to wake)
+        self._wake: Callable[[], None] = self._unpark
         self.next_heartbeat = trio.current_time() + self.heartbeat_interval
         self.last_read = trio.current_time()
         self.needs_refresh = False
@@ -111,6 +115,9 @@ class Client(OwnTasks):
         # own (nsqd/tcp/reactor.py); None for TLS/AUTH set-ups and once it has one
         self.reactor: Reactor | None = reactor if self.auth is None else None
         self.due = math.inf  # the reactor's timer entry for this client
+        # while the reactor waits for its full socket to take output: when the wait has
+        # lasted as long as nsqd's write deadline allows
+        self.write_deadline = math.inf
 
     def __repr__(self) -> str:
         return f"Client({self.remote_address})"
@@ -272,9 +279,17 @@ class Client(OwnTasks):
         del self._out[mark:]
         self._out_size = sum(map(len, self._out))
 
-    def _wake(self) -> None:
+    def _unpark(self) -> None:
         if len(self._lot):
             self._lot.unpark_all()
+
+    def flush_due(self, now: float) -> float:
+        """When nsqd's fixed flush ticker next sends the output waiting here (math.inf when
+        none waits or -1 turned timed flushes off)."""
+        if self._next_tick == math.inf and self._out and self.flush_interval > 0:
+            ticks = math.floor((now - self._tick_origin) / self.flush_interval) + 1
+            self._next_tick = self._tick_origin + ticks * self.flush_interval
+        return self._next_tick
 
     # -- lifecycle -------------------------------------------------------------------------
 

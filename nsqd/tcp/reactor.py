@@ -1,16 +1,20 @@
-"""Plain-TCP V2 connections that only publish, served the way nsqd/resp/reactor.py serves Redis
-clients: one task owns an epoll set of their sockets (trio waits on the epoll fd itself), reads
-what is ready, runs each client's complete commands synchronously and writes its answers in one
-write (the loop itself is nsqd/net/reactor.py's). A request/response round trip (PUB, MPUB,
-DPUB, NOP, a plain IDENTIFY) then costs no task switch and no per-socket trio wait, which is
-what bounded PUB round trips.
+"""Plain-TCP V2 connections, publishers and consumers, served the way nsqd/resp/reactor.py
+serves Redis clients: one task owns an epoll set of their sockets (trio waits on the epoll fd
+itself), reads what is ready, runs each client's complete commands synchronously and writes its
+answers in one write (the loop itself is nsqd/net/reactor.py's). A request/response round trip
+(PUB, MPUB, DPUB, NOP, a plain IDENTIFY) then costs no task switch and no per-socket trio wait,
+which is what bounded PUB round trips; a consumer's RDY, FIN, REQ and TOUCH are read the same
+way, and the messages they make room for are written at the end of that read (or, delivered
+by another connection's publish or a timer, from the pass that delivered them: the channel
+calls `Client.send`). Output that waits for nsqd's flush ticker (output_buffer_timeout) is timed
+by the heap; a socket that does not take all of it is watched for EPOLLOUT, its commands still
+read meanwhile, and one that takes nothing for nsqd's write deadline ends its connection.
 
-A connection stays here while what it asks is synchronous. The first command that needs a task
-of its own (SUB and the consumer commands, an IDENTIFY that starts TLS or compression, AUTH) or
-an answer the socket does not take at once hands the connection over: it leaves the epoll set
-and its `Client.serve` task starts with that command, the parser's buffered bytes and any unsent
-output, so the client sees one ordered stream either way. Heartbeats and nsqd's read deadline
-(two heartbeat intervals without a command) are kept here by a heap of per-client deadlines.
+A connection leaves for tasks of its own (nsqd/tcp/tasks.py) only when it needs them: an
+IDENTIFY that starts TLS or compression, AUTH. It leaves the epoll set and its `Client.serve`
+task starts with that command, the parser's buffered bytes and any unsent output, so the client
+sees one ordered stream either way. Heartbeats and nsqd's read deadline (two heartbeat
+intervals without a command) are kept here by a heap of per-client deadlines.
 
 Group commit: each pass of the shared loop holds the store's `WriteBatch` (from `_passing` to
 `_passed`), so the pass's small TCP publishes (PUB) are stored together when the pass ends (one
@@ -23,7 +27,10 @@ own records were written may be refused too: it retries, and at least once holds
 
 from __future__ import annotations
 
+import math
+import select
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -32,7 +39,9 @@ from protocol.v2 import (
     CLOSED,
     HEARTBEAT_FRAME,
     NEED_DATA,
+    Cls,
     DPub,
+    Fin,
     Identify,
     MPub,
     MPubStart,
@@ -40,6 +49,10 @@ from protocol.v2 import (
     NSQError,
     ProtocolClosed,
     Pub,
+    Rdy,
+    Req,
+    Sub,
+    Touch,
     encode_error,
 )
 from protocol.v2.errors import ErrorCode
@@ -50,14 +63,11 @@ from ..net.boundary import guarded
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport
 from . import commands
+from .connection import HIGH_WATER
 from .tasks import RECEIVE_SIZE, upgrades
 
 if TYPE_CHECKING:
     from .connection import Client
-
-# Commands run here; any other hands its connection to a task of its own.
-_HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
-
 
 # A client that appended this many records to disk queues (an MPUB) has them written at once
 # and is answered without waiting for the rest of the pass: its OK is not held up by the
@@ -70,8 +80,11 @@ _FAILED: dict[type, tuple[ErrorCode, str]] = {
     DPub: (ErrorCode.E_DPUB_FAILED, "DPUB"),
 }
 
-# Commands run here; any other hands its connection to a task of its own.
-_HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop))
+_OUT = select.EPOLLOUT
+
+# Commands run here; any other (an AUTH, an IDENTIFY that upgrades) hands its connection to a
+# task of its own. A consumer stays: its deliveries are written from the pass that made them.
+_HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop, Sub, Rdy, Fin, Req, Touch, Cls))
 
 
 class Reactor(EpollReactor):
@@ -93,6 +106,7 @@ class Reactor(EpollReactor):
     def adopt(self, client: Client, socket: SocketTransport) -> None:
         """Serve `client`, whose transport is the plain `socket`."""
         client.socket = socket
+        client._wake = partial(self._kick, client)
         self.watch(client)
         self._schedule(client)
 
@@ -107,6 +121,10 @@ class Reactor(EpollReactor):
         if not self.unwatch(client):
             return False
         client.reactor = None
+        client._wake = client._unpark
+        # what waits for a full socket is its writer task's to send now
+        client._sending = False
+        client.write_deadline = math.inf
         return True
 
     def _hand_over(self, client: Client, pending: Any = None) -> None:
@@ -148,6 +166,10 @@ class Reactor(EpollReactor):
         self._end(client)
 
     def _ready(self, client: Client, events: int) -> None:
+        if events & _OUT:  # its full socket takes output again
+            self._drain(client)
+            if not events & ~_OUT or client.reactor is not self:
+                return
         data = client.socket.read_now(RECEIVE_SIZE)
         if data is None:
             return
@@ -160,11 +182,20 @@ class Reactor(EpollReactor):
         # its publishes stay buffered: its answers wait for the pass's write (HTTP's and
         # RESP's publishes in the same pass are answered at once, so the broker writes them)
         commit.deferring = True
+        client._busy = True  # its deliveries wait in its output: its answers go first
         try:
             served = self._run(client)
         finally:
             commit.deferring = False
+            client._busy = False
         if served:
+            if client.needs_refresh:  # its RDY or FINs made room: refilled once per read
+                client.needs_refresh = False
+                channel = client.channel
+                if channel is not None:
+                    channel.refresh(client)
+                if client.reactor is not self:
+                    return
             appended = commit.appended - appended
             if not appended:
                 self._write(client)
@@ -252,22 +283,53 @@ class Reactor(EpollReactor):
     # -- output ----------------------------------------------------------------------------
 
     def _write(self, client: Client) -> None:
-        if not client.has_output or client.reactor is not self:
-            return
+        if not client.has_output or client.reactor is not self or client._sending:
+            return  # (sending: its socket is full, the rest goes when it takes output)
+        stopped = client._out_size >= HIGH_WATER  # a consumer past it takes no messages
         try:
             sent_all = client.send_now()
         except trio.BrokenResourceError:
             self.drop(client)
             return
         if not sent_all:
-            # the socket is full: the client's own writer task sends the rest, with nsqd's
-            # write deadline, while its reader goes on
-            self._hand_over(client)
+            # The socket is full: the rest goes when it takes output again, while its
+            # commands are still read; meanwhile its deliveries wait in its output (past
+            # HIGH_WATER it takes none, as nsqd's message pump stops while a write blocks),
+            # and a socket that takes nothing for nsqd's write deadline ends the connection.
+            now = trio.current_time()  # (a write from outside a pass: the loop's is old)
+            client._sending = True
+            client.write_deadline = now + max(client.read_timeout, 1.0)
+            self.want_output(client, True)
+            self._schedule(client, now)
+        elif stopped and client.channel is not None:
+            client.channel.refresh(client)  # it takes messages again
+
+    def _drain(self, client: Client) -> None:
+        """Its full socket takes output again: send what waited."""
+        client._sending = False
+        client.write_deadline = math.inf
+        self.want_output(client, False)
+        self._write(client)
+
+    def _kick(self, client: Client) -> None:
+        """`client`'s output changed outside its own commands (the client's `_wake` while
+        served here): urgent output (a delivery that filled its credit or its buffer) is
+        written now, and output that waits for nsqd's flush ticker is timed."""
+        if client._busy or client._sending or client.reactor is not self:
+            return  # its read's end writes it, or its socket taking output again
+        if client._urgent:
+            self._write(client)
+        elif client.has_output:
+            self._schedule(client, trio.current_time())
 
     # -- heartbeats and the read deadline ----------------------------------------------------
 
-    def _schedule(self, client: Client) -> None:
-        self.schedule(client, min(client.next_heartbeat, client.last_read + client.read_timeout))
+    def _schedule(self, client: Client, now: float | None = None) -> None:
+        due = min(client.next_heartbeat, client.last_read + client.read_timeout)
+        due = min(due, client.write_deadline)
+        if client.has_output and not client._sending:  # waiting for nsqd's flush ticker
+            due = min(due, client.flush_due(self.loop.now if now is None else now))
+        self.schedule(client, due)
 
     def _expire(self, client: Client, now: float) -> None:
         if client.reactor is not self:
@@ -276,9 +338,14 @@ class Reactor(EpollReactor):
             log.info("[%s] read timeout: no command for two heartbeats", client)
             self.drop(client)
             return
+        if now >= client.write_deadline:
+            log.info("[%s] write timeout: its socket took no output", client)
+            self.drop(client)
+            return
         if now >= client.next_heartbeat:
             client.respond(HEARTBEAT_FRAME)
             client.next_heartbeat = now + client.heartbeat_interval
+        if client._urgent or (client.has_output and now >= client.flush_due(now)):
             self._write(client)
             if client.reactor is not self:
                 return

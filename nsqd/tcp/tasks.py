@@ -1,5 +1,5 @@
 """A client connection's own tasks, where the reactor does not serve it (TLS, snappy or deflate,
-an AUTH server, a connection the reactor handed over): a reader that parses and runs commands
+an AUTH server): a reader that parses and runs commands
 and flushes the replies itself (one send per received chunk), and a writer that sends message
 frames on nsqd's flush policy (buffer full, no credit left, or the output-buffer-timeout tick)
 and heartbeats. `Client` (nsqd/tcp/connection.py) is the connection's state and the channel's
@@ -243,15 +243,9 @@ class OwnTasks:
             if now >= self.next_heartbeat:
                 self.respond(HEARTBEAT_FRAME)
                 self.next_heartbeat = now + self.heartbeat_interval
-            if self._out and not self._sending:
-                if self._next_tick == math.inf and self.flush_interval > 0:
-                    # the next tick of nsqd's fixed flush ticker
-                    elapsed = now - self._tick_origin
-                    ticks = math.floor(elapsed / self.flush_interval) + 1
-                    self._next_tick = self._tick_origin + ticks * self.flush_interval
-                if self._urgent or now >= self._next_tick:
-                    await self.flush()
-                    continue
+            if self._out and not self._sending and (self._urgent or now >= self.flush_due(now)):
+                await self.flush()
+                continue
             deadline = min(self.next_heartbeat, self.last_read + self.read_timeout)
             if self._out and not self._sending:
                 deadline = min(deadline, self._next_tick)

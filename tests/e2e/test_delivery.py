@@ -296,3 +296,41 @@ async def test_large_messages_from_disk_go_out_as_the_consumer_reads(
             await consumer.fin(msg.id)
     assert sorted(got) == list(range(n))
     assert held <= n // 3, f"{daemon.kind}: {held} of {n} large messages in flight unread"
+
+
+async def test_a_consumer_that_stops_reading_is_let_go(
+    make_daemon: Callable[..., Daemon], topic: str
+) -> None:
+    """A consumer that goes on sending commands (NOPs, so nsqd's read deadline never comes) but
+    reads nothing, with more waiting for it than the sockets hold. nsqd's message pump ends on
+    the blocked write's deadline (a heartbeat interval) and leaves the connection open, its
+    reader still answering; ours ends the connection once its socket took nothing for two
+    heartbeats (as it did when a writer task sent: a consumer that is stuck shows as gone).
+    Ours waits for a full socket in the reactor, which serves consumers without tasks of
+    their own: without a deadline there it would hold the connection open for good."""
+    daemon = make_daemon()
+    create_channels(daemon.addr, [(topic, "ch")])
+    body = b"x" * (64 << 10)
+    for _ in range(4):
+        await publish(daemon.addr, topic, [body] * 50)  # 12.8 MB: past any socket's buffers
+    async with await Conn.open(daemon.addr) as consumer:
+        consumer.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        await consumer.identify(heartbeat_interval=1000)
+        await consumer.sub(topic, "ch", rdy=200)
+        start = trio.current_time()
+        clients = 1
+        limit = 4 if daemon.kind == "reference" else 10
+        while clients and trio.current_time() - start < limit:
+            try:
+                await consumer.cmd("NOP")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # closed by the daemon; its stats say so next
+            await trio.sleep(0.2)
+            channels = _topic_stats(daemon, topic)["channels"]
+            clients = sum(len(c["clients"]) for c in channels)
+        waited = trio.current_time() - start
+    if daemon.kind == "reference":
+        assert clients == 1, f"nsqd let the consumer go after {waited:.1f} s"
+        return
+    assert not clients, f"the consumer still connected after {waited:.1f} s"
+    assert waited > 1.5, f"let go after {waited:.1f} s, before its deadline (2 s)"

@@ -1,9 +1,9 @@
 """Publishers' connections on the wire: answers that outgrow the socket buffers all arrive, in
 order, and a connection that starts subscribing after publishing (in one write) keeps its order.
 
-Ours serves plain publishers from one reactor task and hands a connection to a task of its own
-when it subscribes or its answers back up (nsqd/tcp/reactor.py); these are the moments where
-that hand-over could lose or reorder bytes. Run against the Go nsqd too, which proves the
+Ours serves plain connections from one reactor task, which waits for a full socket to take
+output again while it goes on reading its commands, and keeps a connection that subscribes
+(nsqd/tcp/reactor.py); these are the moments where bytes could be lost or reordered. Run against the Go nsqd too, which proves the
 expectations."""
 
 from __future__ import annotations

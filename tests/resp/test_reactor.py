@@ -9,6 +9,8 @@ import os
 import socket
 import time
 
+import pytest
+
 from conformance.resp.wire import Conn, encode
 
 
@@ -123,3 +125,31 @@ def test_one_reactor_serves_tcp_http_and_resp(ours) -> None:
     for conn in (tcp, http):
         conn.close()
     resp.close()
+
+
+def test_a_plain_tcp_consumer_stays_in_the_reactor(ours) -> None:
+    """A plain TCP consumer (SUB, RDY, messages, FIN) is watched by the reactor's epoll set,
+    not by trio's (where a connection with tasks of its own waits): its commands are read in
+    the loop's passes like a publisher's."""
+    server = ours.start()
+    consumer = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
+    consumer.sendall(b"  V2SUB t c\nRDY 10\n")
+    assert consumer.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    publisher = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
+    publisher.sendall(b"  V2PUB t\n\x00\x00\x00\x01x")
+    assert publisher.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    frame = consumer.recv(100)
+    assert frame[4:8] == b"\x00\x00\x00\x02" and frame.endswith(b"x"), frame  # a message
+    consumer.sendall(b"FIN " + frame[18:34] + b"\n")
+    time.sleep(0.2)
+    consumer.setblocking(False)
+    with pytest.raises(BlockingIOError):  # the FIN taken: no E_FIN_FAILED
+        consumer.recv(100)
+    epolls = _epolls(server.proc.pid)
+    (reactor_set,) = [fd for fd, watched in epolls.items() if not watched & epolls.keys()]
+    # the bell, the publisher and the consumer; trio's set watches none of the two
+    assert len(epolls[reactor_set]) == 3, epolls
+    others = set().union(*(w for fd, w in epolls.items() if fd != reactor_set))
+    assert not others & epolls[reactor_set], epolls
+    for conn in (consumer, publisher):
+        conn.close()
