@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -40,6 +39,25 @@ if TYPE_CHECKING:
 # A client whose unsent output passes this stops taking messages until its socket drains,
 # as nsqd's message pump stops while a write blocks.
 HIGH_WATER = 4 * 1024 * 1024
+
+
+class Waker(Protocol):
+    """Who sends a client's output once it changed outside a write (a delivery, a flush
+    deadline to time, new settings)."""
+
+    def kick(self, client: Client) -> None: ...
+
+
+class _OwnTasksWaker:
+    """A client with tasks of its own: its writer task, parked until told."""
+
+    @staticmethod
+    def kick(client: Client) -> None:
+        if len(client._lot):
+            client._lot.unpark_all()
+
+
+OWN_TASKS: Waker = _OwnTasksWaker()
 
 
 class Client(OwnTasks):
@@ -102,9 +120,9 @@ class Client(OwnTasks):
         self._urgent = False
         self._next_tick = math.inf
         self._lot = trio.lowlevel.ParkingLot()
-        # what a change to the output calls: the writer task's wake-up, or while the reactor
-        # serves this connection its `kick` (the reactor has no task to wake)
-        self._wake: Callable[[], None] = self._unpark
+        # told when the output changes: the writer task's wake-up, or while the reactor serves
+        # this connection the reactor (which has no task to wake)
+        self.waker: Waker = OWN_TASKS
         self.next_heartbeat = trio.current_time() + self.heartbeat_interval
         self.last_read = trio.current_time()
         self.needs_refresh = False
@@ -279,9 +297,8 @@ class Client(OwnTasks):
         del self._out[mark:]
         self._out_size = sum(map(len, self._out))
 
-    def _unpark(self) -> None:
-        if len(self._lot):
-            self._lot.unpark_all()
+    def _wake(self) -> None:
+        self.waker.kick(self)
 
     def flush_due(self, now: float) -> float:
         """When nsqd's fixed flush ticker next sends the output waiting here (math.inf when

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import select
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -63,7 +62,7 @@ from ..net.boundary import guarded
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport
 from . import commands
-from .connection import HIGH_WATER
+from .connection import HIGH_WATER, OWN_TASKS
 from .tasks import RECEIVE_SIZE, upgrades
 
 if TYPE_CHECKING:
@@ -106,7 +105,7 @@ class Reactor(EpollReactor):
     def adopt(self, client: Client, socket: SocketTransport) -> None:
         """Serve `client`, whose transport is the plain `socket`."""
         client.socket = socket
-        client._wake = partial(self._kick, client)
+        client.waker = self
         self.watch(client)
         self._schedule(client)
 
@@ -121,7 +120,7 @@ class Reactor(EpollReactor):
         if not self.unwatch(client):
             return False
         client.reactor = None
-        client._wake = client._unpark
+        client.waker = OWN_TASKS
         # what waits for a full socket is its writer task's to send now
         client._sending = False
         client.write_deadline = math.inf
@@ -311,9 +310,9 @@ class Reactor(EpollReactor):
         self.want_output(client, False)
         self._write(client)
 
-    def _kick(self, client: Client) -> None:
-        """`client`'s output changed outside its own commands (the client's `_wake` while
-        served here): urgent output (a delivery that filled its credit or its buffer) is
+    def kick(self, client: Client) -> None:
+        """`client`'s output changed outside its own commands (its `Waker` while served
+        here): urgent output (a delivery that filled its credit or its buffer) is
         written now, and output that waits for nsqd's flush ticker is timed."""
         if client._busy or client._sending or client.reactor is not self:
             return  # its read's end writes it, or its socket taking output again
