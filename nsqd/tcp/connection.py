@@ -47,6 +47,11 @@ class Waker(Protocol):
 
     def kick(self, client: Client) -> None: ...
 
+    def lost(self, client: Client) -> None:
+        """Its peer is gone (a write failed), maybe inside a channel's hand-out: end the
+        connection after that call, never inside it (the channel is mid-rotation)."""
+        ...
+
 
 class _OwnTasksWaker:
     """A client with tasks of its own: its writer task, parked until told."""
@@ -55,6 +60,10 @@ class _OwnTasksWaker:
     def kick(client: Client) -> None:
         if len(client._lot):
             client._lot.unpark_all()
+
+    @staticmethod
+    def lost(client: Client) -> None:
+        client._cancel_scope.cancel()  # its task ends it
 
 
 OWN_TASKS: Waker = _OwnTasksWaker()
@@ -234,7 +243,9 @@ class Client(OwnTasks):
             if not self.send_now():
                 self._wake()  # the socket is full: the writer sends the rest
         except trio.BrokenResourceError:
-            self.close()
+            self.closed = True
+            self.accepting = False  # takes nothing more from here on
+            self.waker.lost(self)
 
     def send_now(self) -> bool:
         """One non-blocking write of the whole output on the plain socket: True when all of it

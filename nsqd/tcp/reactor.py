@@ -98,6 +98,7 @@ class Reactor(EpollReactor):
         self._mark = 0  # the output's length before the read being served
         self._wrote: type | None = None  # that first command, of the client being served
         self._spawn = spawn  # start_soon of the clients nursery
+        self._lost: list[Client] = []  # whose peer was gone: dropped at the next pass
         self.clients: dict[int, Client] = self.conns
 
     # -- connections in and out ----------------------------------------------------------
@@ -141,6 +142,10 @@ class Reactor(EpollReactor):
         self.drop(client)
 
     def _passing(self) -> None:
+        if self._lost:
+            lost, self._lost = self._lost, []
+            for client in lost:
+                self.drop(client)
         self._commit.hold()
 
     def _passed(self) -> None:
@@ -288,7 +293,7 @@ class Reactor(EpollReactor):
         try:
             sent_all = client.send_now()
         except trio.BrokenResourceError:
-            self.drop(client)
+            self.lost(client)
             return
         if not sent_all:
             # The socket is full: the rest goes when it takes output again, while its
@@ -309,6 +314,18 @@ class Reactor(EpollReactor):
         client.write_deadline = math.inf
         self.want_output(client, False)
         self._write(client)
+
+    def lost(self, client: Client) -> None:
+        """Its peer is gone (a write failed): it takes nothing more now and is dropped at the
+        start of the next pass (a write may fail inside a channel's hand-out, which must not
+        see the consumer it is serving removed)."""
+        if client.reactor is not self or client in self._lost:
+            return
+        client.closed = True
+        client.accepting = False
+        if not self._lost:
+            self.wake()
+        self._lost.append(client)
 
     def kick(self, client: Client) -> None:
         """`client`'s output changed outside its own commands (its `Waker` while served

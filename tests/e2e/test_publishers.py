@@ -3,8 +3,8 @@ order, and a connection that starts subscribing after publishing (in one write) 
 
 Ours serves plain connections from one reactor task, which waits for a full socket to take
 output again while it goes on reading its commands, and keeps a connection that subscribes
-(nsqd/tcp/reactor.py); these are the moments where bytes could be lost or reordered. Run against the Go nsqd too, which proves the
-expectations."""
+(nsqd/tcp/reactor.py); these are the moments where bytes could be lost or reordered. Run
+against the Go nsqd too, which proves the expectations."""
 
 from __future__ import annotations
 
@@ -123,3 +123,31 @@ async def test_each_publisher_s_messages_arrive_in_the_order_it_sent_them(
     for c in range(conns):
         mine = [b for b in got if b.startswith(b"%d-" % c)]
         assert mine == sent[c], f"connection {c}'s messages out of order"
+
+
+async def test_consumers_gone_mid_delivery_leave_the_publisher_be(
+    daemon: Daemon, topic: str
+) -> None:
+    """Consumers that reset their connections while a publisher's messages are handed to them:
+    a write to one fails inside the channel's hand-out. The publisher gets every OK and stays
+    connected. Ours once ended such a consumer from inside the hand-out, which the channel did
+    not expect (ValueError), and the error closed the publisher's connection (seen as
+    bench_writer's "panic: EOF" with a reader exiting mid-run)."""
+    body = b"x" * 2000
+    async with await Conn.open(daemon.addr) as publisher:
+        await publisher.mpub(topic, [body])  # the topic; its channel comes with the first SUB
+
+        async def consumers() -> None:
+            for _ in range(150):
+                sock = socket.create_connection(daemon.addr)
+                sock.sendall(b"  V2" + command(f"SUB {topic} ch") + command("RDY 2500"))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                await trio.sleep(0.002)
+                sock.close()  # a reset, with messages on their way to it
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumers)
+            with trio.fail_after(60):
+                for _ in range(300):
+                    await publisher.mpub(topic, [body] * 20)
+        await publisher.expect_open()
