@@ -171,8 +171,9 @@ class Loop:
         worker's CPU serving one request at a time) while trio is idle: nothing in its run
         queue or its epoll set now nor in the last millisecond, and its last turn less than a
         millisecond ago (its timers, the cancellation that stops the loop). Where trio has
-        work, as where consumers are served by their own tasks, every pass gives it a turn
-        as before: skipping there cost the latency row 15-25 us at p50, unexplained. A task
+        work, as where connections have tasks of their own (TLS, AUTH) or a pull link runs,
+        every pass gives it a turn as before: skipping there cost the latency row 15-25 us at
+        p50 (when consumers still had tasks of their own), unexplained. A task
         woken in the same scheduler round as the loop is in trio's batch, not its run queue:
         the pass after a sleep gives trio a turn (a spin finds most requests: this is rare
         where the skip matters), and the turn each millisecond bounds any other's wait."""

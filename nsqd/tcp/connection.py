@@ -237,11 +237,12 @@ class Client(OwnTasks):
 
     def _write_inline(self) -> None:
         """Send the output now, from the pass that delivered it (a publisher's, a timer's):
-        saves waking the writer task, a scheduler pass per delivery. Not while this client's
-        own commands run: a publisher subscribed to its own topic gets its OK first."""
+        saves waking the writer task (or, served by the reactor, a pass of its own). Not while
+        this client's own commands run: a publisher subscribed to its own topic gets its OK
+        first."""
         try:
             if not self.send_now():
-                self._wake()  # the socket is full: the writer sends the rest
+                self._wake()  # the socket is full: the writer (the reactor) sends the rest
         except trio.BrokenResourceError:
             self.closed = True
             self.accepting = False  # takes nothing more from here on
@@ -249,8 +250,8 @@ class Client(OwnTasks):
 
     def send_now(self) -> bool:
         """One non-blocking write of the whole output on the plain socket: True when all of it
-        went; else the rest stays queued, urgent, for the writer task. BrokenResourceError if
-        the connection is gone."""
+        went; else the rest stays queued, urgent, for the writer task (or the reactor, when the
+        socket takes output again). BrokenResourceError if the connection is gone."""
         out = self._out
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
