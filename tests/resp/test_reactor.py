@@ -93,15 +93,21 @@ def _epolls(pid: int) -> dict[int, set[int]]:
     return found
 
 
+def _v2_answered(port: int, commands: bytes) -> socket.socket:
+    """A V2 connection whose first command (a PUB, a SUB) was answered OK."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+    conn.sendall(b"  V2" + commands)
+    assert conn.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    return conn
+
+
 def test_one_reactor_serves_tcp_http_and_resp(ours) -> None:
     """The daemon runs one epoll reactor for its three front-ends: with a publisher on each
     (TCP PUB, HTTP /pub kept alive, RESP RPUSH) the process has trio's epoll set and the
     reactor's, which watches the three connections and its bell (an eventfd), and the loop's
     probe of trio (a set that watches trio's set alone)."""
     server = ours.start()
-    tcp = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
-    tcp.sendall(b"  V2PUB t\n\x00\x00\x00\x01x")
-    assert tcp.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    tcp = _v2_answered(server.tcp_port, b"PUB t\n\x00\x00\x00\x01x")
     http = socket.create_connection(("127.0.0.1", server.http_port), timeout=5)
     http.sendall(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\ny")
     assert http.recv(1000).startswith(b"HTTP/1.1 200 OK")
@@ -132,12 +138,8 @@ def test_a_plain_tcp_consumer_stays_in_the_reactor(ours) -> None:
     not by trio's (where a connection with tasks of its own waits): its commands are read in
     the loop's passes like a publisher's."""
     server = ours.start()
-    consumer = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
-    consumer.sendall(b"  V2SUB t c\nRDY 10\n")
-    assert consumer.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
-    publisher = socket.create_connection(("127.0.0.1", server.tcp_port), timeout=5)
-    publisher.sendall(b"  V2PUB t\n\x00\x00\x00\x01x")
-    assert publisher.recv(100) == b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
+    consumer = _v2_answered(server.tcp_port, b"SUB t c\nRDY 10\n")
+    publisher = _v2_answered(server.tcp_port, b"PUB t\n\x00\x00\x00\x01x")
     frame = consumer.recv(100)
     assert frame[4:8] == b"\x00\x00\x00\x02" and frame.endswith(b"x"), frame  # a message
     consumer.sendall(b"FIN " + frame[18:34] + b"\n")
