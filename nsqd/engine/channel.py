@@ -27,7 +27,7 @@ from .inflight import TimeoutQueue
 from .message import Message
 from .policies.attributes import ChannelAttributes
 from .policies.policy import NO_CHANNEL_POLICY, ChannelPolicy, NoChannelPolicy
-from .ports import NO_JOURNAL
+from .ports import NO_JOURNAL, UNBOUNDED
 from .queue import Backlog, messages
 from .settings import Settings
 
@@ -133,13 +133,14 @@ class Channel:
         """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
         self.message_count += len(msgs)
         msgs = self.policy.incoming(self, msgs)
-        if self._ready and not self.backlog and not self.paused and self._hand_off:
+        fresh = self._ready and not self.backlog  # else a refill is under way (_dispatch)
+        if fresh and not self.paused and self._hand_off:
             msgs = self._hand_out(msgs)  # straight to consumers with credit
         if not msgs:
             return
         self.backlog.extend(msgs)
-        if self._ready:
-            self._dispatch()
+        if fresh:
+            self._dispatch(len(msgs))  # (--mem-queue-size=0: they went through the disk)
         drop = self.policy.excess(self)
         if drop:
             self.dropped_count += len(self.backlog.take(drop))
@@ -152,12 +153,12 @@ class Channel:
         n = len(ids)
         self.message_count += n
         start = 0
-        ready = self._ready
-        if ready and not self.backlog and not self.paused and self._hand_off:
+        fresh = self._ready and not self.backlog  # else a refill is under way (_dispatch)
+        if fresh and not self.paused and self._hand_off:
             start = self._hand_out_run(ids, bodies, ts)
         self.backlog.extend_run(ids, bodies, ts, start)
-        if ready and start < n:
-            self._dispatch()
+        if fresh and start < n:
+            self._dispatch(n - start)  # (--mem-queue-size=0: they went through the disk)
 
     def put_deferred(self, msg: Message, delay_ms: int) -> None:
         self.message_count += 1
@@ -171,15 +172,25 @@ class Channel:
     def _requeue(self, msg: Message) -> None:
         self.backlog.put(msg)
         self.journal.released([msg.id])  # queued again: its queue keeps it now
-        self._dispatch()
+        self._dispatch(1)
 
-    def _dispatch(self) -> None:
-        """Hand queued messages to the clients in the ready rotation."""
+    def _dispatch(self, budget: int = UNBOUNDED) -> bool:
+        """Hand queued messages to the clients in the ready rotation, `budget` messages at
+        most; True when it stopped there with more to hand out (see `dispatch_more`).
+
+        Unbounded, it stops only when no consumer has credit or the queue is empty, so a
+        consumer with credit waits in the rotation while messages are queued only after a
+        budgeted refill stopped, and its reactor goes on with it in the passes after. A
+        publish to a queue that holds messages then leaves them to that refill: the publisher
+        does not do the consumers' refill from the disk queue (an MPUB 200 beside bench_reader
+        took 5 ms so), and a requeue hands out its one message at most."""
         ready, backlog = self._ready, self.backlog
         while ready and backlog and not self.paused:
-            credit = sum(c.credit() for c in ready)
+            if budget <= 0:
+                return True
+            credit = min(sum(c.credit() for c in ready), budget)
             if credit <= 0:
-                return
+                return False
             # bounded by bytes too: a consumer's credit is counted in messages, and a few
             # thousand large ones read from disk at once would stall the loop and sit in its
             # output buffer (a consumer takes no more once its output passes its high water)
@@ -190,15 +201,23 @@ class Channel:
                 given = self._hand_out_run(ids, bodies, ts)
                 if given < len(ids):
                     backlog.push_front(messages(ids[given:], bodies[given:], ts))
-                    return
+                    return False
+                budget -= given
                 continue
             taken = backlog.take(credit, limit)
             if not taken:
-                return  # a disk depth that was off: nothing more to read
+                return False  # a disk depth that was off: nothing more to read
             rest = self._hand_out(taken)
             if rest:
                 backlog.push_front(rest)
-                return
+                return False
+            budget -= len(taken)
+        return False
+
+    def dispatch_more(self, budget: int) -> bool:
+        """Go on with a hand-out that stopped at its budget (`refresh(consumer, budget)`
+        returned True); True again while more is left. A deleted channel has nothing."""
+        return not self.deleted and self._dispatch(budget)
 
     def _hand_out(self, msgs: list[Message]) -> list[Message]:
         """Give `msgs` to ready consumers round robin, a fair share each, putting each batch
@@ -286,13 +305,17 @@ class Channel:
         if self.ephemeral and not self.consumers and not self.deleted:
             self._on_unused(self)
 
-    def refresh(self, consumer: Consumer) -> None:
-        """The consumer's credit may have changed: (re)join the rotation, hand out the queue."""
+    def refresh(self, consumer: Consumer, budget: int = UNBOUNDED) -> bool:
+        """The consumer's credit may have changed: (re)join the rotation, hand out the queue,
+        `budget` messages at most: True when more is left for `dispatch_more` (a reactor
+        refilling a consumer from a long backlog a share per pass, so that one consumer's
+        refill does not hold up every other connection's commands)."""
         if consumer.id not in self._in_ready and consumer.credit() > 0:
             self._in_ready.add(consumer.id)
             self._ready.append(consumer)
-        self._dispatch()
+        more = self._dispatch(budget)
         self.starved(self, consumer)
+        return more
 
     def refresh_all(self) -> None:
         for consumer in list(self.consumers.values()):

@@ -334,3 +334,43 @@ async def test_a_consumer_that_stops_reading_is_let_go(
         return
     assert not clients, f"the consumer still connected after {waited:.1f} s"
     assert waited > 1.5, f"let go after {waited:.1f} s, before its deadline (2 s)"
+
+
+async def test_a_full_window_fills_from_disk_while_a_publisher_keeps_publishing(
+    daemon_pool: DaemonPool, daemon_kind: str, topic: str
+) -> None:
+    """A consumer opens a window of 2,500 on a backlog mostly on disk while a publisher's
+    MPUBs keep coming: the window fills exactly (ours hands a long refill out a share per
+    loop pass while a publisher waits to be read, and must still finish it), every MPUB is
+    answered, and FINs drain backlog and publishes alike, each message once."""
+    d = daemon_pool.get(daemon_kind, ("--mem-queue-size=100",))
+    create_channels(d.addr, [(topic, "ch")])
+    backlog = bodies(12_000, b"old")
+    for i in range(0, len(backlog), 2_000):
+        await publish(d.addr, topic, backlog[i : i + 2_000])
+    fresh = [bodies(100, b"new%02d" % i) for i in range(40)]
+    window = 2_500
+    received: list[bytes] = []
+
+    async def publisher() -> None:
+        async with await Conn.open(d.addr) as conn:
+            for batch in fresh:
+                await conn.mpub(topic, batch)
+
+    async with await Conn.open(d.addr) as consumer:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(publisher)
+            await consumer.sub(topic, "ch", rdy=window)
+            got = await consumer.messages(window, within=20)
+        assert await consumer.messages_for(QUIET) == []  # no more than its credit
+        received += [m.body for m in got]
+        total = len(backlog) + sum(map(len, fresh))
+        while True:
+            for msg in got:
+                await consumer.fin(msg.id)
+            left = total - len(received)
+            if not left:
+                break
+            got = await consumer.messages(min(window, left), within=20)
+            received += [m.body for m in got]
+    assert sorted(received) == sorted(backlog + [b for batch in fresh for b in batch])

@@ -196,6 +196,51 @@ async def test_fin_frees_credit_and_the_queue_flows_again(engine: Engine) -> Non
     assert len(channel.in_flight) == 1 and channel.depth == 1
 
 
+async def test_a_refill_with_a_budget_stops_there_and_goes_on_later(engine: Engine) -> None:
+    """A reactor refills a consumer from a long queue a share at a time (`refresh` with a
+    budget, then `dispatch_more` in the passes after): in order, nothing twice, nothing lost,
+    and True exactly while more is left for the consumer's credit."""
+    channel = engine.channel()
+    engine.broker.publish("t", bodies(100))
+    reader = Reader(rdy=70)
+    channel.add_consumer(reader)
+    assert channel.refresh(reader, 30) is True
+    assert reader.bodies() == bodies(30)
+    assert channel.dispatch_more(30) is True
+    assert channel.dispatch_more(30) is False  # its credit ends at 70: 10 of this share
+    assert reader.bodies() == bodies(70) and channel.depth == 30
+    assert channel.dispatch_more(30) is False  # nothing more until credit comes back
+
+
+async def test_a_publish_leaves_a_refill_under_way_to_the_refill(engine: Engine) -> None:
+    """While a budgeted refill is under way (a consumer with credit, messages queued) a
+    publish only queues its messages: the publisher does not do the consumer's refill from
+    the queue; the refill hands them out after the older ones."""
+    channel = engine.channel()
+    engine.broker.publish("t", bodies(50))
+    reader = Reader(rdy=100)
+    channel.add_consumer(reader)
+    assert channel.refresh(reader, 20) is True
+    engine.broker.publish("t", bodies(5, "new"))
+    assert reader.bodies() == bodies(20) and channel.depth == 35
+    while channel.dispatch_more(20):
+        pass
+    assert reader.bodies() == bodies(50) + bodies(5, "new") and channel.depth == 0
+    engine.broker.publish("t", bodies(1, "then"))  # nothing queued: straight to its credit
+    assert reader.bodies()[-1] == b"then0"
+
+
+async def test_a_deleted_channel_has_no_refill_to_go_on_with(engine: Engine) -> None:
+    channel = engine.channel()
+    engine.broker.publish("t", bodies(10))
+    reader = Reader(rdy=10)
+    channel.add_consumer(reader)
+    assert channel.refresh(reader, 4) is True
+    engine.broker.remove_channel("t", "c")
+    assert channel.dispatch_more(4) is False
+    assert reader.bodies() == bodies(4)
+
+
 async def test_a_run_of_fins_with_refused_ids_finishes_the_others(engine: Engine) -> None:
     """A read's FINs with refusals among them (an unknown id, one given twice, another
     consumer's): each refused in order, every other one finished and counted once."""
