@@ -133,7 +133,7 @@ class Channel:
         """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
         self.message_count += len(msgs)
         msgs = self.policy.incoming(self, msgs)
-        fresh = self._ready and not self.backlog  # else a refill is under way (_dispatch)
+        fresh = bool(self._ready) and not self.backlog  # else a refill is under way (_dispatch)
         if fresh and not self.paused and self._hand_off:
             msgs = self._hand_out(msgs)  # straight to consumers with credit
         if not msgs:
@@ -153,7 +153,7 @@ class Channel:
         n = len(ids)
         self.message_count += n
         start = 0
-        fresh = self._ready and not self.backlog  # else a refill is under way (_dispatch)
+        fresh = bool(self._ready) and not self.backlog  # else a refill is under way (_dispatch)
         if fresh and not self.paused and self._hand_off:
             start = self._hand_out_run(ids, bodies, ts)
         self.backlog.extend_run(ids, bodies, ts, start)
