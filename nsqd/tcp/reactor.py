@@ -77,7 +77,7 @@ WRITE_NOW = 32
 # (`_refills`), each of which reads every ready connection too. Refilled at once, a consumer
 # at RDY 2500 on a disk backlog held each pass ~6 ms, and the publishers waited for it: an MPUB
 # 200 writer beside bench_reader got 25-50k msgs/s to the reader's 290k; with shares of 128,
-# 160-170k to 190-210k (the Go nsqd: 205k to 208k), of 256 90-100k, of 64 215k to 115k.
+# 158-177k to 190-209k (the Go nsqd ~205k each), of 256 87-105k, of 64 215k to 115k.
 REFILL_BUDGET = 128
 # where nobody else waits the refill goes on at once, in larger shares (each share's look for
 # a waiting publisher, and the hand-out's own setup, cost a lone bench_reader ~10% at 128)
