@@ -244,9 +244,14 @@ class Client(OwnTasks):
             if not self.send_now():
                 self._wake()  # the socket is full: the writer (the reactor) sends the rest
         except trio.BrokenResourceError:
-            self.closed = True
-            self.accepting = False  # takes nothing more from here on
-            self.waker.lost(self)
+            self.peer_gone()
+
+    def peer_gone(self) -> None:
+        """A write failed: it takes nothing more from here on, and whoever sends its output
+        ends it (after a channel's hand-out that may be running: `Waker.lost`)."""
+        self.closed = True
+        self.accepting = False
+        self.waker.lost(self)
 
     def send_now(self) -> bool:
         """One non-blocking write of the whole output on the plain socket: True when all of it

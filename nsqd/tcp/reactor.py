@@ -172,6 +172,12 @@ class Reactor(EpollReactor):
             except Exception as exc:  # its consumers' next FIN or RDY tries again
                 log.error("refilling %s failed - %s", channel, describe(exc))
 
+    def _top_up(self, client: Client) -> None:
+        """A consumer's credit changed: refill it, a share now and the rest as `_go_on` says."""
+        channel = client.channel
+        if channel is not None and channel.refresh(client, REFILL_BUDGET):
+            self._go_on(channel)
+
     def _go_on(self, channel: Subscription) -> None:
         """A hand-out stopped at its budget: on with it while no other kind of connection
         waits to be read, else in the next pass."""
@@ -239,9 +245,7 @@ class Reactor(EpollReactor):
         if served:
             if client.needs_refresh:  # its RDY or FINs made room: refilled once per read
                 client.needs_refresh = False
-                channel = client.channel
-                if channel is not None and channel.refresh(client, REFILL_BUDGET):
-                    self._go_on(channel)
+                self._top_up(client)
                 if client.reactor is not self:
                     return
             appended = commit.appended - appended
@@ -337,7 +341,7 @@ class Reactor(EpollReactor):
         try:
             sent_all = client.send_now()
         except trio.BrokenResourceError:
-            self.lost(client)
+            client.peer_gone()
             return
         if not sent_all:
             # The socket is full: the rest goes when it takes output again, while its
@@ -349,12 +353,8 @@ class Reactor(EpollReactor):
             client.write_deadline = now + max(client.read_timeout, 1.0)
             self.want_output(client, True)
             self._schedule(client, now)
-        elif (
-            stopped
-            and (channel := client.channel) is not None
-            and channel.refresh(client, REFILL_BUDGET)  # it takes messages again
-        ):
-            self._go_on(channel)
+        elif stopped:
+            self._top_up(client)  # it takes messages again
 
     def _drain(self, client: Client) -> None:
         """Its full socket takes output again: send what waited."""
@@ -364,13 +364,11 @@ class Reactor(EpollReactor):
         self._write(client)
 
     def lost(self, client: Client) -> None:
-        """Its peer is gone (a write failed): it takes nothing more now and is dropped at the
-        start of the next pass (a write may fail inside a channel's hand-out, which must not
-        see the consumer it is serving removed)."""
+        """Its peer is gone (`Client.peer_gone`: it takes nothing more): dropped at the start
+        of the next pass (a write may fail inside a channel's hand-out, which must not see the
+        consumer it is serving removed)."""
         if client.reactor is not self or client in self._lost:
             return
-        client.closed = True
-        client.accepting = False
         if not self._lost:
             self.wake()
         self._lost.append(client)
