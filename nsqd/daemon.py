@@ -128,7 +128,7 @@ class NSQD:
         node.http_address = await http.bind() if http is not None else None
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
-        group = await self._join_group(tcp_listeners, http)
+        group = await self._join_group(tcp_listeners, http, loop)
         resp, resp_listeners = await self._open_resp(loop)
         async with trio.open_nursery() as root:
             self._nursery = root
@@ -180,7 +180,7 @@ class NSQD:
         log.info("exiting")
 
     async def _join_group(
-        self, tcp_listeners: list[trio.SocketListener], http: HTTPServer | None
+        self, tcp_listeners: list[trio.SocketListener], http: HTTPServer | None, loop: Loop
     ) -> Any:
         """One worker of --workers=N: its private link joins the TCP listeners, its pulls and
         private HTTP (nsqd.group.worker.Worker) run beside the scanner, and its HTTP answers
@@ -190,7 +190,7 @@ class NSQD:
         from .group.identity import CURRENT
         from .group.worker import Worker
 
-        worker = Worker(self.broker, CURRENT[0], http, self.options.max_rdy_count)
+        worker = Worker(self.broker, CURRENT[0], http, self.options.max_rdy_count, loop)
         tcp_listeners.append(await worker.open_link())
         self.broker.hooks.append(worker)
         return worker

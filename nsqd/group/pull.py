@@ -4,12 +4,15 @@ The link is an NSQ consumer of the peer's channel (IDENTIFY, SUB, RDY: the peer'
 keeps its timeouts, attempts, deferral and pause). Its RDY is what this worker's consumers of
 the channel have credit for right now (spread over the peers, as go-nsq spreads max-in-flight
 over nsqds), so nothing is pulled that no consumer here could take: a lower credit is sent at
-once, ahead of the FINs of what was moved (`_send`); a higher one once it grew by a quarter
-(`wants_rdy`), since every FIN here moves the credit by one and each RDY wakes the peer and this
-worker's task. What arrives is moved: put
-into this worker's channel (attempts, timestamp and id kept; a disk write first where this
-worker's channel writes to disk), then FIN'd at the peer. From then on it is this worker's
-message: FIN/REQ/TOUCH of its consumers stay here, and a crash loses what one nsqd would."""
+once, ahead of the FINs of what was moved (`rdy_due`); a higher one once it grew by a quarter
+(`wants_rdy`), since every FIN here moves the credit by one and each RDY wakes the peer. What
+arrives is moved (`move`): put into this worker's channel (attempts, timestamp and id kept; a
+disk write first where this worker's channel writes to disk), then FIN'd at the peer. From then
+on it is this worker's message: FIN/REQ/TOUCH of its consumers stay here, and a crash loses what
+one nsqd would.
+
+A Pull's task connects (again after a pause when the peer went away) and greets the peer; the
+session's reads and writes are the loop's (links.py)."""
 
 from __future__ import annotations
 
@@ -23,17 +26,20 @@ import trio
 
 from protocol.v2 import encoders
 from protocol.v2.bodies import uniform_heads
-from protocol.v2.frames import FRAME_HEADER, HEARTBEAT, Frame, FrameType
+from protocol.v2.frames import FRAME_HEADER, Frame, FrameType
 from protocol.v2.message import MESSAGE_FRAME_HEAD
 
 from ..engine.message import Message, records
 from ..engine.ports import StoreError
 from ..log import log
 from .identity import LINK_AGENT
+from .links import Link
 
 if TYPE_CHECKING:
+    from ..engine.api import WriteBatch
     from ..engine.broker import Broker
     from ..engine.channel import Channel
+    from .links import Links
 
 MAGIC = b"  V2"
 READ_SIZE = 256 * 1024
@@ -143,6 +149,7 @@ class Pull:
         peers: int,
         name: str,
         max_rdy: int,
+        links: Links,
     ) -> None:
         self.broker = broker
         self.topic, self.channel = topic, channel
@@ -150,16 +157,17 @@ class Pull:
         self._peers = peers
         self._name = name  # this worker, as the peer's /stats shows the link
         self._max_rdy = max_rdy  # the peer's --max-rdy-count (the group's)
-        self._wakeup = trio.Event()
+        self._links = links  # the loop's part that serves a session's link
+        self._link: Link | None = None  # the session now in the loop
         self.sent = -1  # the RDY the peer has now (-1: none sent on this session yet)
-        self._send_lock = trio.StrictFIFOLock()
         self.scope = trio.CancelScope()
 
     def nudge(self, want: int) -> None:
-        """The channel's credit changed and `want` is what this link should ask for now: wake
-        the credit task only if that calls for a RDY (a task switch per FIN otherwise)."""
-        if wants_rdy(want, self.sent):
-            self._wakeup.set()
+        """The channel's credit changed and `want` is what this link should ask for now: its
+        RDY goes at the end of the pass if that calls for one."""
+        link = self._link
+        if link is not None and wants_rdy(want, self.sent):
+            self._links.owe(link)
 
     def _local(self) -> Channel | None:
         topic = self.broker.topics.get(self.topic)
@@ -216,57 +224,32 @@ class Pull:
                 if frame.frame_type == FrameType.ERROR:
                     raise LinkError(frame.data.decode(errors="replace"))
                 answers += 1
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._credit, stream)
-            await self._read(stream, decoder)
-            nursery.cancel_scope.cancel()
+        self._link = link = Link(self, stream, decoder)
+        try:
+            await self._links.serve(link)  # the loop reads and writes it from now on
+        finally:
+            self._link = None
 
-    async def _send(self, stream: trio.SocketStream, data: bytes) -> None:
-        """`data` (FINs, REQs, NOPs, or nothing) in one write, with the RDY that is due now ahead
-        of it. Ahead: the FINs of messages a consumer here still holds would free the peer to
-        send the link as many again before a later RDY 0 came. Now: what is due is read once
-        the write can go (one computed before another write waited would go out stale)."""
-        async with self._send_lock:
-            want = self.want()
-            if wants_rdy(want, self.sent):
-                data = encoders.rdy(want) + data
-                self.sent = want
-            if data:
-                await stream.send_all(data)
+    def rdy_due(self) -> bytes:
+        """The RDY this link must send now (b"" when the peer's is still right)."""
+        want = self.want()
+        if wants_rdy(want, self.sent):
+            self.sent = want
+            return encoders.rdy(want)
+        return b""
 
-    async def _credit(self, stream: trio.SocketStream) -> None:
-        """Keep the peer's RDY at what this worker's consumers can take."""
-        while True:
-            self._wakeup = trio.Event()
-            await self._send(stream, b"")
-            with trio.move_on_after(1.0):  # a change nobody reported (a consumer left)
-                await self._wakeup.wait()
-
-    async def _read(self, stream: trio.SocketStream, decoder: LinkDecoder) -> None:
-        while True:
-            data = await stream.receive_some(READ_SIZE)
-            if not data:
-                return
-            msgs, others = decoder.feed(data)
-            reply = []
-            for frame in others:
-                if frame.data == HEARTBEAT:
-                    reply.append(encoders.NOP)
-                elif frame.frame_type == FrameType.ERROR:
-                    log.warning("group: link %s:%s - %s", self.topic, self.channel, frame.data)
-            if msgs:
-                reply.append(self._move(msgs))  # the credit it took goes out with the FINs
-            if reply:
-                await self._send(stream, b"".join(reply))
-
-    def _move(self, msgs: list[Message]) -> bytes:
-        """Take `msgs` into this worker's channel: FIN them at the peer, or give them back
-        (REQ) when the channel is gone here or its store refused them."""
+    def move(self, msgs: list[Message], commit: WriteBatch) -> bytes:
+        """Take `msgs` into this worker's channel, written to its disk queue first where it
+        writes to disk: FIN them at the peer, or give them back (REQ) when the channel is gone
+        here or its store refused them."""
         channel = self._local()
         if channel is not None and not channel.deleted:
             try:
                 channel.put_many(msgs)
-                return b"FIN " + b"\nFIN ".join([m.id for m in msgs]) + b"\n"
+                error = commit.flush() if commit.buffered else None  # the pass holds it
+                if error is None:
+                    return b"FIN " + b"\nFIN ".join([m.id for m in msgs]) + b"\n"
+                raise StoreError(error)
             except StoreError as exc:  # this worker's disk refused them: the peer keeps them
                 where = f"{self.topic}:{self.channel}"
                 log.error("group: link %s could not take messages - %s", where, exc)

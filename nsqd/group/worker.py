@@ -25,6 +25,7 @@ from ..log import log
 from ..net import listeners
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, FanOut, ask
 from .identity import Identity
+from .links import Links
 from .pull import Pull, is_link
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..engine.ports import Consumer
     from ..engine.topic import Topic
     from ..http.routes import HTTPServer
+    from ..net.reactor import Loop
 
 CATCH_UP = b"/stats?format=json&include_clients=false&include_mem=false"
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
@@ -42,9 +44,15 @@ LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reco
 
 class Worker:
     def __init__(
-        self, broker: Broker, identity: Identity, http: HTTPServer | None, max_rdy: int
+        self,
+        broker: Broker,
+        identity: Identity,
+        http: HTTPServer | None,
+        max_rdy: int,
+        loop: Loop,
     ) -> None:
         self.broker = broker
+        self._links = Links(loop, broker.commit)  # the pulls' sessions, served in the loop
         self.identity = identity
         self._max_rdy = max_rdy
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
@@ -148,6 +156,7 @@ class Worker:
         ports listen from now on (the kernel gives this worker connections only when it can
         take them)."""
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._links.run)
             if self._http is not None and self._http_listener is not None:
                 server = http_server.Server(self._http.api.handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
@@ -243,6 +252,7 @@ class Worker:
                 len(ident.peers),
                 f"worker-{ident.index}",
                 self._max_rdy,
+                self._links,
             )
             pulls.append(pull)
             nursery.start_soon(pull.run)
