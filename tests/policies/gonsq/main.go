@@ -55,6 +55,10 @@ func main() {
 	}
 	time.Sleep(*run)
 	consumer.Stop()
-	<-consumer.StopChan
+	// mode timeout leaves messages unanswered, and go-nsq's Stop waits 30 s for them
+	select {
+	case <-consumer.StopChan:
+	case <-time.After(time.Second):
+	}
 	os.Exit(0)
 }
