@@ -103,7 +103,7 @@ class Links(EpollReactor):
     def _ready(self, link: Link, events: int) -> None:
         if events & _OUT:
             self._drain(link)
-            if not events & ~_OUT:
+            if not events & ~_OUT or not self.watching(link):  # only that, or its write failed
                 return
         data = link.socket.read_now(READ_SIZE)
         if data is None:
