@@ -152,28 +152,27 @@ class Links(EpollReactor):
             return
         if link.out:  # behind what the socket did not take yet
             link.out.append(data)
-            return
-        try:
-            sent = link.socket.write_now(data)
-        except trio.BrokenResourceError as exc:
-            self._end(link, exc)
-            return
-        if sent < len(data):
-            link.out.append(data[sent:])
+        elif self._write(link, data) is False:
             self.want_output(link, True)
 
     def _drain(self, link: Link) -> None:
         data = b"".join(link.out)
         link.out.clear()
+        if self._write(link, data):
+            self.want_output(link, False)
+
+    def _write(self, link: Link, data: bytes) -> bool | None:
+        """One non-blocking write of `data`: True when all of it went, False when the rest
+        waits in `link.out`, None when the write failed (the link has ended)."""
         try:
             sent = link.socket.write_now(data)
         except trio.BrokenResourceError as exc:
             self._end(link, exc)
-            return
+            return None
         if sent < len(data):
             link.out.append(data[sent:])
-        else:
-            self.want_output(link, False)
+            return False
+        return True
 
     def _end(self, link: Link, error: Exception | None = None) -> None:
         if self.unwatch(link):
