@@ -6,7 +6,7 @@ disk queue is an `Overflow`; nsqd.dat and nsqlookupd registration are `Hooks` li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Any, Protocol
 
 from .message import Message
@@ -30,6 +30,10 @@ class Overflow(Protocol):
     def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
         """New messages of one publish (queue.Run's: attempts 0, no TTL), in order, without a
         record each; a refusal leaves the ones before it stored."""
+        ...
+
+    def put_many(self, msgs: Iterable[Message]) -> None:
+        """put() for each, in order, in as few writes as it can (a clean stop's memory)."""
         ...
 
     def get(self) -> Message | None: ...

@@ -7,8 +7,8 @@ memory, as nsqd does."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
-from itertools import repeat
+from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
 
 from protocol.v2.bodies import PackedBodies
 
@@ -32,6 +32,9 @@ class DropOverflow:
         pass
 
     def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
+        pass
+
+    def put_many(self, msgs: Iterable[Message]) -> None:
         pass
 
     def get(self) -> Message | None:
@@ -237,19 +240,18 @@ class Backlog:
         self._mem.extendleft(reversed(msgs))
         self._count += len(msgs)
 
-    def _drain(self) -> list[Message]:
-        msgs = self.take(self._count) if self._count else []
-        self._mem.clear()
-        self._count = 0
-        return msgs
-
     def close(self, extra: list[Message] | None = None) -> None:
-        """Clean stop: memory (and `extra`, e.g. in-flight messages) to the overflow store."""
-        put = self.overflow.put
-        for msg in self._drain():
-            put(msg)
-        for msg in extra or ():
-            put(msg)
+        """Clean stop: memory (and `extra`, e.g. in-flight messages) to the overflow store,
+        a run's records made as they are written (not all of memory's at once)."""
+        mem = self._mem
+        held = chain.from_iterable(
+            item.view(item.end - item.pos) if type(item) is Run else (item,) for item in mem
+        )
+        try:
+            self.overflow.put_many(chain(held, extra or ()))
+        finally:
+            mem.clear()
+            self._count = 0
         self.overflow.close()
 
     def delete(self) -> None:

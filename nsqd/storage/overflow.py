@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Final, Protocol
 
@@ -24,6 +24,7 @@ log = logging.getLogger("nsqd")
 
 RECORD_SIZE: Final = struct.Struct(">i")  # go-diskqueue's frame: the record's size, then it
 RECORD: Final = struct.Struct(">iqH")  # the frame's size and nsqd's header (timestamp, attempts)
+PUT_MANY_CHUNK: Final = 1 << 20  # bytes framed into one write by put_many
 
 
 class Health(Protocol):
@@ -140,6 +141,42 @@ class DiskOverflow:
             self._health.last_error = str(exc)
             raise
         self._count += len(ids)
+        self._stored()
+
+    def put_many(self, msgs: Iterable[Message]) -> None:
+        """put() for each of `msgs` in order (a clean stop's memory and in-flight messages):
+        framed into one write per PUT_MANY_CHUNK bytes, not one a message (1M messages in
+        memory took 5.8 s to stop, as long as the Go nsqd's one write each). A message with
+        its own TTL, or a body past the queue's limit, goes through put() after what came
+        before it; a refusal leaves the messages before its chunk stored."""
+        frame, limit = RECORD.pack, self._max_body
+        parts: list[bytes] = []
+        size = count = 0
+        for msg in msgs:
+            body = msg.body
+            if msg.expires or len(body) > limit:
+                self._put_framed(parts, count)
+                parts, size, count = [], 0, 0
+                self.put(msg)
+                continue
+            parts += (frame(MESSAGE_HEADER_SIZE + len(body), msg.timestamp, msg.attempts),
+                      msg.id, body)  # fmt: skip
+            size += 30 + len(body)
+            count += 1
+            if size >= PUT_MANY_CHUNK:
+                self._put_framed(parts, count)
+                parts, size, count = [], 0, 0
+        self._put_framed(parts, count)
+
+    def _put_framed(self, parts: list[bytes], count: int) -> None:
+        if not count:
+            return
+        try:
+            self.queue.put_framed(b"".join(parts), count)
+        except DiskQueueError as exc:
+            self._health.last_error = str(exc)
+            raise
+        self._count += count
         self._stored()
 
     def _put_each(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:

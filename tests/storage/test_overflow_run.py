@@ -1,7 +1,7 @@
 """DiskOverflow.put_run: the messages of one publish past memory written straight from their ids
 and bodies are the records put() writes for the same messages, in order, counted; a refusal
 part way leaves the ones before it stored and counted, and the store unhealthy until a write
-succeeds."""
+succeeds. DiskOverflow.put_many (a clean stop's memory): the records put() writes, in order."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 
 from nsqd.engine.guid import GUIDFactory
 from nsqd.engine.message import Message
+from nsqd.engine.policies.policy import ExpiringMessage
 from nsqd.engine.queue import Backlog
+from nsqd.storage import overflow as overflow_module
 from nsqd.storage.commit import GroupCommit
 from nsqd.storage.diskqueue import DiskQueueError
 from nsqd.storage.overflow import DiskOverflow
@@ -137,3 +139,62 @@ def test_records_of_one_size_read_back_as_stored(tmp_path: Path, odd: int | None
     assert [(m.id, m.body, m.timestamp, m.attempts) for m in got] == stored
     assert all(m.owner is None and m.deadline == m.delivered_at == 0.0 for m in got)
     assert len(store) == 0
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_put_many_writes_what_put_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """A clean stop's messages framed into few writes (chunks of 300 bytes here, files of
+    400: many chunks and rolls) are the records put() writes one at a time, in order: the
+    attempts kept, a message with its own TTL in its place and in the TTL file."""
+    monkeypatch.setattr(overflow_module, "PUT_MANY_CHUNK", 300)
+    commit = GroupCommit()
+    many = overflow(tmp_path, "many", Health(), file_size=400, commit=commit)
+    each = overflow(tmp_path, "each", Health(), file_size=400)
+    ids = GUIDFactory(5).next_ids(40)
+    msgs = [Message(ids[i], b"%d" % i + b"y" * (i * 11 % 60), TS + i, i % 3) for i in range(40)]
+    expiring = ExpiringMessage(ids[17], b"ttl", TS, 1, expires=TS + 10**12)
+    msgs[17] = expiring
+    if held:
+        commit.hold()
+    many.put_many(iter(msgs))
+    if held:
+        assert commit.release() is None
+    for msg in msgs:
+        each.put(msg)
+    assert len(many) == len(each) == 40
+    many.close()
+    each.close()
+    assert files(tmp_path, "many") == files(tmp_path, "each") != b""
+    for name in ("many", "each"):
+        assert (tmp_path / f"{name}.diskqueue.ttl").exists(), name
+    again = overflow(tmp_path, "many", Health())
+    got = again.get_many(100)
+    assert [(m.id, m.body, m.timestamp, m.attempts) for m in got] == [
+        (m.id, m.body, m.timestamp, m.attempts) for m in msgs
+    ]
+    assert got[17].expires == expiring.expires
+
+
+def test_a_clean_stop_puts_memory_and_in_flight_in_order(tmp_path: Path) -> None:
+    """Backlog.close: runs of a publish, records given back, and the in-flight messages
+    after them reach the disk in that order (one put_many, not a put each)."""
+    backlog = Backlog(100, overflow(tmp_path, "t", Health()))
+    factory = GUIDFactory(2)
+    run_ids = factory.next_run(3)
+    backlog.extend_run(run_ids, [b"r0", b"r1", b"r2"], TS)
+    requeued = Message(factory.next_id(), b"again", TS, 2)
+    backlog.put(requeued)
+    more = factory.next_run(2)
+    backlog.extend_run(more, [b"m0", b"m1"], TS + 1)
+    in_flight = [Message(factory.next_id(), b"held", TS, 1)]
+    backlog.close(in_flight)
+    again = overflow(tmp_path, "t", Health())
+    got = [(m.id, m.body, m.attempts) for m in again.get_many(10)]
+    assert got == [
+        *((i, b, 0) for i, b in zip(run_ids, [b"r0", b"r1", b"r2"], strict=True)),
+        (requeued.id, b"again", 2),
+        *((i, b, 0) for i, b in zip(more, [b"m0", b"m1"], strict=True)),
+        (in_flight[0].id, b"held", 1),
+    ]
