@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -65,8 +66,10 @@ def _run(tree: Path, port: int, protocol: str, out: Path) -> dict[str, str]:
 def test_redis_py_suite(pair, tmp_path: Path, protocol: str) -> None:
     tree = _sources()
     redis_server, ours = pair.by_kind["plain"]
-    want = _run(tree, redis_server.port, protocol, tmp_path / "redis.xml")
-    got = _run(tree, ours.port, protocol, tmp_path / "ours.xml")
+    with ThreadPoolExecutor(2) as pool:  # two servers: the two runs side by side
+        on_redis = pool.submit(_run, tree, redis_server.port, protocol, tmp_path / "redis.xml")
+        on_ours = pool.submit(_run, tree, ours.port, protocol, tmp_path / "ours.xml")
+        want, got = on_redis.result(), on_ours.result()
     assert sum(v == "pass" for v in want.values()) == len(SELECTED), {
         k: v for k, v in want.items() if v != "pass"
     }
