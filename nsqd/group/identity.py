@@ -64,7 +64,6 @@ def refusal(opts: Options) -> str:
         return stranded
     not_yet = "not yet partitioned"
     for name, on, why in (
-        ("--durable-inflight", opts.durable_inflight, not_yet),
         ("--dedupe-window", opts.dedupe_window > 0, not_yet),
         ("--resp-address", bool(opts.resp_address), not_yet),
         ("--auth-http-address", bool(opts.auth_http_address), "the workers' links do not AUTH"),

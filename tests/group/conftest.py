@@ -5,6 +5,7 @@ worker in particular: each writes the address of its private V2 link to worker-K
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -87,6 +88,16 @@ class Group:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL to every worker and the supervisor (stopped first: it restarts nobody)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        for pid in self.pids().values():
+            os.kill(pid, signal.SIGKILL)
+        self.proc.kill()
+        self.proc.wait(10)
+        self.proc = None
 
     def stop(self) -> int | None:
         if self.proc is None:

@@ -39,7 +39,6 @@ def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedPro
 @pytest.mark.parametrize(
     ("flag", "words"),
     [
-        ("--durable-inflight", "cannot be combined with --durable-inflight (not yet partitioned)"),
         ("--dedupe-window=1m", "cannot be combined with --dedupe-window (not yet partitioned)"),
         (
             "--resp-address=127.0.0.1:0",
