@@ -9,6 +9,7 @@
   the answer is this worker's, or a success when it failed here (not found) but a peer did it.
 - PUT /config/<option>: set here (a bad value is refused here, and asked of no peer), then the
   value now in effect is put in every peer (the nsqlookupd addresses are the group's).
+- the message endpoints (receive, pop, peek; fin, req, touch, cancel, defer by id): messages.py.
 
 A request from a peer carries PEER_HEADER and is answered by that worker alone."""
 
@@ -100,7 +101,7 @@ class FanOut:
                     answer, failed = None, err
             finally:
                 ASKED.reset(token)
-            statuses = [status for status, _ in await self._ask_all(req.method, req.target)]
+            statuses = [status for status, _ in await self.ask_all(req.method, req.target)]
             if failed is not None and 200 not in statuses:
                 raise failed
             return answer
@@ -113,7 +114,7 @@ class FanOut:
             if not req.header(PEER_HEADER):
                 name = req.params
                 body = _CONFIG_BODIES[name](self.api.admin.node.options.values)
-                for status, text in await self._ask_all("PUT", req.target, body):
+                for status, text in await self.ask_all("PUT", req.target, body):
                     if status != 200:
                         log.warning("group: a peer refused PUT /config/%s - %r", name, text[:200])
             return answer
@@ -152,7 +153,7 @@ class FanOut:
         ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": "false"}
         target = b"/stats?" + urlencode({k: v for k, v in ask.items() if v}).encode()
         docs = [mine]
-        for status, body in await self._ask_all("GET", target):
+        for status, body in await self.ask_all("GET", target):
             if status == 200:
                 doc = json.loads(body)
                 docs.append(doc.get("topics"))
@@ -170,7 +171,10 @@ class FanOut:
 
     # -- asking the peers -------------------------------------------------------------------
 
-    async def _ask_all(
+    def peers(self) -> list[tuple[str, int]]:
+        return self._peers()
+
+    async def ask_all(
         self, method: str, target: bytes, body: bytes = b""
     ) -> list[tuple[int, bytes]]:
         answers: list[tuple[int, bytes]] = []
@@ -200,15 +204,16 @@ ASK_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError)
 
 
 async def ask(
-    address: tuple[str, int], method: str, target: bytes, body: bytes = b""
+    address: tuple[str, int], method: str, target: bytes, body: bytes = b"", headers: bytes = b""
 ) -> tuple[int, bytes]:
     """One request to a peer's private HTTP listener: (status, body); one of ASK_ERRORS when
-    it gives none."""
+    it gives none. `headers`: more header lines, each ending in CRLF."""
     stream = await trio.open_tcp_stream(*address)
     async with stream:
         await stream.send_all(
-            b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: 1\r\nContent-Length: %d\r\nConnection: close"
-            b"\r\n\r\n%s" % (method.encode(), target, PEER_HEADER, len(body), body)
+            b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: 1\r\n%sContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s"
+            % (method.encode(), target, PEER_HEADER, headers, len(body), body)
         )
         chunks = []
         while data := await stream.receive_some(65536):

@@ -26,6 +26,7 @@ from ..net import listeners
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, FanOut, ask
 from .identity import Identity
 from .links import Links
+from .messages import GroupMessages
 from .pull import Pull, is_link
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ class Worker:
         self._http_listener: trio.SocketListener | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for pulls and peer requests
         if http is not None:
-            FanOut(broker, http.api, self._peer_http).install()
+            fanout = FanOut(broker, http.api, self._peer_http)
+            fanout.install()
+            GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
 
     async def open_link(self) -> trio.SocketListener:
         """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses

@@ -19,6 +19,7 @@ class Request:
 
     __slots__ = (
         "_conn",
+        "_kept",
         "client",
         "headers",
         "http_version",
@@ -40,6 +41,7 @@ class Request:
         query_string: bytes,
     ) -> None:
         self._conn = conn
+        self._kept: bytes | None = None  # put_back's
         self.method: str = event.method.decode("ascii")
         self.target: bytes = event.target
         self.http_version: bytes = event.http_version
@@ -63,6 +65,10 @@ class Request:
 
     async def read(self, limit: int) -> bytes:
         """At most `limit` bytes of the body (io.LimitReader): more may remain unread."""
+        kept = self._kept
+        if kept is not None:
+            self._kept = kept[limit:]
+            return kept[:limit]
         conn = self._conn
         chunk = await conn.body_chunk()
         if len(chunk) >= limit or not chunk:
@@ -83,6 +89,11 @@ class Request:
             conn.unread = body[limit:]
             body = body[:limit]
         return body
+
+    def put_back(self, body: bytes) -> None:
+        """The body as read whole by a wrapper before the handler it calls: the handler's
+        reads get it again (and nothing after it)."""
+        self._kept = body
 
     async def read_exact(self, n: int) -> bytes | None:
         """Exactly `n` bytes of the body, or None if it ends first."""

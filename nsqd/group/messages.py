@@ -1,0 +1,157 @@
+"""HTTP's message endpoints for a group (ours: docs/http-access.md). A queue, a lease and a
+message in flight or deferred are one worker's, and a request reaches the one worker that
+accepted its connection; that worker acts on what it holds and asks its peers for the rest, so
+that a reader sees one nsqd:
+
+- receive, pop and peek: this worker's messages first; while fewer than `n` came (with
+  `max_bytes`: while none came), each peer in turn for what is still wanted. One answer: the
+  JSON `{"messages": [...]}` (oldest first within a worker; NSQ orders nothing across
+  partitions), or the frames back to back.
+- fin, req, touch, cancel and defer of one id: here; where it is not held here (404), every
+  peer at once, and the one that holds it answers (else this worker's 404). Of many ids: here,
+  then the ids that failed here are asked of the peers; an id fails when it failed everywhere,
+  with this worker's reason.
+- fin and req with `lease=NAME` and no ids: every worker acts on what the lease holds there;
+  the counts are summed.
+
+A request from a peer (PEER_HEADER) is answered by that worker alone."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import trio
+
+from ..gocompat.json import go_json
+from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request
+from ..log import log
+from .fanout import ASK_ERRORS, ASK_TIMEOUT, PEER_HEADER, ask
+
+if TYPE_CHECKING:
+    from .fanout import FanOut, Handler
+
+GATHERED = (("GET", "/channel/peek"), ("POST", "/channel/receive"), ("POST", "/channel/pop"))
+BY_ID = ["/message/fin", "/message/req", "/message/touch", "/message/cancel", "/message/defer"]
+_BINARY = b"Accept: application/octet-stream\r\n"
+
+
+class GroupMessages:
+    def __init__(self, fanout: FanOut, max_body: int) -> None:
+        self._fanout = fanout
+        self._max_body = max_body  # the handlers' limit on a body of ids
+
+    def install(self, routes: dict[str, dict[str, Any]]) -> None:
+        """Put the group's handlers in place of the lone ones (in the API's route table)."""
+        for method, path in GATHERED:
+            handler, logged, rendering = routes[path][method]
+            routes[path][method] = (self._gathered(handler), logged, rendering)
+        for path in BY_ID:
+            handler, logged, rendering = routes[path]["POST"]
+            routes[path]["POST"] = (self._by_id(handler), logged, rendering)
+
+    # -- receive, pop, peek -------------------------------------------------------------------
+
+    def _gathered(self, local: Handler) -> Handler:
+        async def handle(req: Request) -> Any:
+            answer = await local(req)  # every argument checked here first
+            if req.header(PEER_HEADER):
+                return answer
+            binary = type(answer) is BinaryBody
+            parts = [_messages(answer, binary)]
+            got, wanted = len(parts[0]), int(req.arg("n") or 1)
+            headers = _BINARY if binary else b""
+            for address in self._fanout.peers():
+                if got >= wanted or (got and req.arg("max_bytes")):
+                    break
+                target = _with(req, n=str(wanted - got))
+                try:
+                    with trio.fail_after(ASK_TIMEOUT):
+                        status, body = await ask(address, req.method, target, b"", headers)
+                except ASK_ERRORS as exc:
+                    log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
+                    continue
+                if status == 200:
+                    parts.append(_messages(body, binary))
+                    got += len(parts[-1])
+            if len(parts) == 1:
+                return answer
+            if binary:
+                return BinaryBody(b"".join(frame for part in parts for frame in part))
+            return JSONBody(go_json({"messages": [m for part in parts for m in part]}))
+
+        return handle
+
+    # -- by id ----------------------------------------------------------------------------------
+
+    def _by_id(self, local: Handler) -> Handler:
+        async def handle(req: Request) -> Any:
+            if req.header(PEER_HEADER):
+                return await local(req)
+            if req.arg("id") is not None:
+                return await self._one(local, req)
+            body = await req.read(self._max_body + 1)
+            req.put_back(body)  # the handler reads it (and refuses it) as it would alone
+            answer = await local(req)
+            if not body.strip():  # a lease's messages: each worker acts on what it holds
+                return _summed(answer, await self._fanout.ask_all(req.method, req.target))
+            return await self._rest(answer, req)
+
+        return handle
+
+    async def _one(self, local: Handler, req: Request) -> Any:
+        try:
+            return await local(req)
+        except HTTPError as err:
+            if err.status != 404:
+                raise
+            answers = await self._fanout.ask_all(req.method, req.target)
+            if any(status == 200 for status, _ in answers):
+                return "OK"
+            raise
+
+    async def _rest(self, answer: JSONBody, req: Request) -> Any:
+        """Many ids: those that failed here asked of the peers."""
+        doc = json.loads(answer)
+        failed = doc["failed"]
+        if not failed:
+            return answer
+        retry = {f["id"] for f in failed}
+        body = "\n".join(sorted(retry)).encode()
+        ok = doc["ok"]
+        for status, text in await self._fanout.ask_all(req.method, req.target, body):
+            if status != 200:
+                continue
+            there = json.loads(text)
+            ok += there["ok"]
+            retry &= {f["id"] for f in there["failed"]}  # what failed there too
+        return JSONBody(go_json({"ok": ok, "failed": [f for f in failed if f["id"] in retry]}))
+
+
+def _summed(answer: JSONBody, answers: list[tuple[int, bytes]]) -> JSONBody:
+    doc = json.loads(answer)
+    for status, text in answers:
+        if status == 200:
+            there = json.loads(text)
+            doc["ok"] += there["ok"]
+            doc["failed"] += there["failed"]
+    return JSONBody(go_json(doc))
+
+
+def _messages(body: bytes, binary: bool) -> list[Any]:
+    """An answer's messages: JSON objects, or nsqd's frames (each with its size)."""
+    if not binary:
+        return list(json.loads(body)["messages"])
+    frames, pos = [], 0
+    while pos + 4 <= len(body):
+        end = pos + 4 + int.from_bytes(body[pos : pos + 4], "big")
+        frames.append(body[pos:end])
+        pos = end
+    return frames
+
+
+def _with(req: Request, **changed: str) -> bytes:
+    """The request's target with some query values changed."""
+    query = {**req.query(), **{k: [v] for k, v in changed.items()}}
+    return f"{req.path}?{urlencode(query, doseq=True)}".encode()

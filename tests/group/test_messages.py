@@ -1,0 +1,125 @@
+"""The message endpoints over HTTP (ours: docs/http-access.md) answer for the group: a
+request reaches one worker (here each is sent to one worker's own HTTP listener, as the shared
+port would hand it over), and that worker gives what it holds and asks its peers for the rest.
+receive, pop and peek see every worker's messages; fin, req, touch, cancel and defer reach the
+worker that holds the message, by one id, by many and by a lease's name."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import urllib.request
+
+from tests.ops.conftest import http_post
+
+from .conftest import Group
+
+Q = "topic=t&channel=c"
+
+
+def _ask(group: Group, k: int, path: str, body: bytes = b"", binary: bool = False):
+    """POST (GET for peek and stats) to worker k's own HTTP listener, as a group's client."""
+    method = "GET" if path.startswith(("/channel/peek", "/stats")) else "POST"
+    headers = {"Accept": "application/octet-stream"} if binary else {}
+    req = urllib.request.Request(
+        f"http://{group.private_http(k)}{path}", data=body or None, method=method, headers=headers
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _fill(group: Group, per_worker: int = 5) -> set[bytes]:
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?{Q}")[0] == 200
+    bodies = set()
+    for k in (0, 1):
+        with group.pin(k) as pub:
+            for i in range(per_worker):
+                pub.pub("t", b"w%d-%d" % (k, i))
+                bodies.add(b"w%d-%d" % (k, i))
+    return bodies
+
+
+def _bodies(answer: bytes) -> dict[str, bytes]:
+    return {m["id"]: base64.b64decode(m["body"]) for m in json.loads(answer)["messages"]}
+
+
+def test_receive_pop_and_peek_see_every_worker(group: Group) -> None:
+    group.start()
+    bodies = _fill(group)
+    status, answer = _ask(group, 0, f"/channel/peek?{Q}&n=100")
+    assert status == 200 and set(_bodies(answer).values()) == bodies
+    status, answer = _ask(group, 1, f"/channel/receive?{Q}&n=7&vt=60000")
+    got = _bodies(answer)
+    assert status == 200 and len(got) == 7  # worker 1's five, then two of worker 0's
+    assert {b for b in got.values() if b.startswith(b"w1")} == {b"w1-%d" % i for i in range(5)}
+    status, frames = _ask(group, 1, f"/channel/pop?{Q}&n=100", binary=True)
+    popped, pos = set(), 0
+    while pos < len(frames):
+        (size,) = struct.unpack_from(">i", frames, pos)
+        popped.add(frames[pos + 34 : pos + 4 + size])
+        pos += 4 + size
+    assert status == 200 and popped == bodies - set(got.values())  # the three left, frames
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=100")
+    assert status == 200 and _bodies(answer) == {}  # nothing queued anywhere
+
+
+def test_fin_req_and_touch_reach_the_worker_that_holds_the_message(group: Group) -> None:
+    group.start()
+    bodies = _fill(group, 3)
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=100&vt=60000")
+    held = _bodies(answer)
+    assert set(held.values()) == bodies
+    ids = sorted(held)
+    for k, msg_id in enumerate(ids[:2]):  # one id each, to either worker
+        assert _ask(group, k % 2, f"/message/touch?{Q}&id={msg_id}&vt=30000") == (200, b"OK")
+        assert _ask(group, (k + 1) % 2, f"/message/fin?{Q}&id={msg_id}") == (200, b"OK")
+    status, answer = _ask(group, 1, f"/message/fin?{Q}&id={ids[0]}")
+    assert status == 404 and json.loads(answer)["message"] == "MESSAGE_NOT_IN_FLIGHT"
+    assert _ask(group, 0, f"/message/req?{Q}&id={ids[2]}") == (200, b"OK")
+    rest = "\n".join([*ids[3:], "0123456789abcdef", ids[0]]).encode()
+    status, answer = _ask(group, 1, f"/message/fin?{Q}", rest)
+    doc = json.loads(answer)
+    assert status == 200 and doc["ok"] == len(ids) - 3, doc
+    assert sorted(f["id"] for f in doc["failed"]) == ["0123456789abcdef", ids[0]]
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=100")
+    assert set(_bodies(answer).values()) == {held[ids[2]]}  # the one requeued, and only it
+
+
+def test_a_named_lease_is_finished_in_every_worker(group: Group) -> None:
+    group.start()
+    bodies = _fill(group, 4)
+    status, answer = _ask(group, 1, f"/channel/receive?{Q}&n=100&lease=batch-1")
+    assert status == 200 and set(_bodies(answer).values()) == bodies
+    status, answer = _ask(group, 0, f"/message/fin?{Q}&lease=batch-1")
+    assert status == 200 and json.loads(answer) == {"ok": len(bodies), "failed": []}
+    (topic,) = json.loads(_ask(group, 0, "/stats?format=json")[1])["topics"]
+    (channel,) = topic["channels"]
+    assert (channel["depth"], channel["in_flight_count"]) == (0, 0)
+
+
+def test_a_deferred_message_is_cancelled_and_moved_where_it_waits(group: Group) -> None:
+    group.start()
+    _fill(group, 0)
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        for body in (b"x", b"y"):
+            with group.pin(1) as pub:
+                pub.pub("t", body)
+            sub.rdy(1)
+            kind, data = sub.frame()
+            assert kind == 2
+            sub.req(data[10:26], 600_000)  # deferred in worker 1
+            sub.rdy(0)
+        status, answer = _ask(group, 0, f"/channel/peek?{Q}&state=deferred&n=10")
+        deferred = sorted(_bodies(answer))
+        assert status == 200 and len(deferred) == 2
+        assert _ask(group, 0, f"/message/cancel?{Q}&id={deferred[0]}") == (200, b"OK")
+        assert _ask(group, 0, f"/message/defer?{Q}&id={deferred[1]}&ms=0") == (200, b"OK")
+        status, answer = _ask(group, 0, f"/message/cancel?{Q}&id={deferred[0]}")
+        assert status == 404 and json.loads(answer)["message"] == "MESSAGE_NOT_FOUND"
