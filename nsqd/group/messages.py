@@ -3,10 +3,10 @@ message in flight or deferred are one worker's, and a request reaches the one wo
 accepted its connection; that worker acts on what it holds and asks its peers for the rest, so
 that a reader sees one nsqd:
 
-- receive, pop and peek: this worker's messages first; while fewer than `n` came (with
-  `max_bytes`: while none came), each peer in turn for what is still wanted. One answer: the
-  JSON `{"messages": [...]}` (oldest first within a worker; NSQ orders nothing across
-  partitions), or the frames back to back.
+- receive, pop and peek: this worker's messages first; while fewer than `n` came and their
+  bodies hold less than `max_bytes`, each peer in turn for what is still wanted (the rest of
+  `n` and of `max_bytes`). One answer: the JSON `{"messages": [...]}` (oldest first within a
+  worker; NSQ orders nothing across partitions), or the frames back to back.
 - fin, req, touch, cancel and defer of one id: here; where it is not held here (404), every
   peer at once, and the one that holds it answers (else this worker's 404). Of many ids: here,
   then the ids that failed here are asked of the peers; an id fails when it failed everywhere,
@@ -18,6 +18,7 @@ A request from a peer (PEER_HEADER) is answered by that worker alone."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -61,11 +62,15 @@ class GroupMessages:
             binary = type(answer) is BinaryBody
             parts = [_messages(answer, binary)]
             got, wanted = len(parts[0]), int(req.arg("n") or 1)
+            taken, limit = _bytes(parts[0], binary), int(req.arg("max_bytes") or 0)
             headers = _BINARY if binary else b""
             for address in self._fanout.peers():
-                if got >= wanted or (got and req.arg("max_bytes")):
+                if got >= wanted or (limit and taken >= limit):
                     break
-                target = _with(req, n=str(wanted - got))
+                rest = {"n": str(wanted - got)}
+                if limit:
+                    rest["max_bytes"] = str(limit - taken)
+                target = _with(req, **rest)
                 try:
                     with trio.fail_after(ASK_TIMEOUT):
                         status, body = await ask(address, req.method, target, b"", headers)
@@ -75,6 +80,7 @@ class GroupMessages:
                 if status == 200:
                     parts.append(_messages(body, binary))
                     got += len(parts[-1])
+                    taken += _bytes(parts[-1], binary)
             if len(parts) == 1:
                 return answer
             if binary:
@@ -149,6 +155,13 @@ def _messages(body: bytes, binary: bool) -> list[Any]:
         frames.append(body[pos:end])
         pos = end
     return frames
+
+
+def _bytes(messages: list[Any], binary: bool) -> int:
+    """What the bodies of an answer's messages hold (a frame: 34 bytes of head, then it)."""
+    if binary:
+        return sum(len(frame) - 34 for frame in messages)
+    return sum(len(base64.b64decode(m["body"])) for m in messages)
 
 
 def _with(req: Request, **changed: str) -> bytes:

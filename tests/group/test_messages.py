@@ -69,6 +69,15 @@ def test_receive_pop_and_peek_see_every_worker(group: Group) -> None:
     assert status == 200 and _bodies(answer) == {}  # nothing queued anywhere
 
 
+def test_receive_within_max_bytes_takes_the_rest_from_the_peers(group: Group) -> None:
+    group.start()
+    _fill(group, 3)  # bodies of 4 bytes, three in each worker
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=100&max_bytes=20")
+    got = sorted(_bodies(answer).values())
+    assert status == 200 and got[:3] == [b"w0-0", b"w0-1", b"w0-2"]  # this worker's first
+    assert len(got) == 5  # 12 bytes here, then 8 more from worker 1 (the last may pass it)
+
+
 def test_fin_req_and_touch_reach_the_worker_that_holds_the_message(group: Group) -> None:
     group.start()
     bodies = _fill(group, 3)
