@@ -4,9 +4,10 @@ install, with the job started outside the checkout (cwd /tmp-like, no PYTHONPATH
 Spark finds Python data sources by scanning sys.path with pkgutil.iter_modules() for
 `pyspark_*` modules with a `DefaultSource` (pyspark/sql/worker/lookup_data_sources.py), which
 cannot see setuptools' editable import hook; pyproject.toml's `package-dir` makes an editable
-install a plain path entry instead. Each case copies the project's sources to a temporary
-folder, installs them into a fresh virtualenv (--system-site-packages, for pyspark and
-pyarrow), and runs a real job with that interpreter (driver and workers) from another folder.
+install a plain path entry instead. Each case (the two side by side) copies the project's
+sources to a temporary folder, installs them into a fresh virtualenv (--system-site-packages,
+for pyspark and pyarrow), and runs a real job with that interpreter (driver and workers) from
+another folder.
 The build runs in pip's isolated build environment, with the build backend pyproject.toml asks
 for fetched from the package index, as a user's `pip install` does: nothing depends on which
 setuptools or wheel the machine's Python happens to have (building without isolation failed
@@ -20,9 +21,9 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 from spark_support import REPO_ROOT, SPARK_CONF, Proc, drain
 
 SOURCES = ("pyproject.toml", "README.md", "nsqd_launcher.py", "nsqd", "protocol", "pyspark_nsq")
@@ -82,13 +83,13 @@ def _job_env(python: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("editable", [False, True], ids=["regular", "editable"])
-def test_format_nsq_found_from_an_install(
-    nsqd: Proc, topic: str, tmp_path: Path, editable: bool
-) -> None:
-    project = _copy_sources(tmp_path / "project")
-    python = _venv_with(tmp_path, project, editable)
-    elsewhere = tmp_path / "elsewhere"
+def _install_and_run(nsqd: Proc, topic: str, tmp: Path, editable: bool) -> tuple[Path, Path]:
+    """One case: the project installed into a fresh virtualenv, the job run with it from
+    another folder; the project's copy and the module the job imported."""
+    tmp.mkdir()
+    project = _copy_sources(tmp / "project")
+    python = _venv_with(tmp, project, editable)
+    elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "job.py").write_text(JOB)
     done = subprocess.run(
@@ -100,10 +101,24 @@ def test_format_nsq_found_from_an_install(
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    module = Path(json.loads(done.stdout.strip().splitlines()[-1])["module"])
-    if editable:  # the project's own folder, not a copy in site-packages
-        assert module == project / "pyspark_nsq" / "__init__.py"
-    else:
-        assert module.is_relative_to(tmp_path / "venv"), module
-    got = drain(nsqd.tcp, topic, "check", 3)
-    assert Counter(got) == Counter(f"installed-{i}".encode() for i in range(3))
+    return project, Path(json.loads(done.stdout.strip().splitlines()[-1])["module"])
+
+
+def test_format_nsq_found_from_a_regular_and_an_editable_install(
+    nsqd: Proc, topic: str, tmp_path: Path
+) -> None:
+    """The two cases side by side (each is mostly a build and a JVM's start)."""
+    cases = {"regular": False, "editable": True}
+    with ThreadPoolExecutor(2) as pool:
+        runs = {
+            name: pool.submit(_install_and_run, nsqd, f"{topic}_{name}", tmp_path / name, editable)
+            for name, editable in cases.items()
+        }
+        results = {name: run.result() for name, run in runs.items()}
+    project, module = results["editable"]
+    assert module == project / "pyspark_nsq" / "__init__.py"  # the project's folder, no copy
+    _, module = results["regular"]
+    assert module.is_relative_to(tmp_path / "regular" / "venv"), module
+    for name in cases:
+        got = drain(nsqd.tcp, f"{topic}_{name}", "check", 3)
+        assert Counter(got) == Counter(f"installed-{i}".encode() for i in range(3)), name
