@@ -21,7 +21,7 @@ from tests.ops.conftest import (
     START_TIMEOUT,
     STOP_TIMEOUT,
     V2,
-    free_port,
+    free_ports,
     nsqd_process,
     port_open,
     wait_until,
@@ -39,7 +39,7 @@ class Group:
         self.workdir, self.count = workdir, count
         self.data = workdir / "data"
         self.data.mkdir(parents=True, exist_ok=True)
-        self.tcp, self.http = free_port(), free_port()
+        self.tcp, self.http = free_ports(2)
         self.proc: nsqd_process.subprocess.Popen[bytes] | None = None
         self.log = workdir / "group.log"
 

@@ -22,7 +22,7 @@ import pytest
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process
 import v2client
-from nsqd_process import free_port, port_open
+from nsqd_process import free_port, free_ports, port_open
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # tests/protocol (no __init__.py) would shadow the real `protocol` package: checkout first.
@@ -144,19 +144,20 @@ class Launcher:
         self.procs: list[Proc] = []
 
     def nsqd(self, kind: str = "ours", *args: str, name: str | None = None) -> Proc:
-        tcp, http = free_port(), free_port()
+        tcp, http, https = free_ports(3)  # distinct: two free_port() calls may agree
         name = name or f"nsqd-{kind}-{len(self.procs)}"
         data = self.workdir / f"{name}-data"
         data.mkdir(parents=True, exist_ok=True)
         argv = [*(OURS if kind == "ours" else [str(reference_bin("nsqd"))])]
-        argv += [*nsqd_process.address_flags(tcp, http, data, https_port=free_port()), *args]
+        argv += [*nsqd_process.address_flags(tcp, http, data, https_port=https), *args]
         p = spawn(name, argv, self.workdir, {"tcp": tcp, "http": http})
         self.procs.append(p)
         wait_until(lambda: port_open(http), START_TIMEOUT, f"{name} HTTP")
         return p
 
     def nsqlookupd(self, *args: str, tcp: int = 0, http: int = 0) -> Proc:
-        tcp, http = tcp or free_port(), http or free_port()
+        any_tcp, any_http = free_ports(2)
+        tcp, http = tcp or any_tcp, http or any_http
         argv = [
             str(reference_bin("nsqlookupd")),
             f"--tcp-address={HOST}:{tcp}",

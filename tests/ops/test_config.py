@@ -20,7 +20,16 @@ from nsqd.cli import resolve
 from nsqd.config.flags import EXTENSION_FLAGS, FLAGS
 from nsqd.config.options import OptionError, Options
 
-from .conftest import HOST, OURS, REPO_ROOT, Launcher, free_port, http_get, reference_bin
+from .conftest import (
+    HOST,
+    OURS,
+    REPO_ROOT,
+    Launcher,
+    free_port,
+    free_ports,
+    http_get,
+    reference_bin,
+)
 
 EXAMPLE = REPO_ROOT / "config" / "nsqd.toml"
 RUN_TIMEOUT = 20
@@ -118,7 +127,7 @@ def test_console_command_ignores_a_shadowing_pythonpath(tmp_path: Path) -> None:
             argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30, check=False
         )
         assert done.returncode == 0, done.stdout + done.stderr
-    port, http = free_port(), free_port()
+    port, http = free_ports(2)
     proc = subprocess.Popen(
         [
             console_script("nsqd"),
@@ -328,9 +337,10 @@ def test_reference_refuses_the_same_config_values(tmp_path: Path) -> None:
                 str(reference_bin("nsqd")),
                 f"--config={cfg}",
                 f"--data-path={tmp_path}",
-                f"--tcp-address={HOST}:{free_port()}",
-                f"--http-address={HOST}:{free_port()}",
-                f"--https-address={HOST}:{free_port()}",
+                *(
+                    f"--{kind}-address={HOST}:{port}"
+                    for kind, port in zip(("tcp", "http", "https"), free_ports(3), strict=True)
+                ),
             ],
             timeout=10,
         )

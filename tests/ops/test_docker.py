@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HOST, REPO_ROOT, V2, free_port, spawn, wait_until
+from .conftest import HOST, REPO_ROOT, V2, free_port, free_ports, spawn, wait_until
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
@@ -149,7 +149,7 @@ def test_entrypoint_starts_and_healthcheck_passes() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="nsqd-ops-docker-"))
     data = workdir / "data"
     data.mkdir()
-    tcp, http = free_port(), free_port()
+    tcp, http = free_ports(2)
     health = exec_form(one("HEALTHCHECK").split("CMD", 1)[1].strip())
     health = [a.replace("127.0.0.1:4151", f"{HOST}:{http}") for a in health]
     health[:1] = [sys.executable] if health[0] in ("python", "python3") else health[:1]

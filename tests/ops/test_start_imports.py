@@ -10,7 +10,16 @@ from pathlib import Path
 
 import nsqd_process
 
-from .conftest import HOST, START_TIMEOUT, free_port, http_get, http_post, spawn, wait_until
+from .conftest import (
+    HOST,
+    START_TIMEOUT,
+    free_port,
+    free_ports,
+    http_get,
+    http_post,
+    spawn,
+    wait_until,
+)
 
 # Loaded only by the flags, the requests or the client features that use them.
 FLAG_ONLY = {
@@ -48,7 +57,7 @@ _LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|( *)(\S+)\s*$")
 def imported_until_ping(tmp_path: Path, *flags: str, channel: bool = False) -> set[str]:
     """Every module a daemon started with `flags` imported by its first answered /ping (and
     by the creation of a channel after it, with `channel`)."""
-    tcp, http = free_port(), free_port()
+    tcp, http = free_ports(2)
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
     argv = [sys.executable, "-X", "importtime", "-m", "nsqd"]

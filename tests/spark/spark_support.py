@@ -22,9 +22,19 @@ START_TIMEOUT = 20.0
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports (bound together, then released: two free_port() may agree)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def wait_until(
@@ -135,7 +145,7 @@ def start_process(
     (stopped) process's ports and data directory, as a restart after a crash."""
     workdir = again.workdir if again else Path(tempfile.mkdtemp(prefix=f"spark-{name}-"))
     for _ in range(3 if again is None else 1):
-        tcp, http = (again.tcp_port, again.http_port) if again else (free_port(), free_port())
+        tcp, http = (again.tcp_port, again.http_port) if again else free_ports(2)
         args = [*command, f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"]
         if data_flag:
             args.append(f"{data_flag}={workdir}")
