@@ -135,13 +135,7 @@ class DiskOverflow:
         add = parts.extend
         for msg_id, body in zip(ids, bodies, strict=True):
             add((size(MESSAGE_HEADER_SIZE + len(body)), head, msg_id, body))
-        try:
-            self.queue.put_framed(b"".join(parts), len(ids))
-        except DiskQueueError as exc:
-            self._health.last_error = str(exc)
-            raise
-        self._count += len(ids)
-        self._stored()
+        self._put_framed(parts, len(ids))
 
     def put_many(self, msgs: Iterable[Message]) -> None:
         """put() for each of `msgs` in order (a clean stop's memory and in-flight messages):
@@ -169,6 +163,7 @@ class DiskOverflow:
         self._put_framed(parts, count)
 
     def _put_framed(self, parts: list[bytes], count: int) -> None:
+        """`count` framed records (their parts) as one write to the queue, counted."""
         if not count:
             return
         try:

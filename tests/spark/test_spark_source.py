@@ -42,6 +42,17 @@ def count_rows(spark: Any, out: Path) -> int:
     return 0 if df is None else df.count()
 
 
+def to_parquet(reader: Any, out: Path, ckpt: Path) -> Any:
+    """A streaming query of `reader` into Parquet at `out`, a trigger every 200 ms."""
+    return (
+        reader.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
 def stop(query: Any) -> None:
     query.stop()
     query.awaitTermination(30)
@@ -53,14 +64,7 @@ def test_stream_10k_into_parquet_exactly_once(
     """Messages published while the query runs land in Parquet once each, with every column."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     publish(nsqd, topic, bodies(1))  # the topic exists before the channel: nothing is lost
-    query = (
-        source(spark, nsqd, topic)
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = to_parquet(source(spark, nsqd, topic), out, ckpt)
     try:
         expected = bodies(N)
         publish(nsqd, topic, expected[1:])

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_support import channel_stats, our_nsqd, publish, wait_until
-from test_spark_source import bodies, count_rows, source, stop
+from test_spark_source import bodies, count_rows, source, stop, to_parquet
 
 N = 2000
 
@@ -22,14 +22,7 @@ def test_a_group_streams_into_parquet_exactly_once(spark: Any, topic: str, tmp_p
         for i in range(0, N, 100):  # a connection each: they land in both workers
             publish(group, topic, expected[i : i + 100])
         out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-        query = (
-            source(spark, group, topic)
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(ckpt))
-            .trigger(processingTime="200 milliseconds")
-            .start()
-        )
+        query = to_parquet(source(spark, group, topic), out, ckpt)
         try:
             wait_until(lambda: count_rows(spark, out) >= N, 120, 1.0, f"{N} rows in parquet")
         finally:
