@@ -23,11 +23,13 @@ from urllib.parse import urlencode
 
 import trio
 
-from ..http.v1 import HTTPError, Request, raw_headers, read_params, render_v1
+from ..gocompat.json import go_json
+from ..http.v1 import HTTPError, Request, json_headers, raw_headers, read_params, render_v1
 from ..log import log
 from ..metrics import render, snapshot
 from ..metrics.memory import memory_stats
 from .identity import LINK_AGENT
+from .pull import is_link
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
@@ -74,9 +76,11 @@ class FanOut:
         config = self.api.param_routes["/config/"]
         handler, logged, rendering = config["PUT"]
         config["PUT"] = (self._config(handler), logged, rendering)
-        for path, group_handler in (("/stats", self._stats), ("/metrics", self._metrics)):
-            handler, logged, rendering = routes[path]["GET"]
-            routes[path]["GET"] = (self._local_or(handler, group_handler), logged, rendering)
+        handler, logged, rendering = routes["/stats"]["GET"]
+        routes["/stats"]["GET"] = (self._local_or(handler, self._stats), logged, rendering)
+        _, logged, rendering = routes["/metrics"]["GET"]
+        handler = self._local_or(self._peer_metrics, self._metrics)
+        routes["/metrics"]["GET"] = (handler, logged, rendering)
 
     @staticmethod
     def _local_or(local: Handler, group: Handler) -> Handler:
@@ -125,23 +129,49 @@ class FanOut:
 
     async def _stats(self, req: Request) -> Any:
         await read_params(req)
-        first, topics, producers, memory = await self._snapshot(req)
+        first, topics, producers, memory, _ = await self._snapshot(req, b"/stats")
         if first("format") == "json":
             return snapshot.stats_json(self.broker, topics, producers, memory)
         return render.stats_text(self.broker, topics, producers, memory)
 
     async def _metrics(self, req: Request) -> Any:
-        try:
-            await read_params(req)
-            _, topics, producers, memory = await self._snapshot(req)
-        except HTTPError as err:
-            return err.status, *render_v1(err.status, err.message)
         from ..metrics import prometheus
 
-        body = prometheus.metrics_text(self.broker, topics, producers, memory)
+        try:
+            await read_params(req)
+            _, topics, producers, memory, docs = await self._snapshot(req, b"/metrics")
+        except HTTPError as err:
+            return err.status, *render_v1(err.status, err.message)
+        counted = self._counts(req, topics)
+        for doc in docs:
+            prometheus.add_counts(counted, doc["counts"])
+        body = prometheus.metrics_text(self.broker, topics, producers, memory, counted)
         return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
 
-    async def _snapshot(self, req: Request) -> tuple[Callable[[str], str], Any, Any, Any]:
+    async def _peer_metrics(self, req: Request) -> Any:
+        """A peer's /metrics: this worker's snapshot, as /stats gives it, and what /metrics
+        reads beside it (prometheus.counts), in one JSON document."""
+        await read_params(req)
+        query = req.query()
+        topic, channel = (query.get(name, [""])[0] for name in ("topic", "channel"))
+        topics, producers = snapshot.snapshot(self.broker, topic, channel, True)
+        counted = self._counts(req, topics)
+        body = go_json({"topics": topics, "producers": producers, "counts": counted})
+        return 200, json_headers(body), body
+
+    def _counts(self, req: Request, topics: Any) -> dict[str, Any]:
+        """This worker's prometheus.counts: its own clients only (a peer's link is none)."""
+        from ..metrics import prometheus
+
+        clients = sum(not is_link(c) for c in self.broker.clients.values())
+        lists = self.api.info.node.resp_list_lengths()
+        return prometheus.counts(self.broker, topics, lists, clients)
+
+    async def _snapshot(
+        self, req: Request, path: bytes
+    ) -> tuple[Callable[[str], str], Any, Any, Any, list[dict[str, Any]]]:
+        """The group's topics and producers (with /stats' filters), the memory figures and
+        the peers' documents (what each peer's `path` gave: their snapshot and more)."""
         query = req.query()
 
         def first(name: str) -> str:
@@ -151,14 +181,14 @@ class FanOut:
         topic, channel = first("topic"), first("channel")
         mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
         ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": "false"}
-        target = b"/stats?" + urlencode({k: v for k, v in ask.items() if v}).encode()
-        docs = [mine]
+        target = path + b"?" + urlencode({k: v for k, v in ask.items() if v}).encode()
+        docs = []
         for status, body in await self.ask_all("GET", target):
             if status == 200:
-                doc = json.loads(body)
-                docs.append(doc.get("topics"))
-                producers = (producers or []) + (doc.get("producers") or []) or None
-        topics = merge(docs)
+                docs.append(json.loads(body))
+        topics = merge([mine, *(doc.get("topics") for doc in docs)])
+        for doc in docs:
+            producers = (producers or []) + (doc.get("producers") or []) or None
         if topic and not topics:
             topics = None  # nsqd's null for a topic it does not have
         if not _BOOL.get(first("include_clients"), True):
@@ -167,7 +197,7 @@ class FanOut:
                 for c in t["channels"]:
                     c["clients"] = None
         memory = memory_stats() if _BOOL.get(first("include_mem"), True) else None
-        return first, topics, producers, memory
+        return first, topics, producers, memory, docs
 
     # -- asking the peers -------------------------------------------------------------------
 
@@ -208,6 +238,15 @@ async def ask(
 ) -> tuple[int, bytes]:
     """One request to a peer's private HTTP listener: (status, body); one of ASK_ERRORS when
     it gives none. `headers`: more header lines, each ending in CRLF."""
+    status, _, answer = await ask_whole(address, method, target, body, headers)
+    return status, answer
+
+
+async def ask_whole(
+    address: tuple[str, int], method: str, target: bytes, body: bytes = b"", headers: bytes = b""
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """`ask`, with the answer's header lines as (name, value) (all but Connection: the peer's
+    is `close`, which is its connection's, not the answer's)."""
     stream = await trio.open_tcp_stream(*address)
     async with stream:
         await stream.send_all(
@@ -219,10 +258,13 @@ async def ask(
         while data := await stream.receive_some(65536):
             chunks.append(data)
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b" ", 2)[1:2]
+    status_line, *lines = head.split(b"\r\n")
+    status = status_line.split(b" ", 2)[1:2]
     if not status:
         raise ValueError(f"no HTTP answer ({len(head)} bytes)")
-    return int(status[0]), body
+    fields = [line.partition(b":") for line in lines]
+    kept = [(name, value.strip()) for name, _, value in fields if name.lower() != b"connection"]
+    return int(status[0]), kept, body
 
 
 def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:

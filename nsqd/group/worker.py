@@ -3,7 +3,8 @@
 - a private link: a V2 listener on 127.0.0.1 (any port), served as the public TCP port is,
   and an HTTP one answering for this worker alone; their addresses are the two lines of
   `worker-K.link` in the group's --data-path, for its peers;
-- group-wide HTTP answers (fanout.py) in the API's route table;
+- group-wide HTTP answers (fanout.py, messages.py) in the API's route table, and with
+  --dedupe-window the keyed publishes made by their topic's owner (keys.py);
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
   channel's consumers here left;
@@ -25,6 +26,7 @@ from ..log import log
 from ..net import listeners
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, FanOut, ask
 from .identity import Identity
+from .keys import KeyOwners
 from .links import Links
 from .messages import GroupMessages
 from .pull import Pull, is_link
@@ -65,6 +67,8 @@ class Worker:
             fanout = FanOut(broker, http.api, self._peer_http)
             fanout.install()
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
+            if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
+                KeyOwners(http.api, identity, lambda peer: self._address(peer, 1)).install(http.api)
 
     async def open_link(self) -> trio.SocketListener:
         """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses

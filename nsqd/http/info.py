@@ -87,8 +87,8 @@ class InfoHandlers:
         from ..metrics import prometheus  # on the first GET /metrics, not at every start
 
         _, topics, producers, memory = self._snapshot(query)
-        lists = self.node.resp_list_lengths()
-        body = prometheus.metrics_text(self.broker, topics, producers, memory, lists)
+        counted = prometheus.counts(self.broker, topics, self.node.resp_list_lengths())
+        body = prometheus.metrics_text(self.broker, topics, producers, memory, counted)
         return 200, raw_headers(prometheus.CONTENT_TYPE, body), body
 
     def _snapshot(self, query: dict[str, list[str]]) -> tuple[Callable[[str], str], Any, Any, Any]:

@@ -173,7 +173,7 @@ class HTTPReactor(EpollReactor):
         if length >= self.max_body:
             return None
         raw_path, _, query = head.target.partition(b"?")
-        route = self.route_now(head.method, raw_path)
+        route = self.route_now(head.method, raw_path, query)
         # of gonet.check_head's refusals only the Host one can meet a head h1fast parsed with
         # a route here (HTTP/1.1, a path from the root, printable values; no escapes in it)
         if route is None or gonet.bad_host(head.headers):

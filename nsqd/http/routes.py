@@ -19,7 +19,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import trio
@@ -64,6 +64,30 @@ if TYPE_CHECKING:
 Handler = Callable[[Request], Awaitable[Any]]
 Route = tuple[Handler, bool, str]  # (handler, logged, rendering: V1, PLAIN or RAW)
 SyncRoute = Callable[[bytes, int, bytes], Response]  # (query string, length, body) -> answer
+RELAYED = ("/pub", "/mpub")  # the publishes a Relay may take elsewhere
+
+
+class Relay(Protocol):
+    """Where a publish is answered when another process must make it (a group's
+    de-duplication keys have one owner per topic: nsqd/group/keys.py)."""
+
+    def elsewhere(self, query_string: bytes) -> bool:
+        """Whether the /pub or /mpub with this query string is another process's."""
+        ...
+
+    async def forward(self, req: Request) -> Response:
+        """That process's answer to the request, body and all."""
+        ...
+
+
+class Here:
+    """The Relay of a lone daemon: every publish is made here."""
+
+    def elsewhere(self, query_string: bytes) -> bool:
+        return False
+
+    async def forward(self, req: Request) -> Response:
+        raise AssertionError("a lone daemon relays nothing")
 
 
 class API:
@@ -80,6 +104,7 @@ class API:
         self.queues = QueueHandlers(self.admin.existing_channel, node.options.max_req_timeout)
         self.attributes = AttributeHandlers(node, broker)
         self.messages = MessageHandlers(node, broker)
+        self.relay: Relay = Here()  # a group's worker puts its own (nsqd/group/keys.py)
         self.routes: dict[str, dict[str, Route]] = self._route_table()
         config = self.admin.config
         self.param_routes: dict[str, dict[str, Route]] = {
@@ -135,7 +160,12 @@ class API:
 
     async def handle(self, req: Request) -> Response:
         # the benchmarked path first
-        if req.path == "/pub" and req.method == "POST" and (req.tls or not self.tls_required):
+        if (
+            req.path == "/pub"
+            and req.method == "POST"
+            and (req.tls or not self.tls_required)
+            and not self.relay.elsewhere(req.query_string)
+        ):
             try:
                 await self.publish.pub(req)
             except HTTPError as err:
@@ -152,11 +182,13 @@ class API:
         except Exception as exc:
             return _internal_error(f"{req.method} {req.path}", exc)
 
-    def route_now(self, method: bytes, raw_path: bytes) -> SyncRoute | None:
+    def route_now(self, method: bytes, raw_path: bytes, query_string: bytes) -> SyncRoute | None:
         """The synchronous form of a route whose whole body is at hand (the HTTP reactor's:
         nsqd/http/reactor.py), or None if the request must go to `handle`. Its answers are
         `handle`'s for the same request, byte for byte."""
         if method != b"POST" or self.tls_required:  # plain HTTP only: tls_required is a 403
+            return None
+        if self.relay.elsewhere(query_string):
             return None
         if raw_path == b"/pub":
             return self._pub_now
@@ -190,6 +222,8 @@ class API:
             return self._tls_required()
         method = req.method
         path = req.path
+        if method == "POST" and path in RELAYED and self.relay.elsewhere(req.query_string):
+            return await self.relay.forward(req)
         route, params = self._match(path, method)
         if route is not None:
             handler, logged, rendering = route

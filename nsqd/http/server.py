@@ -42,8 +42,9 @@ from .request import BodyError, Request
 
 Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, Headers, bytes]
-# (method, raw path) -> a synchronous route taking (query string, length, body), or None
-RouteNow = Callable[[bytes, bytes], Callable[[bytes, int, bytes], Response] | None]
+# (method, raw path, query string) -> a synchronous route taking (query string, length, body),
+# or None
+RouteNow = Callable[[bytes, bytes, bytes], Callable[[bytes, int, bytes], Response] | None]
 
 IDLE_TIMEOUT = 300.0
 HEADER_TIMEOUT = 60.0

@@ -184,12 +184,14 @@ def _summary(expo: Exposition, family: str, e2e: dict[str, Any], labels: Labels)
     expo.add(family, e2e["count"], label_text(labels), "_count")
 
 
-def _node(expo: Exposition, broker: Broker, memory: dict[str, int] | None) -> None:
+def _node(
+    expo: Exposition, broker: Broker, memory: dict[str, int] | None, counted: dict[str, Any]
+) -> None:
     expo.add("nsq_build_info", 1, label_text((("version", VERSION),)))
-    expo.add("nsq_healthy", broker.health == "OK")
+    expo.add("nsq_healthy", counted["health"] == "OK")
     expo.add("nsq_start_time_seconds", broker.start_time)
     expo.add("nsq_uptime_seconds", max(0.0, round(time.time() - broker.start_time, 3)))
-    expo.add("nsq_client_connections", len(broker.clients))
+    expo.add("nsq_client_connections", counted["clients"])
     for key, family in MEMORY.items():
         if memory is not None and key in memory:
             expo.add(family, memory[key])
@@ -218,32 +220,32 @@ def _producers(expo: Exposition, producers: list[dict[str, Any]] | None) -> None
             expo.add("nsq_client_published_total", count["count"], labels)
 
 
-def _topics(expo: Exposition, broker: Broker, topics: list[dict[str, Any]] | None) -> None:
+def _topics(expo: Exposition, topics: list[dict[str, Any]] | None, counts: dict[str, Any]) -> None:
+    dedupe = counts["dedupe"]
     for t in topics or ():
         name = t["topic_name"]
-        topic = broker.topics.get(name)
+        extra = counts["topics"].get(name) or {"channels": {}}
         labels: Labels = (("topic", name),)
         text = label_text(labels)
         for key, family in TOPIC_KEYS.items():
             expo.add(family, t[key], text)
         # every channel, whatever the channel filter, as the topic's latency merges them all
-        expo.add("nsq_topic_channels", len(topic.channels) if topic is not None else 0, text)
+        expo.add("nsq_topic_channels", len(extra.get("channel_names", ())), text)
         for key, family in TOPIC_EXTRA.items():
-            expo.add(family, getattr(topic, key, 0), text)
-        if broker.deduper is not None:  # only with --dedupe-window
-            duplicates = broker.deduper.duplicates_by_topic.get(name, 0)
-            expo.add("nsq_topic_duplicates_total", duplicates, text)
+            expo.add(family, extra.get(key, 0), text)
+        if dedupe:  # only with --dedupe-window
+            expo.add("nsq_topic_duplicates_total", extra.get("duplicates", 0), text)
         _summary(
             expo, "nsq_topic_e2e_processing_latency_seconds", t["e2e_processing_latency"], labels
         )
         for c in t["channels"]:
-            channel = topic.channels.get(c["channel_name"]) if topic is not None else None
+            cextra = extra["channels"].get(c["channel_name"]) or {}
             clabels = (*labels, ("channel", c["channel_name"]))
             ctext = label_text(clabels)
             for key, family in CHANNEL_KEYS.items():
                 expo.add(family, c[key], ctext)
             for key, family in CHANNEL_EXTRA.items():
-                expo.add(family, getattr(channel, key, 0), ctext)
+                expo.add(family, cextra.get(key, 0), ctext)
             _summary(
                 expo,
                 "nsq_channel_e2e_processing_latency_seconds",
@@ -253,19 +255,77 @@ def _topics(expo: Exposition, broker: Broker, topics: list[dict[str, Any]] | Non
             _clients(expo, c["clients"], clabels)
 
 
+def counts(
+    broker: Broker,
+    topics: list[dict[str, Any]] | None,
+    lists: dict[str, int] | None,
+    clients: int | None = None,
+) -> dict[str, Any]:
+    """What /metrics gives beside the snapshot, of this process: the counters /stats does not
+    show (policies' dead-lettered, expired, dropped; --dedupe-window's duplicates), each
+    snapshot topic's channels, the client connections (`clients`, else every client)
+    and the Redis front-end's list lengths (None: it is off). Plain data, so that a group's
+    workers can add theirs up (add_counts)."""
+    deduper = broker.deduper
+    duplicates = deduper.duplicates_by_topic if deduper is not None else {}
+    found: dict[str, Any] = {}
+    for t in topics or ():
+        name = t["topic_name"]
+        topic = broker.topics.get(name)
+        extra: dict[str, Any] = {key: getattr(topic, key, 0) for key in TOPIC_EXTRA}
+        extra["channel_names"] = list(topic.channels) if topic is not None else []
+        extra["duplicates"] = duplicates.get(name, 0)
+        extra["channels"] = {
+            c["channel_name"]: {
+                key: getattr(topic.channels.get(c["channel_name"]), key, 0) for key in CHANNEL_EXTRA
+            }
+            for c in t["channels"]
+            if topic is not None
+        }
+        found[name] = extra
+    return {
+        "health": broker.health,
+        "clients": len(broker.clients) if clients is None else clients,
+        "dedupe": deduper is not None,
+        "topics": found,
+        "lists": lists,
+    }
+
+
+def add_counts(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Another process's counts (a group's peer) added to `into`: counters summed, channels
+    by name (a durable channel is made in every worker), health the worst."""
+    if other["health"] != "OK":
+        into["health"] = other["health"]
+    into["clients"] += other["clients"]
+    into["dedupe"] = into["dedupe"] or other["dedupe"]
+    if other["lists"] is not None:
+        into["lists"] = {**(into["lists"] or {}), **other["lists"]}
+    for name, extra in other["topics"].items():
+        have = into["topics"].setdefault(name, {"channels": {}})
+        for key in (*TOPIC_EXTRA, "duplicates"):
+            have[key] = have.get(key, 0) + extra.get(key, 0)
+        names = have.setdefault("channel_names", [])
+        names += [n for n in extra["channel_names"] if n not in names]
+        for cname, cextra in extra["channels"].items():
+            chave = have["channels"].setdefault(cname, {})
+            for key in CHANNEL_EXTRA:
+                chave[key] = chave.get(key, 0) + cextra.get(key, 0)
+
+
 def metrics_text(
     broker: Broker,
     topics: list[dict[str, Any]] | None,
     producers: list[dict[str, Any]] | None,
     memory: dict[str, int] | None,
-    lists: dict[str, int] | None = None,
+    counted: dict[str, Any],
 ) -> bytes:
     """The exposition of one snapshot (metrics.snapshot.snapshot's topics and producers), the
-    memory figures (None: left out) and the Redis front-end's list lengths (None: it is off)."""
+    memory figures (None: left out) and what `counts` gives beside them."""
     expo = Exposition()
-    _node(expo, broker, memory)
-    _topics(expo, broker, topics)
+    _node(expo, broker, memory, counted)
+    _topics(expo, topics, counted)
     _producers(expo, producers)
-    for key, length in sorted((lists or {}).items()):
+    for key, length in sorted((counted["lists"] or {}).items()):
         expo.add("nsq_resp_list_length", length, label_text((("key", key),)))
     return expo.render()

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.ops.conftest import http_get, http_post
+from tests.ops.conftest import START_TIMEOUT, http_get, http_post, wait_until
 
 from .conftest import Group
 
@@ -78,6 +78,31 @@ def test_text_stats_and_metrics_are_the_groups(group: Group) -> None:
         assert status == 200 and b"[t              ] depth: 7 " in text, text
         status, metrics = http_get(f"http://127.0.0.1:{group.http}/metrics")
         assert status == 200 and b'nsq_topic_depth{topic="t"} 7' in metrics, metrics
+
+
+def test_metrics_count_every_workers_clients_and_no_link(group: Group) -> None:
+    """nsq_client_connections and nsq_topic_channels are the group's, whichever worker
+    answers: a consumer in each worker, and the pulling links between them left out."""
+    group.start()
+    _fill(group)
+    with group.pin(0) as a, group.pin(1) as b:
+        for conn in (a, b):
+            conn.sub("t", "c")
+            conn.rdy(1)
+
+        def links_up() -> bool:
+            for k in (0, 1):
+                (channel,) = group.worker_stats(k, "&topic=t")["topics"][0]["channels"]
+                if len(channel["clients"]) < 2:  # its consumer and the peer's link
+                    return False
+            return True
+
+        wait_until(links_up, START_TIMEOUT, "each worker pulling from the other")
+        for k in (0, 1):
+            status, metrics = http_get(f"http://{group.private_http(k)}/metrics")
+            assert status == 200
+            assert b"\nnsq_client_connections 2\n" in metrics, (k, metrics)
+            assert b'\nnsq_topic_channels{topic="t"} 1\n' in metrics, (k, metrics)
 
 
 def test_admin_acts_in_every_worker(group: Group) -> None:

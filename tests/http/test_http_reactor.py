@@ -191,7 +191,7 @@ def test_many_pubs_on_one_connection_are_all_counted(nsqd: Daemon) -> None:
 # -- in process: the reactor's timeouts, shutdown and full sockets ------------------------------
 
 
-def fast_route(method: bytes, raw_path: bytes) -> Any:
+def fast_route(method: bytes, raw_path: bytes, query: bytes) -> Any:
     """POST /fast answered in the reactor with its body; everything else by the handler."""
     if method != b"POST" or not raw_path.startswith(b"/fast"):
         return None
