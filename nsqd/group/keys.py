@@ -49,9 +49,6 @@ class KeyOwners:
         # what the handlers read of a body, and one byte more (so the owner refuses it alike)
         self._limits = {"/pub": publish.max_msg_size + 1, "/mpub": publish.max_body_size + 1}
 
-    def install(self, api: API) -> None:
-        api.relay = self
-
     def elsewhere(self, query_string: bytes) -> bool:
         if b"dedupe" not in query_string and b"%" not in query_string:
             return False  # the publishes without a key, at the cost of one search

@@ -68,7 +68,7 @@ class Worker:
             fanout.install()
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
-                KeyOwners(http.api, identity, lambda peer: self._address(peer, 1)).install(http.api)
+                http.api.relay = KeyOwners(http.api, identity, lambda k: self._address(k, 1))
 
     async def open_link(self) -> trio.SocketListener:
         """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses
