@@ -6,7 +6,9 @@ that a reader sees one nsqd:
 - receive, pop and peek: this worker's messages first; while fewer than `n` came and their
   bodies hold less than `max_bytes`, each peer in turn for what is still wanted (the rest of
   `n` and of `max_bytes`). One answer: the JSON `{"messages": [...]}` (oldest first within a
-  worker; NSQ orders nothing across partitions), or the frames back to back.
+  worker; NSQ orders nothing across partitions), or the frames back to back. A worker that
+  lacks the topic or channel (made while it was down, before it caught up) asks its peers
+  all the same; its 404 is the answer only when no peer has it either.
 - fin, req, touch, cancel and defer of one id: here; where it is not held here (404), every
   peer at once, and the one that holds it answers (else this worker's 404). Of many ids: here,
   then the ids that failed here are asked of the peers; an id fails when it failed everywhere,
@@ -25,8 +27,10 @@ from urllib.parse import urlencode
 
 import trio
 
+from ..engine.api import Refused
 from ..gocompat.json import go_json
-from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request
+from ..http.messages import accepts_frames
+from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request, refused
 from ..log import log
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, PEER_HEADER, ask
 
@@ -56,13 +60,26 @@ class GroupMessages:
 
     def _gathered(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            answer = await local(req)  # every argument checked here first
             if req.header(PEER_HEADER):
-                return answer
-            binary = type(answer) is BinaryBody
-            parts = [_messages(answer, binary)]
-            got, wanted = len(parts[0]), int(req.arg("n") or 1)
-            taken, limit = _bytes(parts[0], binary), int(req.arg("max_bytes") or 0)
+                return await local(req)
+            missing: HTTPError | None = None
+            try:
+                answer = await local(req)  # every argument checked here first
+                binary = type(answer) is BinaryBody
+                parts = [_messages(answer, binary)]
+            except Refused as exc:
+                if exc.http_status != 404:
+                    raise
+                # a topic or channel this worker lacks (made while it was down, not yet
+                # caught up): a peer may have it
+                missing, binary, parts = refused(exc), accepts_frames(req), [[]]
+            try:
+                wanted, limit = int(req.arg("n") or 1), int(req.arg("max_bytes") or 0)
+            except ValueError:
+                if missing is not None:
+                    raise missing from None
+                raise
+            got, taken = len(parts[0]), _bytes(parts[0], binary)
             headers = _BINARY if binary else b""
             for address in self._fanout.peers():
                 if got >= wanted or (limit and taken >= limit):
@@ -82,6 +99,8 @@ class GroupMessages:
                     got += len(parts[-1])
                     taken += _bytes(parts[-1], binary)
             if len(parts) == 1:
+                if missing is not None:
+                    raise missing
                 return answer
             if binary:
                 return BinaryBody(b"".join(frame for part in parts for frame in part))

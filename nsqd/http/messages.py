@@ -194,12 +194,12 @@ def _results(outcome: Outcome, single: bool) -> Any:
 
 
 def _answer(req: Request, msgs: Deliveries) -> JSONBody | BinaryBody:
-    if _binary(req):  # nsqd's frames, no value per message: a Spark task takes 10,000s
+    if accepts_frames(req):  # nsqd's frames, no value per message: a Spark task takes 10,000s
         return BinaryBody(msgs.frames())
     return _json(msgs)
 
 
-def _binary(req: Request) -> bool:
+def accepts_frames(req: Request) -> bool:
     return b"application/octet-stream" in (req.header(b"accept") or b"")
 
 

@@ -13,7 +13,7 @@ import urllib.request
 
 from tests.ops.conftest import http_post
 
-from .conftest import Group
+from .conftest import PEER_HEADER, Group
 
 Q = "topic=t&channel=c"
 
@@ -132,3 +132,25 @@ def test_a_deferred_message_is_cancelled_and_moved_where_it_waits(group: Group) 
         assert _ask(group, 0, f"/message/defer?{Q}&id={deferred[1]}&ms=0") == (200, b"OK")
         status, answer = _ask(group, 0, f"/message/cancel?{Q}&id={deferred[0]}")
         assert status == 404 and json.loads(answer)["message"] == "MESSAGE_NOT_FOUND"
+
+
+def test_a_topic_only_a_peer_has_is_read_from_that_peer(group: Group) -> None:
+    """A topic and channel made in worker 1 alone (as while worker 0 was down, before it
+    caught up): peek and receive reaching worker 0 give worker 1's messages, not a 404; one no
+    worker has is still a 404."""
+    group.start()
+    for target in ("/topic/create?topic=only", "/channel/create?topic=only&channel=c"):
+        req = urllib.request.Request(
+            f"http://{group.private_http(1)}{target}", data=b"", headers={PEER_HEADER: "1"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+    assert group.worker_stats(0, "&topic=only")["topics"] is None
+    with group.pin(1) as pub:
+        pub.pub("only", b"there")
+    status, answer = _ask(group, 0, "/channel/peek?topic=only&channel=c&n=10")
+    assert status == 200 and list(_bodies(answer).values()) == [b"there"]
+    status, answer = _ask(group, 0, "/channel/receive?topic=only&channel=c&n=10", binary=True)
+    assert status == 200 and answer.endswith(b"there")
+    status, answer = _ask(group, 0, "/channel/peek?topic=none&channel=c")
+    assert (status, json.loads(answer)) == (404, {"message": "TOPIC_NOT_FOUND"})
