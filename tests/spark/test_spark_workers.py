@@ -2,7 +2,8 @@
 (receive, then fin by lease at commit), whichever worker each request reaches, and every
 message published in either worker lands in Parquet once, none of them left to time out (a
 fin that reached a worker without the lease would have left its messages to time out and be
-read again)."""
+read again). The sink's exactly-once path against a group with --dedupe-window: a write run
+again publishes nothing, whichever worker each task's keyed /mpub reaches."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_support import channel_stats, our_nsqd, publish, wait_until
+from test_spark_sink_dedupe import depth, write
 from test_spark_source import bodies, count_rows, source, stop, to_parquet
 
 N = 2000
@@ -34,5 +36,20 @@ def test_a_group_streams_into_parquet_exactly_once(spark: Any, topic: str, tmp_p
         assert channel is not None
         counts = {k: channel[k] for k in ("depth", "in_flight_count", "timeout_count")}
         assert counts == {"depth": 0, "in_flight_count": 0, "timeout_count": 0}, channel
+    finally:
+        group.stop()
+
+
+def test_a_group_with_a_dedupe_window_takes_a_write_once(spark: Any, topic: str) -> None:
+    group = our_nsqd(["--workers=2", "--dedupe-window=10m"])
+    try:
+        n = 3000
+        df = spark.range(0, n, 1, 6).selectExpr("concat('row-', id) as body")
+        write(df, group, topic, dedupeKey="load-1")
+        assert depth(group, topic) == n
+        write(df, group, topic, dedupeKey="load-1", batchSize="700")  # split differently
+        assert depth(group, topic) == n
+        write(df, group, topic, dedupeKey="load-2")
+        assert depth(group, topic) == 2 * n
     finally:
         group.stop()
