@@ -92,7 +92,7 @@ def test_an_owner_that_does_not_answer_refuses_the_publish_and_the_key_holds_aft
     kill is still a duplicate (its key file and --mem-queue-size=0's disk queue)."""
     group.start("--dedupe-window=60s", "--mem-queue-size=0")
     topic = _topics_owned()[0]
-    assert _post(group, 0, f"/pub?topic={topic}&dedupe_key=a", b"a") == (200, b"OK")
+    assert _post(group, 1, f"/pub?topic={topic}&dedupe_key=a", b"a") == (200, b"OK")
     assert group.proc is not None
     group.proc.send_signal(signal.SIGSTOP)
     before = group.pids()[0]
