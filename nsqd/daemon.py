@@ -6,7 +6,7 @@ trio.run(NSQD.run)
     ├── signal watcher (SIGINT/SIGTERM -> shutdown)
     ├── TCP listener(s) -> one Client.run per connection (clients nursery)
     ├── HTTP(S) listener(s)
-    ├── RESP listener (--resp-address) -> one task per Redis connection, expiry
+    ├── RESP listener (--resp-address; a group's worker 0) -> the Redis connections, expiry
     ├── scanner (in-flight timeouts and deferred messages, every 100 ms)
     ├── storage: the syncer (disk queues, record logs), nsqd.dat writer
     ├── nsqlookupd peers, statsd pusher
@@ -136,11 +136,12 @@ class NSQD:
             self.storage.load()
             if resp is not None:
                 resp.load()
-                await root.start(resp.serve, resp_listeners)
             root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
             if group is not None:  # before any accept: the worker's shared ports listen then
                 await root.start(group.run)
+            if resp is not None:  # a group's worker 0: once caught up with its peers' channels
+                await root.start(resp.serve, resp_listeners)
             root.start_soon(self.storage.syncer)
             root.start_soon(self.storage.metadata_writer)
             if self.options.durable_inflight:
@@ -196,17 +197,27 @@ class NSQD:
         return worker
 
     async def _open_resp(self, loop: Loop) -> tuple[Any, list[trio.SocketListener]]:
-        """The Redis front-end, imported only when --resp-address is set (idle memory)."""
-        if not self.options.resp_address:
+        """The Redis front-end, imported only when --resp-address is set (idle memory) and
+        this process serves it: alone, or a group's worker 0. A Redis key has one owner, so
+        one worker holds the keyspace (its resp.log in worker-0/) and listens on the port, at
+        once and alone (no SO_REUSEPORT); the others open nothing and import none of it."""
+        if not self.options.resp_address or not self._serves_resp():
             return None, []
         from .resp.server import Frontend
 
-        listeners = await open_listeners(self.options.resp_address)
+        listeners = await open_listeners(self.options.resp_address, shared=False)
         self.resp = Frontend(self.options, self.broker, self.storage.new_resp_log(), loop)
         self.node.resp_list_lengths = self.resp.list_lengths  # for /metrics
         address = listeners[0].socket.getsockname()[:2]
         log.info("RESP: listening on %s:%d", *address)
         return self.resp, listeners
+
+    def _serves_resp(self) -> bool:
+        if self.options.workers <= 1:
+            return True
+        from .group.identity import CURRENT
+
+        return CURRENT[0].index == 0
 
     def stop(self) -> None:
         self._stopping.set()

@@ -65,13 +65,13 @@ def refusal(opts: Options) -> str:
     not_yet = "not yet partitioned"
     for name, on, why in (
         ("--dedupe-window", opts.dedupe_window > 0, not_yet),
-        ("--resp-address", bool(opts.resp_address), not_yet),
         ("--auth-http-address", bool(opts.auth_http_address), "the workers' links do not AUTH"),
         ("--tls-required", opts.tls_required != "false", "the workers' links are plain TCP"),
     ):
         if on:
             return f"--workers={opts.workers} cannot be combined with {name} ({why})"
-    for name in ("tcp_address", "http_address", "https_address"):
+    # a kernel's port: each worker would bind another (worker 0's Redis one, each restart)
+    for name in ("tcp_address", "http_address", "https_address", "resp_address"):
         address = opts.values[name]
         if address and address.rpartition(":")[2] in ("", "0"):
             flag = "--" + name.replace("_", "-")

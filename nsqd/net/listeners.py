@@ -2,7 +2,9 @@
 error text when a port is taken. In a group of workers (--workers) every worker binds the same
 ports with SO_REUSEPORT and the kernel spreads the connections over the sockets that listen; a
 worker's listen only once it is ready to accept (listen_now), so that none of the group's
-connections waits in the backlog of a worker still starting."""
+connections waits in the backlog of a worker still starting. A port that one worker alone
+serves (the Redis front-end's, in worker 0) is opened `shared=False`: a plain listener,
+listening at once, that a second process cannot bind."""
 
 from __future__ import annotations
 
@@ -36,13 +38,15 @@ def split_address(address: str) -> tuple[str | None, int]:
     return host, int(port)
 
 
-async def open_listeners(address: str) -> list[trio.SocketListener]:
+async def open_listeners(address: str, *, shared: bool = True) -> list[trio.SocketListener]:
+    """Listeners on `address`; in a group's worker, bound with the other workers' and listening
+    at listen_now() unless `shared` is False (one process listens there, from now on)."""
     host, port = split_address(address)
     # an ASCII host as bytes: getaddrinfo would otherwise load the idna codec (with
     # stringprep and unicodedata: ~1 ms and ~0.4 MiB of a start) to encode it
     name: str | bytes | None = host.encode() if host and host.isascii() else host
     try:
-        if _SHARED[0]:
+        if shared and _SHARED[0]:
             return await _shared_listeners(port, name)
         return await trio.open_tcp_listeners(port, host=name)
     except OSError as exc:

@@ -16,6 +16,7 @@ from tests.ops.conftest import (
     REPO_ROOT,
     START_TIMEOUT,
     free_port,
+    free_ports,
     nsqd_process,
     port_open,
     wait_until,
@@ -41,10 +42,6 @@ def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedPro
     [
         ("--dedupe-window=1m", "cannot be combined with --dedupe-window (not yet partitioned)"),
         (
-            "--resp-address=127.0.0.1:0",
-            "cannot be combined with --resp-address (not yet partitioned)",
-        ),
-        (
             "--auth-http-address=127.0.0.1:1",
             "cannot be combined with --auth-http-address (the workers' links do not AUTH)",
         ),
@@ -63,6 +60,18 @@ def test_a_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
     done = _run("--workers=2", "--tcp-address=127.0.0.1:0", f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert "FATAL: --workers=2 needs a fixed port for --tcp-address, not 127.0.0.1:0" in done.stderr
+
+
+def test_a_redis_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
+    """Worker 0 alone serves --resp-address: a port of 0 would move at each of its restarts."""
+    tcp, http = free_ports(2)
+    ports = f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"
+    done = _run("--workers=2", *ports, "--resp-address=127.0.0.1:0", f"--data-path={tmp_path}")
+    assert done.returncode == 1
+    assert "FATAL: --workers=2 needs a fixed port for --resp-address, not 127.0.0.1:0" in (
+        done.stderr
+    )
+    assert not list(tmp_path.glob("worker-*")), "no worker was started"
 
 
 @pytest.mark.parametrize("value", ["0", "x", "-3"])
