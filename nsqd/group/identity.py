@@ -62,9 +62,7 @@ def refusal(opts: Options) -> str:
     stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
     if stranded:
         return stranded
-    not_yet = "not yet partitioned"
     for name, on, why in (
-        ("--dedupe-window", opts.dedupe_window > 0, not_yet),
         ("--auth-http-address", bool(opts.auth_http_address), "the workers' links do not AUTH"),
         ("--tls-required", opts.tls_required != "false", "the workers' links are plain TCP"),
     ):

@@ -40,15 +40,15 @@ def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedPro
 @pytest.mark.parametrize(
     ("flag", "words"),
     [
-        ("--dedupe-window=1m", "cannot be combined with --dedupe-window (not yet partitioned)"),
         (
             "--auth-http-address=127.0.0.1:1",
             "cannot be combined with --auth-http-address (the workers' links do not AUTH)",
         ),
     ],
 )
-def test_features_not_partitioned_yet_are_refused(tmp_path, flag: str, words: str) -> None:
-    ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
+def test_what_the_links_cannot_carry_is_refused(tmp_path, flag: str, words: str) -> None:
+    tcp, http = free_ports(2)
+    ports = f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"
     done = _run("--workers=2", *ports, f"--data-path={tmp_path}", flag)
     assert done.returncode == 1
     (fatal,) = [line for line in done.stderr.splitlines() if "FATAL" in line]
