@@ -191,7 +191,10 @@ class NSQD:
         from .group.identity import CURRENT
         from .group.worker import Worker
 
-        worker = Worker(self.broker, CURRENT[0], http, self.options.max_rdy_count, loop)
+        identity, auth = CURRENT[0], bool(self.options.auth_http_address)
+        if auth and identity.secret:  # the peers' links AUTH with the group's secret
+            self.node.trusted_secrets = frozenset({identity.secret})
+        worker = Worker(self.broker, identity, http, self.options.max_rdy_count, loop, auth)
         tcp_listeners.append(await worker.open_link())
         self.broker.hooks.append(worker)
         return worker

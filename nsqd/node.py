@@ -45,6 +45,9 @@ class Node:
     http_address: tuple[str, int] | None = None
     # the AUTH server's HTTP client: made by nsqd.auth.authd on first use, closed at stop
     auth_http: httpx.AsyncClient | None = None
+    # AUTH secrets granted everything without asking an auth server: a group's links (the
+    # workers' own secret, nsqd/group/identity.py); none alone
+    trusted_secrets: frozenset[bytes] = frozenset()
     # the Redis front-end's list lengths for /metrics (--resp-address), or None without it
     resp_list_lengths: Callable[[], dict[str, int] | None] = lambda: None
 

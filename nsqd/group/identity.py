@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from ..config.options import Options
 
 ENV = "NSQD_GROUP_WORKER"  # "index/count", set by the supervisor for each worker it starts
+# the group's link secret, drawn by the supervisor once: a worker's links AUTH with it at its
+# peers (with --auth-http-address), which grant it everything without asking an auth server
+SECRET_ENV = "NSQD_GROUP_SECRET"
 LINK_AGENT = "trio-nsqd-group-link"  # the user_agent a peer's link identifies with
 
 
@@ -18,6 +21,7 @@ class Identity:
     index: int
     count: int
     group_path: str  # the --data-path given: the group's; each worker has a folder in it
+    secret: bytes = b""  # the group's link secret (SECRET_ENV)
 
     @property
     def data_path(self) -> str:
@@ -38,7 +42,8 @@ def from_environment(opts: Options) -> Identity | None:
         return None
     index, _, count = text.partition("/")
     group_path = os.path.abspath(opts.data_path or os.getcwd())
-    return Identity(int(index), int(count), group_path)
+    secret = os.environ.get(SECRET_ENV, "").encode()
+    return Identity(int(index), int(count), group_path, secret)
 
 
 CURRENT: list[Identity] = []  # this process's, once it became a worker
@@ -62,12 +67,9 @@ def refusal(opts: Options) -> str:
     stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
     if stranded:
         return stranded
-    for name, on, why in (
-        ("--auth-http-address", bool(opts.auth_http_address), "the workers' links do not AUTH"),
-        ("--tls-required", opts.tls_required != "false", "the workers' links are plain TCP"),
-    ):
-        if on:
-            return f"--workers={opts.workers} cannot be combined with {name} ({why})"
+    if opts.tls_required != "false":
+        why = "the workers' links are plain TCP"
+        return f"--workers={opts.workers} cannot be combined with --tls-required ({why})"
     # a kernel's port: each worker would bind another (worker 0's Redis one, each restart)
     for name in ("tcp_address", "http_address", "https_address", "resp_address"):
         address = opts.values[name]

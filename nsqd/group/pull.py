@@ -150,8 +150,10 @@ class Pull:
         name: str,
         max_rdy: int,
         links: Links,
+        auth: bytes = b"",
     ) -> None:
         self.broker = broker
+        self._auth = auth  # the AUTH command sent before SUB (with --auth-http-address), or b""
         self.topic, self.channel = topic, channel
         self._address = address  # where the peer's link listens now (None: not up yet)
         self._peers = peers
@@ -212,11 +214,11 @@ class Pull:
             "output_buffer_timeout": -1,
         }
         await stream.send_all(
-            MAGIC + encoders.identify(hello) + encoders.sub(self.topic, self.channel)
+            MAGIC + encoders.identify(hello) + self._auth + encoders.sub(self.topic, self.channel)
         )
         self.sent = -1
         answers = 0
-        while answers < 2:  # IDENTIFY's OK, SUB's OK
+        while answers < (3 if self._auth else 2):  # IDENTIFY's OK, AUTH's, SUB's OK
             data = await stream.receive_some(READ_SIZE)
             if not data:
                 raise LinkError("closed during the handshake")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 
 from ..config.options import Options
 from ..log import log
-from .identity import ENV, Identity, refusal
+from .identity import ENV, SECRET_ENV, Identity, refusal
 
 FIRST_PAUSE = 0.1  # seconds before a dead worker is started again; doubles up to LONGEST_PAUSE
 LONGEST_PAUSE = 5.0
@@ -48,8 +49,10 @@ _PR_SET_PDEATHSIG = 1
 class Worker:
     """One worker process and when to start it again."""
 
-    def __init__(self, index: int, count: int, argv: list[str], link_file: str) -> None:
-        self.index, self.count, self.argv = index, count, argv
+    def __init__(
+        self, index: int, count: int, argv: list[str], link_file: str, secret: str
+    ) -> None:
+        self.index, self.count, self.argv, self.secret = index, count, argv, secret
         self.link_file = link_file  # where it publishes its private addresses
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
@@ -64,7 +67,7 @@ class Worker:
 
     def start(self) -> None:
         self.forget_link()
-        env = dict(os.environ, **{ENV: f"{self.index}/{self.count}"})
+        env = dict(os.environ, **{ENV: f"{self.index}/{self.count}", SECRET_ENV: self.secret})
         argv = [sys.executable, "-c", _CHILD, _PACKAGE_ROOT, *self.argv]
         self.proc = subprocess.Popen(argv, env=env, preexec_fn=_stop_with_parent)
         self.started_at = time.monotonic()
@@ -82,7 +85,8 @@ class Worker:
 class Supervisor:
     def __init__(self, argv: list[str], count: int, group_path: str) -> None:
         identity = Identity(0, count, group_path)
-        self.workers = [Worker(i, count, argv, identity.link_file(i)) for i in range(count)]
+        secret = secrets.token_hex(16)  # the workers' links' AUTH (identity.SECRET_ENV)
+        self.workers = [Worker(i, count, argv, identity.link_file(i), secret) for i in range(count)]
         self.stopping: int | None = None  # the signal that stops the group
         self.status = 0
 

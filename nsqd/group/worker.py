@@ -20,6 +20,8 @@ from urllib.parse import urlencode
 
 import trio
 
+from protocol.v2 import encoders
+
 from ..http import server as http_server
 from ..http.v1 import Request
 from ..log import log
@@ -53,8 +55,11 @@ class Worker:
         http: HTTPServer | None,
         max_rdy: int,
         loop: Loop,
+        auth: bool = False,
     ) -> None:
         self.broker = broker
+        # with --auth-http-address the peers ask their links to AUTH, with the group's secret
+        self._auth = encoders.auth(identity.secret) if auth else b""
         self._links = Links(loop, broker.commit)  # the pulls' sessions, served in the loop
         self.identity = identity
         self._max_rdy = max_rdy
@@ -260,6 +265,7 @@ class Worker:
                 f"worker-{ident.index}",
                 self._max_rdy,
                 self._links,
+                self._auth,
             )
             pulls.append(pull)
             nursery.start_soon(pull.run)

@@ -18,6 +18,10 @@ def identify(settings: Mapping[str, Any]) -> bytes:
     return b"IDENTIFY\n" + _I32.pack(len(body)) + body
 
 
+def auth(secret: bytes) -> bytes:
+    return b"AUTH\n" + _I32.pack(len(secret)) + secret
+
+
 def sub(topic: str, channel: str) -> bytes:
     return f"SUB {topic} {channel}\n".encode()
 

@@ -37,23 +37,21 @@ def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.parametrize(
-    ("flag", "words"),
-    [
-        (
-            "--auth-http-address=127.0.0.1:1",
-            "cannot be combined with --auth-http-address (the workers' links do not AUTH)",
-        ),
-    ],
-)
-def test_what_the_links_cannot_carry_is_refused(tmp_path, flag: str, words: str) -> None:
+def test_tls_required_is_refused(tmp_path) -> None:
+    """The workers' private links are plain TCP: a group cannot require TLS of them."""
+    from nsqd.certs import write_all
+
+    files = write_all(tmp_path / "certs")
     tcp, http = free_ports(2)
-    ports = f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"
-    done = _run("--workers=2", *ports, f"--data-path={tmp_path}", flag)
+    flags = [f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"]
+    flags += [f"--tls-cert={files.server_cert}", f"--tls-key={files.server_key}"]
+    data = tmp_path / "data"
+    done = _run("--workers=2", *flags, "--tls-required=true", f"--data-path={data}")
     assert done.returncode == 1
     (fatal,) = [line for line in done.stderr.splitlines() if "FATAL" in line]
-    assert fatal.endswith(f"FATAL: --workers=2 {words}"), fatal
-    assert not list(tmp_path.glob("worker-*")), "no worker was started"
+    why = "cannot be combined with --tls-required (the workers' links are plain TCP)"
+    assert fatal.endswith(f"FATAL: --workers=2 {why}"), fatal
+    assert not list(data.glob("worker-*")), "no worker was started"
 
 
 def test_a_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
