@@ -93,12 +93,18 @@ class NSQD:
     def http_address(self) -> tuple[str, int] | None:
         return self.node.http_address
 
-    def new_client(self, stream: trio.abc.Stream, remote: tuple[str, int]) -> Client:
+    def new_client(
+        self, stream: trio.abc.Stream, remote: tuple[str, int], private: bool = False
+    ) -> Client:
         client = Client(
-            self.node, self.broker, stream, remote, self._tcp_reactor, self.broker.commit
+            self.node, self.broker, stream, remote, self._tcp_reactor, self.broker.commit, private
         )
         self.broker.add_client(client)
         return client
+
+    def _new_link_client(self, stream: trio.abc.Stream, remote: tuple[str, int]) -> Client:
+        """A connection on a group worker's private link listener (its peers' pull links)."""
+        return self.new_client(stream, remote, private=True)
 
     def spawn(self, fn: Callable[[], Awaitable[Any]]) -> None:
         assert self._nursery is not None
@@ -128,7 +134,7 @@ class NSQD:
         node.http_address = await http.bind() if http is not None else None
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
-        group = await self._join_group(tcp_listeners, http, loop)
+        group, link_listeners = await self._join_group(http, loop)
         resp, resp_listeners = await self._open_resp(loop)
         async with trio.open_nursery() as root:
             self._nursery = root
@@ -157,12 +163,14 @@ class NSQD:
                 accepting = trio.CancelScope()
                 reactor = self._tcp_reactor = Reactor(clients.start_soon, broker.commit, loop)
                 clients.start_soon(reactor.run)
-                clients.start_soon(serve_tcp, self.new_client, tcp_listeners, clients, accepting)
+                served = [(listener, self.new_client) for listener in tcp_listeners]
+                served += [(listener, self._new_link_client) for listener in link_listeners]
+                clients.start_soon(serve_tcp, served, clients, accepting)
                 task_status.started(self)
                 await self._stopping.wait()
                 log.info("TCP: closing %s", node.tcp_address)
                 accepting.cancel()
-                for listener in tcp_listeners:
+                for listener in tcp_listeners + link_listeners:
                     await listener.aclose()
                 if http is not None:
                     http.close()
@@ -181,23 +189,26 @@ class NSQD:
         log.info("exiting")
 
     async def _join_group(
-        self, tcp_listeners: list[trio.SocketListener], http: HTTPServer | None, loop: Loop
-    ) -> Any:
-        """One worker of --workers=N: its private link joins the TCP listeners, its pulls and
-        private HTTP (nsqd.group.worker.Worker) run beside the scanner, and its HTTP answers
-        for the group. None (nothing imported) alone."""
+        self, http: HTTPServer | None, loop: Loop
+    ) -> tuple[Any, list[trio.SocketListener]]:
+        """One worker of --workers=N: its private link's listener (served beside the TCP
+        listeners, its connections `private`), its pulls and private HTTP
+        (nsqd.group.worker.Worker) run beside the scanner, and its HTTP answers for the group.
+        With an auth server or --tls-required the peers' links AUTH with the group's secret.
+        (None, []) (nothing imported) alone."""
         if self.options.workers <= 1:
-            return None
+            return None, []
         from .group.identity import CURRENT
         from .group.worker import Worker
 
-        identity, auth = CURRENT[0], bool(self.options.auth_http_address)
-        if auth and identity.secret:  # the peers' links AUTH with the group's secret
+        identity, opts = CURRENT[0], self.options
+        auth = bool(opts.auth_http_address) or opts.tls_required_tcp
+        if auth and identity.secret:
             self.node.trusted_secrets = frozenset({identity.secret})
-        worker = Worker(self.broker, identity, http, self.options.max_rdy_count, loop, auth)
-        tcp_listeners.append(await worker.open_link())
+        worker = Worker(self.broker, identity, http, opts.max_rdy_count, loop, auth)
+        link = await worker.open_link()
         self.broker.hooks.append(worker)
-        return worker
+        return worker, [link]
 
     async def _open_resp(self, loop: Loop) -> tuple[Any, list[trio.SocketListener]]:
         """The Redis front-end, imported only when --resp-address is set (idle memory) and

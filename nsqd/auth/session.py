@@ -31,8 +31,13 @@ class Identity:
 class ClientAuth:
     """One connection's AUTH secret and cached authorizations."""
 
-    def __init__(self, node: Node, name: str, facts: Callable[[], Identity]) -> None:
+    def __init__(
+        self, node: Node, name: str, facts: Callable[[], Identity], trusted_only: bool = False
+    ) -> None:
         self.node = node
+        # only Node.trusted_secrets, no auth server: a group's private link listener under
+        # --tls-required, where the group's secret stands in for TLS
+        self._trusted_only = trusted_only
         self.name = name  # for the log
         self._facts = facts  # read at each query: TLS may have been negotiated since
         self.secret = b""
@@ -56,6 +61,8 @@ class ClientAuth:
         if self.secret in self.node.trusted_secrets:
             self.state = everything()
             return
+        if self._trusted_only:
+            raise AuthError("only the group's secret is granted on its private listener")
         facts = self._facts()
         self.state = await query_any_authd(
             self.node, facts.remote_ip, facts.tls, facts.common_name, self.secret

@@ -28,7 +28,7 @@ from ..http.v1 import HTTPError, Request, json_headers, raw_headers, read_params
 from ..log import log
 from ..metrics import render, snapshot
 from ..metrics.memory import memory_stats
-from .identity import LINK_AGENT
+from .identity import CURRENT, LINK_AGENT
 from .pull import is_link
 
 if TYPE_CHECKING:
@@ -250,18 +250,17 @@ async def ask(
 
 
 def _request(method: str, target: bytes, body: bytes, headers: bytes, connection: bytes) -> bytes:
-    return (
-        b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: 1\r\n%sContent-Length: %d\r\nConnection: %s\r\n\r\n%s"
-        % (
-            method.encode(),
-            target,
-            PEER_HEADER,
-            headers,
-            len(body),
-            connection,
-            body,
-        )
-    )
+    """A request to a peer, marked as a peer's (PEER_HEADER: the group's secret, which the
+    private HTTP listener takes for TLS under --tls-required; a peer honours any value)."""
+    mark = CURRENT[0].secret if CURRENT and CURRENT[0].secret else b"1"
+    return b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: %s\r\n%sContent-Length: %d\r\n" % (
+        method.encode(),
+        target,
+        PEER_HEADER,
+        mark,
+        headers,
+        len(body),
+    ) + b"Connection: %s\r\n\r\n%s" % (connection, body)
 
 
 def _answer_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:

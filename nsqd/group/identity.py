@@ -67,9 +67,6 @@ def refusal(opts: Options) -> str:
     stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
     if stranded:
         return stranded
-    if opts.tls_required != "false":
-        why = "the workers' links are plain TCP"
-        return f"--workers={opts.workers} cannot be combined with --tls-required ({why})"
     # a kernel's port: each worker would bind another (worker 0's Redis one, each restart)
     for name in ("tcp_address", "http_address", "https_address", "resp_address"):
         address = opts.values[name]

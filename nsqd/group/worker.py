@@ -26,7 +26,7 @@ from ..http import server as http_server
 from ..http.v1 import Request
 from ..log import log
 from ..net import listeners
-from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, FanOut, ask
+from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, ask
 from .identity import Identity
 from .keys import KeyOwners
 from .links import Links
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ..engine.channel import Channel
     from ..engine.ports import Consumer
     from ..engine.topic import Topic
-    from ..http.routes import HTTPServer
+    from ..http.routes import Handler, HTTPServer
     from ..net.reactor import Loop
 
 CATCH_UP = b"/stats?format=json&include_clients=false&include_mem=false"
@@ -170,7 +170,10 @@ class Worker:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._links.run)
             if self._http is not None and self._http_listener is not None:
-                server = http_server.Server(self._http.api.handle, request_class=Request)
+                handle = self._http.api.handle
+                if self._http.api.tls_required:
+                    handle = _peers_trusted(handle, self.identity.secret)
+                server = http_server.Server(handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
             await self._await_peers()
             if self._http is not None:
@@ -270,6 +273,19 @@ class Worker:
             pulls.append(pull)
             nursery.start_soon(pull.run)
         self._pulls[key] = pulls
+
+
+def _peers_trusted(handle: Handler, secret: bytes) -> Handler:
+    """The private HTTP listener's handler under --tls-required: a request whose PEER_HEADER
+    holds the group's secret counts as secure (it came from a peer over loopback); any other
+    is refused as on a plain port (403 TLS_REQUIRED)."""
+
+    async def trusted(req: Request) -> Any:
+        if secret and req.header(PEER_HEADER) == secret:
+            req.tls = True
+        return await handle(req)
+
+    return trusted
 
 
 def _durable(topics: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str | None, bool]]:

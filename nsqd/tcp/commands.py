@@ -47,7 +47,7 @@ def identify(client: Client, cmd: Identify) -> Negotiation | None:
         deflate=opts.deflate,
         snappy=opts.snappy,
         max_deflate_level=opts.max_deflate_level,
-        auth_required=bool(opts.auth_http_address),
+        auth_required=client.auth is not None,
     )
     return negotiate(settings, features, node.limits)
 

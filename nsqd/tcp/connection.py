@@ -80,6 +80,7 @@ class Client(OwnTasks):
         remote: tuple[str, int],
         reactor: Reactor | None = None,
         commit: WriteBatch | None = None,
+        private: bool = False,
     ) -> None:
         self.node = node
         self.broker = broker
@@ -94,9 +95,10 @@ class Client(OwnTasks):
             self.socket = transport  # the plain socket: the reactor's and inline writes' way
         self.remote_address = f"{remote[0]}:{remote[1]}" if remote[0] else ""
         opts = node.options
-        self.conn = V2Connection(
-            node.limits, remote_ip=remote[0], tls_required=opts.tls_required_tcp
-        )
+        # `private`: on a group worker's link listener (loopback, for its peers' links), where
+        # --tls-required asks for the group's secret (AUTH) instead of TLS
+        tls_required = opts.tls_required_tcp and not private
+        self.conn = V2Connection(node.limits, remote_ip=remote[0], tls_required=tls_required)
         self.channel: Subscription | None = None
         self.connect_ts = int(time.time())
         self.identified = False
@@ -110,10 +112,11 @@ class Client(OwnTasks):
         self.timeout_count = 0
         self.pub_counts: dict[str, int] = {}
         self.auth: ClientAuth | None = None
-        if opts.auth_http_address:
-            from ..auth.session import ClientAuth  # only needed when an auth server is configured
+        secret_for_tls = private and opts.tls_required_tcp
+        if opts.auth_http_address or secret_for_tls:
+            from ..auth.session import ClientAuth  # only needed when AUTH is asked for
 
-            self.auth = ClientAuth(node, repr(self), self._identity)
+            self.auth = ClientAuth(node, repr(self), self._identity, secret_for_tls)
         # negotiated stream layers (for /stats and AUTH's tls / common_name)
         self.tls_stream: TLSStream | trio.SSLStream[trio.abc.Stream] | None = None
         self.snappy = False

@@ -31,17 +31,17 @@ ConnectionFactory = Callable[[trio.SocketStream, tuple[str, int]], Connection]
 
 
 async def serve_tcp(
-    new_connection: ConnectionFactory,
-    listeners: list[trio.SocketListener],
+    listeners: list[tuple[trio.SocketListener, ConnectionFactory]],
     nursery: trio.Nursery,
     accepting: trio.CancelScope,
 ) -> None:
-    """Accept connections until `accepting` is cancelled; a connection the reactor does not
-    adopt runs in `nursery`. (Not trio.serve_listeners: it closes a stream when its handler
-    task returns, and an adopted connection has no task.)"""
+    """Accept connections on each listener until `accepting` is cancelled, each made by that
+    listener's factory; a connection the reactor does not adopt runs in `nursery`. (Not
+    trio.serve_listeners: it closes a stream when its handler task returns, and an adopted
+    connection has no task.)"""
     with accepting:
         async with trio.open_nursery() as loops:
-            for listener in listeners:
+            for listener, new_connection in listeners:
                 loops.start_soon(_accept, new_connection, listener, nursery)
 
 

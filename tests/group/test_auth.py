@@ -95,3 +95,21 @@ def test_clients_without_a_grant_are_refused_in_every_worker(group: Group, authd
         with V2(group.link(k)) as conn:
             kind, data = _authed(conn, b"guess")
             assert (kind, data) == (1, b"E_AUTH_FAILED AUTH failed")
+
+
+def test_under_tls_required_the_private_link_takes_only_the_groups_secret(
+    group: Group, authd, tmp_path
+) -> None:
+    """An application's secret, good on the shared port (over TLS), is refused on a worker's
+    private link listener, where the group's secret stands in for TLS: a client cannot skip
+    TLS by connecting there."""
+    from nsqd.certs import write_all
+
+    address, asked = authd
+    files = write_all(tmp_path / "certs")
+    tls = (f"--tls-cert={files.server_cert}", f"--tls-key={files.server_key}")
+    group.start(f"--auth-http-address={address}", *tls, "--tls-required=true")
+    for k in (0, 1):
+        with V2(group.link(k)) as conn:
+            assert _authed(conn, b"app-secret") == (1, b"E_AUTH_FAILED AUTH failed")
+    assert asked == []  # not even asked of the auth server

@@ -37,23 +37,6 @@ def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedPro
     )
 
 
-def test_tls_required_is_refused(tmp_path) -> None:
-    """The workers' private links are plain TCP: a group cannot require TLS of them."""
-    from nsqd.certs import write_all
-
-    files = write_all(tmp_path / "certs")
-    tcp, http = free_ports(2)
-    flags = [f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"]
-    flags += [f"--tls-cert={files.server_cert}", f"--tls-key={files.server_key}"]
-    data = tmp_path / "data"
-    done = _run("--workers=2", *flags, "--tls-required=true", f"--data-path={data}")
-    assert done.returncode == 1
-    (fatal,) = [line for line in done.stderr.splitlines() if "FATAL" in line]
-    why = "cannot be combined with --tls-required (the workers' links are plain TCP)"
-    assert fatal.endswith(f"FATAL: --workers=2 {why}"), fatal
-    assert not list(data.glob("worker-*")), "no worker was started"
-
-
 def test_a_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
     done = _run("--workers=2", "--tcp-address=127.0.0.1:0", f"--data-path={tmp_path}")
     assert done.returncode == 1
