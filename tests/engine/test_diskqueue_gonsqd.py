@@ -34,10 +34,16 @@ def nsqd_binary() -> Path:
     return Path(module.ensure_reference()) / "nsqd"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports (bound together, then released: two lone binds may agree)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -55,11 +61,12 @@ def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
 def start_nsqd(data_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
     """The Go nsqd on `data_path` (--mem-queue-size=0, so every message is on disk), answering
     /ping; returns it and its HTTP address."""
-    http = f"127.0.0.1:{free_port()}"
+    tcp, http_port = free_ports(2)
+    http = f"127.0.0.1:{http_port}"
     proc = subprocess.Popen(
         [
             str(nsqd_binary()),
-            f"--tcp-address=127.0.0.1:{free_port()}",
+            f"--tcp-address=127.0.0.1:{tcp}",
             f"--http-address={http}",
             f"--data-path={data_path}",
             "--mem-queue-size=0",

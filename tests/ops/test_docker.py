@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HOST, REPO_ROOT, V2, free_port, free_ports, spawn, wait_until
+from .conftest import HOST, REPO_ROOT, V2, free_ports, spawn, wait_until
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
@@ -130,7 +130,7 @@ def test_build_context_makes_an_installable_package(tmp_path: Path) -> None:
     assert any(n.endswith("entry_points.txt") for n in names)
 
 
-def _entrypoint_argv(data: Path, tcp: int, http: int) -> list[str]:
+def _entrypoint_argv(data: Path, tcp: int, http: int, https: int) -> list[str]:
     argv = exec_form(one("ENTRYPOINT")) + exec_form(one("CMD"))
     argv = [f"--data-path={data}" if a == "--data-path=/data" else a for a in argv]
     nsqd = shutil.which(argv[0])
@@ -141,7 +141,7 @@ def _entrypoint_argv(data: Path, tcp: int, http: int) -> list[str]:
         *argv,
         f"--tcp-address={HOST}:{tcp}",
         f"--http-address={HOST}:{http}",
-        f"--https-address={HOST}:{free_port()}",
+        f"--https-address={HOST}:{https}",
     ]
 
 
@@ -149,7 +149,7 @@ def test_entrypoint_starts_and_healthcheck_passes() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="nsqd-ops-docker-"))
     data = workdir / "data"
     data.mkdir()
-    tcp, http = free_ports(2)
+    tcp, http, https = free_ports(3)
     health = exec_form(one("HEALTHCHECK").split("CMD", 1)[1].strip())
     health = [a.replace("127.0.0.1:4151", f"{HOST}:{http}") for a in health]
     health[:1] = [sys.executable] if health[0] in ("python", "python3") else health[:1]
@@ -160,7 +160,8 @@ def test_entrypoint_starts_and_healthcheck_passes() -> None:
         ).returncode
 
     assert healthcheck() != 0  # nothing listening yet: unhealthy
-    proc = spawn("nsqd", _entrypoint_argv(data, tcp, http), workdir, {"tcp": tcp, "http": http})
+    argv = _entrypoint_argv(data, tcp, http, https)
+    proc = spawn("nsqd", argv, workdir, {"tcp": tcp, "http": http})
     try:
         conn = V2(tcp)
         conn.sock.sendall(b"PING\n")  # not a V2 command: nsqd answers E_INVALID and closes

@@ -105,16 +105,23 @@ def nsqd_flags(limits: Limits, server: ServerFeatures, tls_required: bool) -> tu
     return tuple(flags)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free ports (bound together, then released: two lone binds may agree)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class Nsqds:
     """One nsqd per distinct set of flags, started on first use."""
 
     def __init__(self, tmp: Path) -> None:
+        self._https = 0  # the HTTPS port of the daemon being started (with its TCP and HTTP)
         self.tmp = tmp
         self.running: dict[tuple[str, ...], tuple[subprocess.Popen[bytes], int]] = {}
         self.cert: tuple[str, str] | None = None
@@ -131,12 +138,12 @@ class Nsqds:
         return [
             f"--tls-cert={self.cert[0]}",
             f"--tls-key={self.cert[1]}",
-            f"--https-address=127.0.0.1:{_free_port()}",  # TLS also starts an HTTPS listener
+            f"--https-address=127.0.0.1:{self._https}",  # TLS also starts an HTTPS listener
         ]
 
     def port(self, flags: tuple[str, ...]) -> int:
         if flags not in self.running:
-            tcp, http = _free_port(), _free_port()
+            tcp, http, self._https = _free_ports(3)
             data = self.tmp / f"data{len(self.running)}"
             data.mkdir()
             argv = [
