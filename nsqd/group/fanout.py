@@ -16,6 +16,7 @@ A request from a peer carries PEER_HEADER and is answered by that worker alone."
 from __future__ import annotations
 
 import json
+import select
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,7 @@ class FanOut:
         self.broker = broker
         self.api = api
         self._peers = peers  # the peers' private HTTP addresses, as known now
+        self.connections = KeptConnections()
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -204,20 +206,32 @@ class FanOut:
     def peers(self) -> list[tuple[str, int]]:
         return self._peers()
 
+    async def ask(
+        self, address: tuple[str, int], method: str, target: bytes, headers: bytes = b""
+    ) -> tuple[int, bytes]:
+        """One request to a peer on a kept connection: (status, body), or one of ASK_ERRORS."""
+        status, _, body = await self.connections.request(address, method, target, b"", headers)
+        return status, body
+
     async def ask_all(
         self, method: str, target: bytes, body: bytes = b""
     ) -> list[tuple[int, bytes]]:
+        """Every peer's (status, body), asked at once on kept connections; a peer that does not
+        answer within ASK_TIMEOUT is logged and left out."""
         answers: list[tuple[int, bytes]] = []
+        peers = self._peers()
+        await self.connections.keep_only(peers)
 
         async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
-                    answers.append(await ask(address, method, target, body))
+                    status, _, text = await self.connections.request(address, method, target, body)
+                answers.append((status, text))
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
 
         async with trio.open_nursery() as nursery:
-            for address in self._peers():
+            for address in peers:
                 nursery.start_soon(one, address)
         return answers
 
@@ -274,12 +288,11 @@ def _answer_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
 
 
 class KeptConnections:
-    """Keep-alive connections to the peers' private HTTP listeners, for a request made often
-    (a keyed publish forwarded to its topic's owner): a new connection costs ~0.3 ms before
-    the answer's first byte on the 2-core VM, a kept one ~0.07. A request on a kept
-    connection that breaks before its answer (the peer restarted) is sent once more on a new
-    one, so use this only for requests that may be made twice (a keyed publish may: its owner
-    stores it once)."""
+    """Keep-alive connections to the peers' private HTTP listeners, one worker's for all its
+    asks: a new connection costs ~0.3 ms before the answer's first byte on the 2-core VM, a
+    kept one ~0.07 (a receive or a lease's fin asked of a peer at each Spark micro-batch, a
+    keyed publish forwarded to its topic's owner). An idle one the peer closed meanwhile (its
+    idle timeout, a restart) is seen before it is used and left for a new one."""
 
     IDLE = 8  # connections kept per peer
 
@@ -287,23 +300,38 @@ class KeptConnections:
         self._idle: dict[tuple[str, int], list[trio.SocketStream]] = {}
 
     async def request(
-        self, address: tuple[str, int], method: str, target: bytes, body: bytes
+        self,
+        address: tuple[str, int],
+        method: str,
+        target: bytes,
+        body: bytes = b"",
+        headers: bytes = b"",
+        *,
+        again: bool = False,
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """(status, header lines but Connection, body), or one of ASK_ERRORS."""
+        """(status, header lines but Connection, body), or one of ASK_ERRORS. `headers`: more
+        header lines, each ending in CRLF. A kept connection that breaks once the request was
+        sent raises, unless `again`: for a request that may be made twice (a keyed publish,
+        which its owner stores once), sent once more on a new connection."""
         idle = self._idle.setdefault(address, [])
-        data = _request(method, target, body, b"", b"keep-alive")
+        data = _request(method, target, body, headers, b"keep-alive")
         while idle:
             stream = idle.pop()
+            if _dropped(stream):
+                await stream.aclose()
+                continue
             try:
                 return await self._exchange(address, stream, data)
             except (OSError, trio.BrokenResourceError, ValueError):
-                pass  # closed by the peer meanwhile (it closed it too): a new one
+                if not again:
+                    raise
         return await self._exchange(address, await trio.open_tcp_stream(*address), data)
 
-    async def forget(self, address: tuple[str, int]) -> None:
-        """Close what is kept for an address a peer left (it was started again elsewhere)."""
-        for stream in self._idle.pop(address, ()):
-            await stream.aclose()
+    async def keep_only(self, addresses: list[tuple[str, int]]) -> None:
+        """Close what is kept for addresses no peer has now (one started again elsewhere)."""
+        for address in [a for a in self._idle if a not in addresses]:
+            for stream in self._idle.pop(address):
+                await stream.aclose()
 
     async def _exchange(
         self, address: tuple[str, int], stream: trio.SocketStream, data: bytes
@@ -339,6 +367,13 @@ class KeptConnections:
                 idle.append(stream)
             else:
                 await stream.aclose()
+
+
+def _dropped(stream: trio.SocketStream) -> bool:
+    """Whether an idle kept connection has something to read: its end (the peer closed it),
+    or bytes no request asked for; either way it is not to be used."""
+    readable, _, _ = select.select([stream.socket.fileno()], [], [], 0)
+    return bool(readable)
 
 
 def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:

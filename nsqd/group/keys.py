@@ -42,12 +42,15 @@ class KeyOwners:
     """The API's Relay (nsqd/http/routes.py) in a worker of a group with --dedupe-window."""
 
     def __init__(
-        self, api: API, identity: Identity, address: Callable[[int], tuple[str, int] | None]
+        self,
+        api: API,
+        identity: Identity,
+        address: Callable[[int], tuple[str, int] | None],
+        connections: KeptConnections,
     ) -> None:
         self._identity = identity
         self._address = address  # a peer's private HTTP address (read at each forward)
-        self._connections = KeptConnections()
-        self._known: dict[int, tuple[str, int]] = {}  # each owner's address when last asked
+        self._connections = connections  # the worker's (its FanOut's)
         publish = api.publish
         # what the handlers read of a body, and one byte more (so the owner refuses it alike)
         self._limits = {"/pub": publish.max_msg_size + 1, "/mpub": publish.max_body_size + 1}
@@ -70,15 +73,12 @@ class KeyOwners:
         index = owner(topic, self._identity.count)
         body = await req.read(self._limits[req.path])
         address = self._address(index)
-        known = self._known.get(index)
-        if known is not None and known != address:
-            await self._connections.forget(known)  # the owner was started again
         try:
             if address is None:
                 raise OSError(f"worker {index} has no link file")
-            self._known[index] = address
             with trio.fail_after(FORWARD_TIMEOUT):
-                return await self._connections.request(address, req.method, req.target, body)
+                connections = self._connections
+                return await connections.request(address, req.method, req.target, body, again=True)
         except ASK_ERRORS as exc:
             log.warning("group: worker %d (%s's keys) did not answer - %s", index, topic, exc)
             return 503, *render_v1(503, UNAVAILABLE)

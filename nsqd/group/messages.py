@@ -32,7 +32,7 @@ from ..gocompat.json import go_json
 from ..http.messages import accepts_frames
 from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request, refused
 from ..log import log
-from .fanout import ASK_ERRORS, ASK_TIMEOUT, PEER_HEADER, ask
+from .fanout import ASK_ERRORS, ASK_TIMEOUT, PEER_HEADER
 
 if TYPE_CHECKING:
     from .fanout import FanOut, Handler
@@ -90,7 +90,7 @@ class GroupMessages:
                 target = _with(req, **rest)
                 try:
                     with trio.fail_after(ASK_TIMEOUT):
-                        status, body = await ask(address, req.method, target, b"", headers)
+                        status, body = await self._fanout.ask(address, req.method, target, headers)
                 except ASK_ERRORS as exc:
                     log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
                     continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -73,7 +74,8 @@ class Worker:
             fanout.install()
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
-                http.api.relay = KeyOwners(http.api, identity, lambda k: self._address(k, 1))
+                peer_http = partial(self._address, line=1)
+                http.api.relay = KeyOwners(http.api, identity, peer_http, fanout.connections)
 
     async def open_link(self) -> trio.SocketListener:
         """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses
