@@ -62,12 +62,16 @@ Handler = Callable[[Request], Awaitable[Any]]
 
 class FanOut:
     def __init__(
-        self, broker: Broker, api: API, peers: Callable[[], list[tuple[str, int]]]
+        self,
+        broker: Broker,
+        api: API,
+        peers: Callable[[], list[tuple[str, int]]],
+        connections: KeptConnections,
     ) -> None:
         self.broker = broker
         self.api = api
         self._peers = peers  # the peers' private HTTP addresses, as known now
-        self.connections = KeptConnections()
+        self.connections = connections  # the worker's
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -144,7 +148,7 @@ class FanOut:
             _, topics, producers, memory, docs = await self._snapshot(req, b"/metrics")
         except HTTPError as err:
             return err.status, *render_v1(err.status, err.message)
-        counted = self._counts(req, topics)
+        counted = self._counts(topics)
         for doc in docs:
             prometheus.add_counts(counted, doc["counts"])
         body = prometheus.metrics_text(self.broker, topics, producers, memory, counted)
@@ -157,11 +161,11 @@ class FanOut:
         query = req.query()
         topic, channel = (query.get(name, [""])[0] for name in ("topic", "channel"))
         topics, producers = snapshot.snapshot(self.broker, topic, channel, True)
-        counted = self._counts(req, topics)
+        counted = self._counts(topics)
         body = go_json({"topics": topics, "producers": producers, "counts": counted})
         return 200, json_headers(body), body
 
-    def _counts(self, req: Request, topics: Any) -> dict[str, Any]:
+    def _counts(self, topics: Any) -> dict[str, Any]:
         """This worker's prometheus.counts: its own clients only (a peer's link is none)."""
         from ..metrics import prometheus
 
@@ -247,34 +251,23 @@ _CONFIG_BODIES: dict[str, Callable[[dict[str, Any]], bytes]] = {
 ASK_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError)
 
 
-async def ask(
-    address: tuple[str, int], method: str, target: bytes, body: bytes = b"", headers: bytes = b""
-) -> tuple[int, bytes]:
-    """One request to a peer's private HTTP listener: (status, body); one of ASK_ERRORS when
-    it gives none. `headers`: more header lines, each ending in CRLF."""
-    stream = await trio.open_tcp_stream(*address)
-    async with stream:
-        await stream.send_all(_request(method, target, body, headers, b"close"))
-        chunks = []
-        while data := await stream.receive_some(65536):
-            chunks.append(data)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status, _ = _answer_head(head)
-    return status, body
-
-
-def _request(method: str, target: bytes, body: bytes, headers: bytes, connection: bytes) -> bytes:
+def _request(method: str, target: bytes, body: bytes, headers: bytes) -> bytes:
     """A request to a peer, marked as a peer's (PEER_HEADER: the group's secret, which the
     private HTTP listener takes for TLS under --tls-required; a peer honours any value)."""
     mark = CURRENT[0].secret if CURRENT and CURRENT[0].secret else b"1"
-    return b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: %s\r\n%sContent-Length: %d\r\n" % (
-        method.encode(),
-        target,
-        PEER_HEADER,
-        mark,
-        headers,
-        len(body),
-    ) + b"Connection: %s\r\n\r\n%s" % (connection, body)
+    return (
+        b"%s %s HTTP/1.1\r\nHost: peer\r\n%s: %s\r\n%sContent-Length: %d\r\n"
+        % (
+            method.encode(),
+            target,
+            PEER_HEADER,
+            mark,
+            headers,
+            len(body),
+        )
+        + b"Connection: keep-alive\r\n\r\n"
+        + body
+    )
 
 
 def _answer_head(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
@@ -314,7 +307,7 @@ class KeptConnections:
         sent raises, unless `again`: for a request that may be made twice (a keyed publish,
         which its owner stores once), sent once more on a new connection."""
         idle = self._idle.setdefault(address, [])
-        data = _request(method, target, body, headers, b"keep-alive")
+        data = _request(method, target, body, headers)
         while idle:
             stream = idle.pop()
             if _dropped(stream):

@@ -77,8 +77,9 @@ class KeyOwners:
             if address is None:
                 raise OSError(f"worker {index} has no link file")
             with trio.fail_after(FORWARD_TIMEOUT):
-                connections = self._connections
-                return await connections.request(address, req.method, req.target, body, again=True)
+                return await self._connections.request(
+                    address, req.method, req.target, body, again=True
+                )
         except ASK_ERRORS as exc:
             log.warning("group: worker %d (%s's keys) did not answer - %s", index, topic, exc)
             return 503, *render_v1(503, UNAVAILABLE)

@@ -27,7 +27,7 @@ from ..http import server as http_server
 from ..http.v1 import Request
 from ..log import log
 from ..net import listeners
-from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, ask
+from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
 from .identity import Identity
 from .keys import KeyOwners
 from .links import Links
@@ -69,13 +69,14 @@ class Worker:
         self._http = http
         self._http_listener: trio.SocketListener | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for pulls and peer requests
+        self._connections = KeptConnections()  # every ask of a peer's private HTTP
         if http is not None:
-            fanout = FanOut(broker, http.api, self._peer_http)
+            fanout = FanOut(broker, http.api, self._peer_http, self._connections)
             fanout.install()
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)
-                http.api.relay = KeyOwners(http.api, identity, peer_http, fanout.connections)
+                http.api.relay = KeyOwners(http.api, identity, peer_http, self._connections)
 
     async def open_link(self) -> trio.SocketListener:
         """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses
@@ -142,7 +143,7 @@ class Worker:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
                     for target in targets:
-                        await ask(address, "POST", target)
+                        await self._connections.request(address, "POST", target)
             except ASK_ERRORS as exc:
                 where = f"{address[0]}:{address[1]}"
                 log.warning("group: peer %s did not make %s:%s - %s", where, topic, channel, exc)
@@ -210,7 +211,7 @@ class Worker:
         async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
-                    status, body = await ask(address, "GET", CATCH_UP)
+                    status, _, body = await self._connections.request(address, "GET", CATCH_UP)
                 if status == 200:
                     found.extend(_durable(json.loads(body).get("topics") or ()))
             except ASK_ERRORS as exc:

@@ -188,13 +188,13 @@ class API:
         `handle`'s for the same request, byte for byte."""
         if method != b"POST" or self.tls_required:  # plain HTTP only: tls_required is a 403
             return None
-        if self.relay.elsewhere(query_string):
-            return None
         if raw_path == b"/pub":
-            return self._pub_now
-        if raw_path == b"/mpub":
-            return self._mpub_now
-        return None
+            route = self._pub_now
+        elif raw_path == b"/mpub":
+            route = self._mpub_now
+        else:
+            return None
+        return None if self.relay.elsewhere(query_string) else route
 
     def _pub_now(self, query_string: bytes, length: int, body: bytes) -> Response:
         """`handle`'s /pub path."""

@@ -220,8 +220,10 @@ def _producers(expo: Exposition, producers: list[dict[str, Any]] | None) -> None
             expo.add("nsq_client_published_total", count["count"], labels)
 
 
-def _topics(expo: Exposition, topics: list[dict[str, Any]] | None, counts: dict[str, Any]) -> None:
-    dedupe = counts["dedupe"]
+def _topics(
+    expo: Exposition, broker: Broker, topics: list[dict[str, Any]] | None, counts: dict[str, Any]
+) -> None:
+    dedupe = broker.deduper is not None  # every worker of a group has the same options
     for t in topics or ():
         name = t["topic_name"]
         extra = counts["topics"].get(name) or {"channels": {}}
@@ -286,7 +288,6 @@ def counts(
     return {
         "health": broker.health,
         "clients": len(broker.clients) if clients is None else clients,
-        "dedupe": deduper is not None,
         "topics": found,
         "lists": lists,
     }
@@ -298,7 +299,6 @@ def add_counts(into: dict[str, Any], other: dict[str, Any]) -> None:
     if other["health"] != "OK":
         into["health"] = other["health"]
     into["clients"] += other["clients"]
-    into["dedupe"] = into["dedupe"] or other["dedupe"]
     if other["lists"] is not None:
         into["lists"] = {**(into["lists"] or {}), **other["lists"]}
     for name, extra in other["topics"].items():
@@ -324,7 +324,7 @@ def metrics_text(
     memory figures (None: left out) and what `counts` gives beside them."""
     expo = Exposition()
     _node(expo, broker, memory, counted)
-    _topics(expo, topics, counted)
+    _topics(expo, broker, topics, counted)
     _producers(expo, producers)
     for key, length in sorted((counted["lists"] or {}).items()):
         expo.add("nsq_resp_list_length", length, label_text((("key", key),)))

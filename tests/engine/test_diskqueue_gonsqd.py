@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import time
@@ -18,6 +17,7 @@ import pytest
 from diskqueue_helpers import REPO_ROOT, drain, meta_text
 
 from nsqd.storage.diskqueue import DiskQueue
+from tests.ops.conftest import free_ports
 
 
 def nsqd_binary() -> Path:
@@ -32,18 +32,6 @@ def nsqd_binary() -> Path:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return Path(module.ensure_reference()) / "nsqd"
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports (bound together, then released: two lone binds may agree)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:

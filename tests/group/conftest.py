@@ -66,10 +66,11 @@ class Group:
         """Worker k's private HTTP address (its second line in worker-k.link)."""
         return (self.data / f"worker-{k}.link").read_text().split()[1]
 
-    def worker_stats(self, k: int, query: str = "") -> dict:
-        """Worker k's own /stats (JSON), asked as its peers ask: for that worker alone."""
+    def worker_stats(self, k: int, query: str = "", mark: str = "1") -> dict:
+        """Worker k's own /stats (JSON), asked as its peers ask: for that worker alone (`mark`:
+        the peer header's value; the group's secret under --tls-required)."""
         url = f"http://{self.private_http(k)}/stats?format=json{query}"
-        req = urllib.request.Request(url, headers={PEER_HEADER: "1"})
+        req = urllib.request.Request(url, headers={PEER_HEADER: mark})
         with urllib.request.urlopen(req, timeout=5) as resp:
             return json.loads(resp.read())
 

@@ -6,13 +6,15 @@ client with no grant, or another secret, is refused in every worker."""
 
 from __future__ import annotations
 
-import json
-import threading
+import sys
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tls"))
+
+from tls_support import AuthServer
 
 from protocol.v2 import encoders
 from tests.ops.conftest import V2
@@ -30,34 +32,20 @@ GRANT = {
 
 
 @pytest.fixture
-def authd() -> Iterator[tuple[str, list[str]]]:
-    """An auth server granting GRANT to the secret "app-secret" (404 otherwise); the secrets
-    it was asked about."""
-    asked: list[str] = []
+def authd() -> Iterator[AuthServer]:
+    """An auth server granting GRANT to the secret "app-secret" (404 otherwise)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def policy(secret: str, query: dict[str, list[str]]) -> tuple[int, object]:
+        return (200, GRANT) if secret == "app-secret" else (404, {"message": "no"})
 
-        def do_GET(self) -> None:
-            secret = parse_qs(urlsplit(self.path).query).get("secret", [""])[0]
-            asked.append(secret)
-            status, doc = (200, GRANT) if secret == "app-secret" else (404, {"message": "no"})
-            body = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    server = AuthServer(policy).start()
+    yield server
+    server.stop()
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}", asked
-    server.shutdown()
-    server.server_close()
+def _asked(server: AuthServer) -> list[str]:
+    """The secrets the auth server was asked about."""
+    return [r.query.get("secret", [""])[0] for r in server.requests]
 
 
 def _authed(conn: V2, secret: bytes) -> tuple[int, bytes]:
@@ -66,8 +54,7 @@ def _authed(conn: V2, secret: bytes) -> tuple[int, bytes]:
 
 
 def test_a_consumer_gets_what_was_published_in_the_other_worker(group: Group, authd) -> None:
-    address, asked = authd
-    group.start(f"--auth-http-address={address}")
+    group.start(f"--auth-http-address={authd.address}")
     with group.pin(1) as sub, group.pin(0) as pub:
         assert _authed(sub, b"app-secret")[0] == 0
         sub.sub("t", "c")
@@ -81,12 +68,11 @@ def test_a_consumer_gets_what_was_published_in_the_other_worker(group: Group, au
             got.add(body)
             sub.fin(msg_id)
         assert got == {b"m%d" % i for i in range(5)}
-    assert set(asked) == {"app-secret"}  # the links' secret is never the auth server's
+    assert set(_asked(authd)) == {"app-secret"}  # the links' secret is never the auth server's
 
 
 def test_clients_without_a_grant_are_refused_in_every_worker(group: Group, authd) -> None:
-    address, _ = authd
-    group.start(f"--auth-http-address={address}")
+    group.start(f"--auth-http-address={authd.address}")
     for k in (0, 1):
         with V2(group.link(k)) as conn:
             conn.send(encoders.sub("t", "c"))
@@ -105,11 +91,10 @@ def test_under_tls_required_the_private_link_takes_only_the_groups_secret(
     TLS by connecting there."""
     from nsqd.certs import write_all
 
-    address, asked = authd
     files = write_all(tmp_path / "certs")
     tls = (f"--tls-cert={files.server_cert}", f"--tls-key={files.server_key}")
-    group.start(f"--auth-http-address={address}", *tls, "--tls-required=true")
+    group.start(f"--auth-http-address={authd.address}", *tls, "--tls-required=true")
     for k in (0, 1):
         with V2(group.link(k)) as conn:
             assert _authed(conn, b"app-secret") == (1, b"E_AUTH_FAILED AUTH failed")
-    assert asked == []  # not even asked of the auth server
+    assert _asked(authd) == []  # not even asked of the auth server

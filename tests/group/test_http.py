@@ -198,7 +198,7 @@ async def test_asking_a_peer_that_dies_mid_answer_raises_one_of_ask_errors(peer:
 
     import trio
 
-    from nsqd.group.fanout import ASK_ERRORS, ask
+    from nsqd.group.fanout import ASK_ERRORS, KeptConnections
 
     async def serve(stream: trio.SocketStream) -> None:
         await stream.receive_some(65536)
@@ -213,5 +213,5 @@ async def test_asking_a_peer_that_dies_mid_answer_raises_one_of_ask_errors(peer:
         (listener,) = await nursery.start(partial(trio.serve_tcp, serve, 0, host="127.0.0.1"))
         port = listener.socket.getsockname()[1]
         with pytest.raises(ASK_ERRORS):
-            await ask(("127.0.0.1", port), "GET", b"/stats")
+            await KeptConnections().request(("127.0.0.1", port), "GET", b"/stats")
         nursery.cancel_scope.cancel()

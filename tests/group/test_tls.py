@@ -51,7 +51,8 @@ def test_tls_clients_and_the_links_between_workers(group: Group, tmp_path: Path)
             sub.send(command_bytes(b"FIN " + frame.data[10:26]))
         assert got == {b"m%d" % i for i in range(20)}
     secret = _secret(group)
-    took = [_worker_stats(group, k, secret)["topics"][0]["message_count"] for k in (0, 1)]
+    stats = [group.worker_stats(k, mark=secret.decode()) for k in (0, 1)]
+    took = [doc["topics"][0]["message_count"] for doc in stats]
     assert sum(took) == 20 and all(took), took  # both workers took publishers (the premise)
     context = ssl.create_default_context(cafile=certs.ca)
     url = f"https://127.0.0.1:{https}/stats?format=json&topic=t"
@@ -74,7 +75,7 @@ def test_the_private_listeners_ask_for_the_groups_secret(group: Group, tmp_path:
                 assert (exc.code, json.loads(exc.read())["message"]) == (403, "TLS_REQUIRED")
             else:
                 raise AssertionError("a request without the secret was answered")
-        assert _worker_stats(group, k, secret)["health"] == "OK"
+        assert group.worker_stats(k, mark=secret.decode())["health"] == "OK"
         with V2(group.link(k)) as conn:  # plain, on the private link: AUTH first, not TLS
             conn.send(encoders.sub("t", "c"))
             assert conn.frame() == (1, b"E_AUTH_FIRST AUTH required before SUB")
@@ -93,10 +94,3 @@ def _secret(group: Group) -> bytes:
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     (secret,) = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"NSQD_GROUP_SECRET=")]
     return secret
-
-
-def _worker_stats(group: Group, k: int, secret: bytes) -> dict:
-    url = f"http://{group.private_http(k)}/stats?format=json"
-    req = urllib.request.Request(url, headers={PEER_HEADER: secret.decode()})
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        return json.loads(resp.read())

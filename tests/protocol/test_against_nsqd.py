@@ -50,6 +50,7 @@ from protocol.v2 import (
     Touch,
     is_valid_name,
 )
+from tests.ops.conftest import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 NSQD = Path(os.environ.get("NSQD_REFERENCE_BIN", REPO / ".reference" / "bin" / "nsqd"))
@@ -105,18 +106,6 @@ def nsqd_flags(limits: Limits, server: ServerFeatures, tls_required: bool) -> tu
     return tuple(flags)
 
 
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct free ports (bound together, then released: two lone binds may agree)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class Nsqds:
     """One nsqd per distinct set of flags, started on first use."""
 
@@ -143,7 +132,7 @@ class Nsqds:
 
     def port(self, flags: tuple[str, ...]) -> int:
         if flags not in self.running:
-            tcp, http, self._https = _free_ports(3)
+            tcp, http, self._https = free_ports(3)
             data = self.tmp / f"data{len(self.running)}"
             data.mkdir()
             argv = [

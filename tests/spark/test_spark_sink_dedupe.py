@@ -55,17 +55,24 @@ def write(df: Any, nsqd: Proc, topic: str, **options: str) -> None:
     writer.option("topic", topic).mode("append").save()
 
 
+def write_twice_and_again(spark: Any, nsqd: Proc, topic: str, n: int, partitions: int) -> Any:
+    """A write of n rows, the same write split differently (nothing more stored), another
+    load (n more); returns the rows."""
+    df = spark.range(0, n, 1, partitions).selectExpr("concat('row-', id) as body")
+    write(df, nsqd, topic, dedupeKey="load-1")
+    assert depth(nsqd, topic) == n
+    write(df, nsqd, topic, dedupeKey="load-1", batchSize="700")  # split differently
+    assert depth(nsqd, topic) == n
+    write(df, nsqd, topic, dedupeKey="load-2")  # another load: published again
+    assert depth(nsqd, topic) == 2 * n
+    return df
+
+
 def test_write_again_with_the_same_dedupe_key_publishes_nothing(
     spark: Any, dnsqd: Proc, topic: str
 ) -> None:
     n = 3000
-    df = spark.range(0, n, 1, 3).selectExpr("concat('row-', id) as body")
-    write(df, dnsqd, topic, dedupeKey="load-1")
-    assert depth(dnsqd, topic) == n
-    write(df, dnsqd, topic, dedupeKey="load-1", batchSize="700")  # split differently
-    assert depth(dnsqd, topic) == n
-    write(df, dnsqd, topic, dedupeKey="load-2")  # another load: published again
-    assert depth(dnsqd, topic) == 2 * n
+    df = write_twice_and_again(spark, dnsqd, topic, n, 3)
     write(df, dnsqd, topic, dedupeKey="load-2", dedupe="off")  # TCP: no keys
     assert depth(dnsqd, topic) == 3 * n
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_support import channel_stats, our_nsqd, publish, wait_until
-from test_spark_sink_dedupe import depth, write
+from test_spark_sink_dedupe import write_twice_and_again
 from test_spark_source import bodies, count_rows, source, stop, to_parquet
 
 N = 2000
@@ -43,13 +43,6 @@ def test_a_group_streams_into_parquet_exactly_once(spark: Any, topic: str, tmp_p
 def test_a_group_with_a_dedupe_window_takes_a_write_once(spark: Any, topic: str) -> None:
     group = our_nsqd(["--workers=2", "--dedupe-window=10m"])
     try:
-        n = 3000
-        df = spark.range(0, n, 1, 6).selectExpr("concat('row-', id) as body")
-        write(df, group, topic, dedupeKey="load-1")
-        assert depth(group, topic) == n
-        write(df, group, topic, dedupeKey="load-1", batchSize="700")  # split differently
-        assert depth(group, topic) == n
-        write(df, group, topic, dedupeKey="load-2")
-        assert depth(group, topic) == 2 * n
+        write_twice_and_again(spark, group, topic, 3000, 6)
     finally:
         group.stop()
