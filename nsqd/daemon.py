@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from .cluster.lookupd import Lookupd
+from .cluster.lookupd import Lookupd, Registrar, own_peers
 from .config.options import Options
 from .engine import scanner
 from .engine.broker import Broker
@@ -76,9 +76,20 @@ class NSQD:
             _deduper(options),
         )
         self.storage.attach(self.broker)
-        self.lookupd = Lookupd(self.node, self.broker)
+        self.lookupd = Lookupd(self.node, self.broker, self._registrar())
         self.resp: Any = None  # the Redis front-end (nsqd.resp.server.Frontend) when enabled
         self.broker.hooks.append(self.lookupd)
+
+    def _registrar(self) -> Registrar:
+        """A lone nsqd registers with nsqlookupd itself; a group's worker reports its topics
+        and channels to the supervisor, which registers the group once (nsqd.group.lookupd)."""
+        if self.options.workers > 1:
+            from .group.lookupd import Uplink
+
+            uplink = Uplink.from_environment(self.options, self.broker)
+            if uplink is not None:
+                return uplink
+        return own_peers(self.node, self.broker)
 
     # what tests and tools reach through the daemon
     @property

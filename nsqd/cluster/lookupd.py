@@ -3,7 +3,12 @@
 Each peer task connects, IDENTIFYs, REGISTERs every topic and channel, then sends the
 register/unregister notifications as topics and channels come and go, and a PING every 15 s.
 When the connection breaks (a lookupd restart) it reconnects with backoff and replays the
-whole state, since nsqlookupd forgets a connection's registrations when it closes."""
+whole state, since nsqlookupd forgets a connection's registrations when it closes.
+
+`Peers` is that set of connections, for whoever registers a node: a lone nsqd (its broker's
+topics), or a group's supervisor (the union of its workers', nsqd.group.lookupd). `Lookupd`
+is the broker's side, a Hooks listener that reports through a `Registrar`: the `Peers`
+themselves in a lone nsqd, the supervisor in a group's worker."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import json
 import math
 import socket
 import urllib.parse
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -38,14 +44,57 @@ PING_INTERVAL = 15.0
 IO_TIMEOUT = 1.0  # nsqd's dial and per-command deadline
 MAX_BACKOFF = 15.0
 
+Info = dict[str, object]  # what an nsqlookupd said about itself in answer to IDENTIFY
+
+
+def announce(broadcast_address: str, http_port: int, tcp_port: int) -> bytes:
+    """The IDENTIFY a node sends: where clients reach it."""
+    return encode_identify(broadcast_address, socket.gethostname(), http_port, tcp_port, VERSION)
+
+
+def replay(topics: Mapping[str, Iterable[str]]) -> list[bytes]:
+    """The REGISTERs that give a new connection a node's topics and channels (a topic with
+    channels is registered by its channels' REGISTERs, as nsqd does)."""
+    commands = []
+    for topic, channels in topics.items():
+        names = list(channels)
+        if not names:
+            commands.append(encode_register(topic))
+        commands.extend(encode_register(topic, c) for c in names)
+    return commands
+
+
+def broker_state(broker: Broker) -> dict[str, list[str]]:
+    """A broker's topics and their channels, as registered."""
+    return {t.name: list(t.channels) for t in list(broker.topics.values())}
+
+
+class Registrar(Protocol):
+    """Where a node's Lookupd reports: the nsqlookupd peers, or a group's supervisor."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
+    def set_addresses(self, addresses: list[str]) -> None: ...
+    def register(self, topic: str, channel: str | None = None) -> None: ...
+    def unregister(self, topic: str, channel: str | None = None) -> None: ...
+    def infos(self) -> list[tuple[str, Info]]: ...
+
 
 class LookupPeer:
-    def __init__(self, node: Node, broker: Broker, address: str) -> None:
-        self.node = node
-        self.broker = broker
+    def __init__(
+        self,
+        address: str,
+        identify: Callable[[], bytes],
+        registrations: Callable[[], list[bytes]],
+        max_body_size: int,
+        learned: Callable[[], None],
+    ) -> None:
         self.address = address
+        self._identify = identify  # the IDENTIFY to send (the node's ports, once bound)
+        self._registrations = registrations  # the REGISTERs that replay the node's state
+        self._max_body_size = max_body_size
+        self._learned = learned  # told when `info` changed
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
-        self.info: dict[str, object] = {}  # what nsqlookupd said about itself
+        self.info: Info = {}
         self.scope = trio.CancelScope()
         self.connected = False
 
@@ -69,7 +118,7 @@ class LookupPeer:
         with trio.fail_after(IO_TIMEOUT):
             stream = await trio.open_tcp_stream(host.strip("[]"), int(port))
         log.info("LOOKUPD(%s): peer connected", self.address)
-        decoder = ResponseDecoder(self.node.options.max_body_size)
+        decoder = ResponseDecoder(self._max_body_size)
         async with stream:
             await stream.send_all(MAGIC_V1)
             await self._command(stream, decoder, self._identify())
@@ -137,66 +186,99 @@ class LookupPeer:
             self._remember(response)
         return response
 
-    def _identify(self) -> bytes:
-        node = self.node
-        return encode_identify(
-            node.options.broadcast_address,
-            socket.gethostname(),
-            node.broadcast_http_port,
-            node.broadcast_tcp_port,
-            VERSION,
-        )
-
-    def _registrations(self) -> list[bytes]:
-        commands = []
-        for topic in list(self.broker.topics.values()):
-            if not topic.channels:
-                commands.append(encode_register(topic.name))
-            commands.extend(encode_register(topic.name, c) for c in list(topic.channels))
-        return commands
-
     def _remember(self, response: bytes) -> None:
         try:
-            self.info = json.loads(response)
+            info = json.loads(response)
         except ValueError:
-            self.info = {}
+            info = {}
+        if info != self.info:
+            self.info = info
+            self._learned()
 
 
-class Lookupd:
-    """The set of peers; runtime changes come from PUT /config/nsqlookupd_tcp_addresses.
-    A Hooks listener of the broker: topics and channels are (un)registered as they come and
-    go, and a new topic first learns the cluster's channels for it."""
+class Peers:
+    """The nsqlookupds a node registers with, one LookupPeer each: a Registrar. Runtime
+    changes come from PUT /config/nsqlookupd_tcp_addresses."""
 
-    def __init__(self, node: Node, broker: Broker) -> None:
-        self.node = node
-        self.broker = broker
+    def __init__(
+        self,
+        addresses: list[str],
+        identify: Callable[[], bytes],
+        registrations: Callable[[], list[bytes]],
+        max_body_size: int,
+        learned: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.addresses = list(addresses)
         self.peers: dict[str, LookupPeer] = {}
+        self._peer_args = (identify, registrations, max_body_size, learned)
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self.set_addresses(self.node.options.lookupd_tcp_address)
+            self.set_addresses(self.addresses)
             task_status.started()
             await trio.sleep_forever()
 
     def set_addresses(self, addresses: list[str]) -> None:
         assert self._nursery is not None
+        self.addresses = list(addresses)
         for address in list(self.peers):
             if address not in addresses:
                 self.peers.pop(address).scope.cancel()
         for address in addresses:
             if address not in self.peers:
-                peer = LookupPeer(self.node, self.broker, address)
+                peer = LookupPeer(address, *self._peer_args)
                 self.peers[address] = peer
                 self._nursery.start_soon(peer.run)
+
+    def send(self, command: bytes) -> None:
+        for peer in self.peers.values():
+            peer.notify(command)
+
+    def register(self, topic: str, channel: str | None = None) -> None:
+        self.send(encode_register(topic, channel))
+
+    def unregister(self, topic: str, channel: str | None = None) -> None:
+        self.send(encode_unregister(topic, channel))
+
+    def infos(self) -> list[tuple[str, Info]]:
+        return [(address, peer.info) for address, peer in self.peers.items()]
+
+
+def own_peers(node: Node, broker: Broker) -> Peers:
+    """A lone nsqd's registrar: its own connections, replaying its broker's state."""
+    opts = node.options
+    return Peers(
+        opts.lookupd_tcp_address,
+        lambda: announce(opts.broadcast_address, node.broadcast_http_port, node.broadcast_tcp_port),
+        lambda: replay(broker_state(broker)),
+        opts.max_body_size,
+    )
+
+
+class Lookupd:
+    """A Hooks listener of the broker: topics and channels are (un)registered through the
+    registrar as they come and go, and a new topic first learns the cluster's channels for it
+    from the nsqlookupds the registrar knows."""
+
+    def __init__(self, node: Node, broker: Broker, registrar: Registrar) -> None:
+        self.node = node
+        self.broker = broker
+        self.registrar = registrar
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.registrar.run(task_status=task_status)
+
+    def set_addresses(self, addresses: list[str]) -> None:
+        self.registrar.set_addresses(addresses)
 
     async def channels_for(self, topic: str) -> list[str]:
         """Every channel the known nsqlookupds list for `topic` (errors are only logged)."""
         opts = self.node.options
         names: list[str] = []
-        for peer in list(self.peers.values()):
-            host, port = peer.info.get("broadcast_address"), peer.info.get("http_port")
+        for address, info in self.registrar.infos():
+            host, port = info.get("broadcast_address"), info.get("http_port")
             if not host or not port:
                 continue
             try:
@@ -208,30 +290,20 @@ class Lookupd:
                     opts.http_client_request_timeout,
                 )
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
-                log.error(
-                    "LOOKUPD(%s): failed to query channels of %s - %s", peer.address, topic, exc
-                )
+                log.error("LOOKUPD(%s): failed to query channels of %s - %s", address, topic, exc)
                 continue
             names.extend(c for c in found if isinstance(c, str) and c not in names)
         return names
 
-    def register(self, topic: str, channel: str | None = None) -> None:
-        for peer in self.peers.values():
-            peer.notify(encode_register(topic, channel))
-
-    def unregister(self, topic: str, channel: str | None = None) -> None:
-        for peer in self.peers.values():
-            peer.notify(encode_unregister(topic, channel))
-
     # -- Hooks ---------------------------------------------------------------------------------
 
     def topic_created(self, topic: Topic) -> None:
-        if self.peers and not self.broker.loading:
+        if self.registrar.infos() and not self.broker.loading:
             # A new topic waits for nsqlookupd's list of its channels before fanning out, so
             # the first messages reach every channel the cluster knows (nsqd's GetTopic).
             topic.awaiting_lookup = True
             self.broker.spawn(lambda: self._precreate_channels(topic))
-        self.register(topic.name)
+        self.registrar.register(topic.name)
 
     async def _precreate_channels(self, topic: Topic) -> None:
         try:
@@ -242,13 +314,13 @@ class Lookupd:
             topic.lookup_done()
 
     def topic_deleted(self, topic: Topic) -> None:
-        self.unregister(topic.name)
+        self.registrar.unregister(topic.name)
 
     def channel_created(self, topic: Topic, channel: Channel) -> None:
-        self.register(topic.name, channel.name)
+        self.registrar.register(topic.name, channel.name)
 
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:
-        self.unregister(topic.name, channel.name)
+        self.registrar.unregister(topic.name, channel.name)
 
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
         pass

@@ -24,8 +24,17 @@ from urllib.parse import urlencode
 
 import trio
 
+from ..engine.api import Refused
 from ..gocompat.json import go_json
-from ..http.v1 import HTTPError, Request, json_headers, raw_headers, read_params, render_v1
+from ..http.v1 import (
+    HTTPError,
+    Request,
+    json_headers,
+    raw_headers,
+    read_params,
+    refused,
+    render_v1,
+)
 from ..log import log
 from ..metrics import render, snapshot
 from ..metrics.memory import memory_stats
@@ -105,9 +114,12 @@ class FanOut:
                     return await local(req)
                 try:
                     answer, failed = await local(req), None
-                except HTTPError as err:
+                except (HTTPError, Refused) as exc:
+                    # a topic or channel missing here (the broker's Refused, 404) may be in
+                    # a peer: a topic published in one worker alone
+                    err = exc if isinstance(exc, HTTPError) else refused(exc)
                     if err.status == 400:  # a bad request is bad everywhere
-                        raise
+                        raise err from None
                     answer, failed = None, err
             finally:
                 ASKED.reset(token)

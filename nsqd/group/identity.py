@@ -13,6 +13,9 @@ ENV = "NSQD_GROUP_WORKER"  # "index/count", set by the supervisor for each worke
 # the group's link secret, drawn by the supervisor once: a worker's links AUTH with it at its
 # peers (with --auth-http-address), which grant it everything without asking an auth server
 SECRET_ENV = "NSQD_GROUP_SECRET"
+# a worker's end of the socket pair on which it reports its topics and channels to the
+# supervisor, which registers the group with nsqlookupd once (nsqd.group.lookupd)
+LOOKUPD_FD_ENV = "NSQD_GROUP_LOOKUPD_FD"
 LINK_AGENT = "trio-nsqd-group-link"  # the user_agent a peer's link identifies with
 
 

@@ -1,7 +1,8 @@
 """The process `nsqd --workers=N` starts: it runs no broker itself. It starts N workers (this
 same command line, with a worker identity in the environment), starts again one that dies
 (with a growing pause, so a worker that cannot start does not spin), hands SIGTERM/SIGINT on to
-every worker and exits when they have all stopped.
+every worker and exits when they have all stopped. It registers the group with nsqlookupd,
+once, from what its workers report (nsqd.group.lookupd).
 
 A worker that exits with a status of its own (a refusal: a port taken, a bad data path) within
 its first seconds stops the group: the error is in its log line, and starting it again would
@@ -13,13 +14,18 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..config.options import Options
 from ..log import log
-from .identity import ENV, SECRET_ENV, Identity, refusal
+from .identity import ENV, LOOKUPD_FD_ENV, SECRET_ENV, Identity, refusal
+
+if TYPE_CHECKING:
+    from .lookupd import GroupLookupd
 
 FIRST_PAUSE = 0.1  # seconds before a dead worker is started again; doubles up to LONGEST_PAUSE
 LONGEST_PAUSE = 5.0
@@ -59,6 +65,7 @@ class Worker:
         self.restart_at: float | None = 0.0  # start now
         self.pause = FIRST_PAUSE
         self.refused = 0  # starts in a row it did not make (exited with a status within EARLY)
+        self.reports: socket.socket | None = None  # this start's lookupd reports, not yet served
 
     def forget_link(self) -> None:
         """A dead worker's addresses go with it: its ports may soon be another process's."""
@@ -67,9 +74,20 @@ class Worker:
 
     def start(self) -> None:
         self.forget_link()
-        env = dict(os.environ, **{ENV: f"{self.index}/{self.count}", SECRET_ENV: self.secret})
+        self.reports, theirs = socket.socketpair()
+        env = dict(
+            os.environ,
+            **{
+                ENV: f"{self.index}/{self.count}",
+                SECRET_ENV: self.secret,
+                LOOKUPD_FD_ENV: str(theirs.fileno()),
+            },
+        )
         argv = [sys.executable, "-c", _CHILD, _PACKAGE_ROOT, *self.argv]
-        self.proc = subprocess.Popen(argv, env=env, preexec_fn=_stop_with_parent)
+        with theirs:
+            self.proc = subprocess.Popen(
+                argv, env=env, preexec_fn=_stop_with_parent, pass_fds=(theirs.fileno(),)
+            )
         self.started_at = time.monotonic()
         self.restart_at = None
         log.info("group: worker %d started (pid %d)", self.index, self.proc.pid)
@@ -83,7 +101,8 @@ class Worker:
 
 
 class Supervisor:
-    def __init__(self, argv: list[str], count: int, group_path: str) -> None:
+    def __init__(self, argv: list[str], opts: Options, group_path: str) -> None:
+        self.opts, count = opts, opts.workers
         identity = Identity(0, count, group_path)
         secret = secrets.token_hex(16)  # the workers' links' AUTH (identity.SECRET_ENV)
         self.workers = [Worker(i, count, argv, identity.link_file(i), secret) for i in range(count)]
@@ -99,16 +118,34 @@ class Supervisor:
     def run(self) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._on_signal)
-        while True:
-            now = time.monotonic()
-            alive = 0
-            for worker in self.workers:
-                alive += self._tend(worker, now)
-            if self.stopping is not None and alive == 0:
-                break
-            time.sleep(0.05)
+        self._tend_all()  # the workers start before trio is imported here (~45 ms)
+        import trio
+
+        from .lookupd import GroupLookupd
+
+        trio.run(self._run, GroupLookupd(self.opts))
         log.info("group: exiting")
         return self.status
+
+    async def _run(self, lookupd: GroupLookupd) -> None:
+        import trio
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lookupd.run)
+            while True:
+                for worker in self.workers:
+                    if worker.reports is not None:
+                        nursery.start_soon(lookupd.serve, worker.index, worker.reports)
+                        worker.reports = None
+                await trio.sleep(0.05)
+                if self._tend_all() == 0 and self.stopping is not None:
+                    break
+            nursery.cancel_scope.cancel()
+
+    def _tend_all(self) -> int:
+        """Tend every worker; how many run (or are to run)."""
+        now = time.monotonic()
+        return sum(self._tend(worker, now) for worker in self.workers)
 
     def _tend(self, worker: Worker, now: float) -> int:
         """Start, restart or stop `worker` as due; 1 while it runs (or is to run)."""
@@ -155,4 +192,4 @@ def run(argv: list[str], opts: Options) -> int:
     group_path = os.path.abspath(opts.data_path or os.getcwd())
     os.makedirs(group_path, exist_ok=True)
     log.info("group: %d workers", opts.workers)
-    return Supervisor(argv, opts.workers, group_path).run()
+    return Supervisor(argv, opts, group_path).run()

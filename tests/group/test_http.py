@@ -129,6 +129,30 @@ def test_admin_acts_in_every_worker(group: Group) -> None:
     assert status == 400
 
 
+def test_admin_of_a_topic_only_a_peer_has(group: Group) -> None:
+    """Asked of worker 0 (its private HTTP, without the peer header: the group's answer), a
+    topic that worker 1 alone has is paused, emptied and deleted there, not refused with
+    worker 0's TOPIC_NOT_FOUND; a topic no worker has is still a 404."""
+    group.start()
+    with group.pin(1) as pub:
+        pub.pub("only1", b"x")
+    base = f"http://{group.private_http(0)}"
+
+    def only1() -> dict | None:
+        found = [t for t in group.worker_stats(1)["topics"] if t["topic_name"] == "only1"]
+        return found[0] if found else None
+
+    assert http_post(f"{base}/topic/pause?topic=only1")[0] == 200
+    assert only1()["paused"] is True
+    assert http_post(f"{base}/topic/empty?topic=only1")[0] == 200
+    assert only1()["depth"] == 0
+    assert http_post(f"{base}/topic/delete?topic=only1")[0] == 200
+    assert only1() is None
+    assert [t["topic_name"] for t in group.worker_stats(0)["topics"]] == []
+    status, body = http_post(f"{base}/topic/delete?topic=only1")
+    assert (status, body) == (404, b'{"message":"TOPIC_NOT_FOUND"}'), body
+
+
 def test_a_channel_create_asks_each_peer_once(group: Group) -> None:
     """An HTTP channel create is made here and asked of each peer once: the peer that makes it
     on that request asks no one again, nor do this worker's hooks (N^2 requests before: the

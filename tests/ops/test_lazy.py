@@ -66,8 +66,9 @@ def test_deferred_modules_stay_unloaded_then_work() -> None:
 
 
 def test_a_group_supervisor_imports_no_trio() -> None:
-    """`nsqd --workers=N`'s own process runs no trio: it starts the workers sooner for not
-    importing it (~45 ms of a group's start); a worker, or one nsqd, imports it to run."""
+    """`nsqd --workers=N`'s own process imports no trio until its workers are started: they
+    start sooner for it (~45 ms of a group's start); then it imports trio to register the
+    group with nsqlookupd; a worker, or one nsqd, imports it to run."""
     script = (
         "import sys; from nsqd import cli, lazy; from nsqd.group import supervisor; "
         "assert 'trio' not in sys.modules, 'trio'; import nsqd.daemon; "

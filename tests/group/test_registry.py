@@ -1,0 +1,58 @@
+"""The group's nsqlookupd registrations (nsqd.group.lookupd.Registry), without sockets: the
+union of the workers' topics and channels, and the commands each change sends (a topic or
+channel registered when its first worker has it, unregistered when its last lost it; a
+worker's whole state at its start changes only what differs)."""
+
+from __future__ import annotations
+
+from nsqd.group.lookupd import Registry
+from protocol.lookup import encode_register as reg
+from protocol.lookup import encode_unregister as unreg
+
+
+def test_first_registers_and_last_unregisters() -> None:
+    r = Registry()
+    assert r.register(0, "t") == [reg("t")]
+    assert r.register(1, "t") == []
+    assert r.register(0, "t", "c") == [reg("t", "c")]
+    assert r.register(1, "t", "c") == []
+    assert r.register(1, "t", "c") == []  # told twice: still one worker's
+    assert r.unregister(0, "t", "c") == []
+    assert r.unregister(1, "t", "c") == [unreg("t", "c")]
+    assert r.unregister(1, "t", "c") == []  # not there any more
+    assert r.unregister(0, "t") == []
+    assert r.unregister(1, "t") == [unreg("t")]
+    assert r.union() == {}
+
+
+def test_a_channel_brings_its_topic() -> None:
+    r = Registry()
+    assert r.register(2, "t", "c") == [reg("t"), reg("t", "c")]
+    assert r.union() == {"t": ["c"]}
+
+
+def test_a_topic_deleted_in_one_worker_keeps_the_channels_another_has() -> None:
+    r = Registry()
+    r.register(0, "t", "a")
+    r.register(0, "t", "b")
+    r.register(1, "t", "a")
+    # worker 0 lost the topic: its channel b was its alone, the topic and a are worker 1's
+    assert r.unregister(0, "t") == [unreg("t", "b")]
+    assert r.union() == {"t": ["a"]}
+    # the last worker: one UNREGISTER of the topic takes its channels in nsqlookupd
+    assert r.unregister(1, "t") == [unreg("t")]
+
+
+def test_a_workers_state_changes_only_what_differs() -> None:
+    r = Registry()
+    r.replace(0, {"kept": {"c"}, "gone": set(), "shared": {"x"}})
+    r.register(1, "shared", "x")
+    commands = r.replace(0, {"kept": {"c", "new"}, "added": set(), "shared": set()})
+    assert commands == [reg("kept", "new"), reg("added"), unreg("gone")]
+    assert r.union() == {"kept": ["c", "new"], "shared": ["x"], "added": []}
+    assert r.replace(0, {"kept": {"c", "new"}, "added": set(), "shared": set()}) == []
+    # worker 1 restarted without the channel: worker 0 no longer has it either
+    assert r.replace(1, {"shared": set()}) == [unreg("shared", "x")]
+    assert r.replace(1, {}) == []  # worker 0 still has the topic
+    assert r.replace(0, {}) == [unreg("kept"), unreg("shared"), unreg("added")]
+    assert r.union() == {}
