@@ -166,7 +166,9 @@ class NSQD:
             if self.options.statsd_address:  # its module only then (start time, memory)
                 from .metrics import statsd
 
-                root.start_soon(statsd.run, node, broker)
+                topics = statsd.broker_topics(broker) if group is None else group.statsd_topics()
+                if topics is not None:  # a group's worker 0 pushes the group's
+                    root.start_soon(statsd.run, node, topics)
             await root.start(self.lookupd.run)
             if http is not None:
                 await root.start(http.serve)

@@ -197,14 +197,7 @@ class FanOut:
             return values[0] if values else ""
 
         topic, channel = first("topic"), first("channel")
-        mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
-        ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": "false"}
-        target = path + b"?" + urlencode({k: v for k, v in ask.items() if v}).encode()
-        docs = []
-        for status, body in await self.ask_all("GET", target):
-            if status == 200:
-                docs.append(json.loads(body))
-        topics = merge([mine, *(doc.get("topics") for doc in docs)])
+        topics, producers, docs = await self._gather(path, topic, channel)
         for doc in docs:
             producers = (producers or []) + (doc.get("producers") or []) or None
         if topic and not topics:
@@ -216,6 +209,24 @@ class FanOut:
                     c["clients"] = None
         memory = memory_stats() if _BOOL.get(first("include_mem"), True) else None
         return first, topics, producers, memory, docs
+
+    async def _gather(
+        self, path: bytes, topic: str = "", channel: str = ""
+    ) -> tuple[list[dict[str, Any]], Any, list[dict[str, Any]]]:
+        """The group's topics merged (links left out), this worker's producers and the peers'
+        documents (what each peer's `path` gave)."""
+        mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
+        ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": "false"}
+        target = path + b"?" + urlencode({k: v for k, v in ask.items() if v}).encode()
+        docs = []
+        for status, body in await self.ask_all("GET", target):
+            if status == 200:
+                docs.append(json.loads(body))
+        return merge([mine, *(doc.get("topics") for doc in docs)]), producers, docs
+
+    async def topics(self) -> list[dict[str, Any]]:
+        """The group's topics, as its /stats gives them (statsd's source in worker 0)."""
+        return (await self._gather(b"/stats"))[0]
 
     # -- asking the peers -------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..engine.ports import Consumer
     from ..engine.topic import Topic
     from ..http.routes import Handler, HTTPServer
+    from ..metrics.statsd import Topics
     from ..net.reactor import Loop
 
 CATCH_UP = b"/stats?format=json&include_clients=false&include_mem=false"
@@ -70,13 +71,24 @@ class Worker:
         self._http_listener: trio.SocketListener | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for pulls and peer requests
         self._connections = KeptConnections()  # every ask of a peer's private HTTP
+        self._fanout: FanOut | None = None
         if http is not None:
-            fanout = FanOut(broker, http.api, self._peer_http, self._connections)
+            fanout = self._fanout = FanOut(broker, http.api, self._peer_http, self._connections)
             fanout.install()
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)
                 http.api.relay = KeyOwners(http.api, identity, peer_http, self._connections)
+
+    def statsd_topics(self) -> Topics | None:
+        """What this worker pushes to statsd: the group's figures from worker 0 alone (a gauge
+        pushed by every worker would be the last one's); without HTTP, where no peer can be
+        asked, each worker its own."""
+        if self._fanout is None:
+            from ..metrics.statsd import broker_topics
+
+            return broker_topics(self.broker)
+        return self._fanout.topics if self.identity.index == 0 else None
 
     async def open_link(self) -> trio.SocketListener:
         """The private listeners (V2, and HTTP when the daemon serves HTTP), their addresses

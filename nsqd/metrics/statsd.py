@@ -7,24 +7,29 @@ spread evenly over the interval less one second, from a fresh UDP socket each ti
 
 The prefix is --statsd-prefix with `%s` replaced by `<broadcast address>_<broadcast HTTP port>`
 (`.` and `:` made `_`), with a trailing `.` added if missing: `nsq.%s` -> `nsq.myhost_4151.`.
+
+The figures are a /stats snapshot's topics (metrics.snapshot), taken by a `Topics` source: the
+broker's own in one nsqd; in a group, worker 0 alone pushes, the group's (summed as /stats sums
+them), so a gauge is the group's and not the last worker's to push.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..log import log
 from .memory import memory_stats
-from .snapshot import e2e_result, merge_buckets
+from .snapshot import snapshot
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..node import Node
 
+Topics = Callable[[], Awaitable[list[dict[str, Any]]]]  # a /stats snapshot's topics, by name
 EPHEMERAL = "#ephemeral"
 MEM_GAUGES = (
     "heap_objects",
@@ -73,23 +78,26 @@ def pack(lines: list[bytes], size: int) -> list[bytes]:
     return packets
 
 
-def _e2e_gauges(streams: list[Any], percentiles: list[float]) -> list[tuple[str, int]]:
-    """(suffix, value) for each percentile over the merged `e2e_latency` streams."""
-    if not streams or not percentiles:
-        return []
-    merged: dict[int, list[int]] = {}
-    for stream in streams:
-        merge_buckets(merged, stream.buckets())
+def _e2e_gauges(latency: dict[str, Any]) -> list[tuple[str, int]]:
+    """(suffix, value) for each percentile of a snapshot's `e2e_processing_latency`."""
     return [
         (f"e2e_processing_latency_{float(item['quantile']) * 100:.0f}", int(float(item["value"])))
-        for item in e2e_result(merged, percentiles)["percentiles"] or ()
+        for item in latency["percentiles"] or ()
     ]
 
 
+def broker_topics(broker: Broker) -> Topics:
+    """One nsqd's source: its broker's snapshot."""
+
+    async def topics() -> list[dict[str, Any]]:
+        return snapshot(broker, include_clients=False)[0] or []
+
+    return topics
+
+
 class StatsdPusher:
-    def __init__(self, node: Node, broker: Broker) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
-        self.broker = broker
         self.last: dict[str, int] = {}  # counter name -> value at the previous push
 
     def _counter(self, name: str, value: int) -> bytes:
@@ -100,12 +108,12 @@ class StatsdPusher:
     def _gauge(self, name: str, value: int) -> bytes:
         return f"{self._prefix}{name}:{int(value)}|g\n".encode()
 
-    def lines(self) -> list[bytes]:
+    def lines(self, topics: list[dict[str, Any]]) -> list[bytes]:
         """One push worth of metric lines; remembers counters for the next push's deltas."""
         opts = self.node.options
         self._prefix = prefix_for(self.node)
         self._seen: dict[str, int] = {}
-        out = list(self._topic_lines(opts.statsd_exclude_ephemeral))
+        out = list(self._topic_lines(topics, opts.statsd_exclude_ephemeral))
         if opts.statsd_mem_stats:
             ms = memory_stats()
             out.extend(self._gauge(f"mem.{key}", int(ms.get(key, 0))) for key in MEM_GAUGES)
@@ -117,41 +125,36 @@ class StatsdPusher:
         self.last = self._seen
         return out
 
-    def _topic_lines(self, exclude_ephemeral: bool) -> Iterator[bytes]:
-        topics = self.broker.topics
-        percentiles = self.broker.settings.e2e_percentiles
-        for tname in sorted(topics):
-            topic = topics[tname]
+    def _topic_lines(
+        self, topics: list[dict[str, Any]], exclude_ephemeral: bool
+    ) -> Iterator[bytes]:
+        for topic in topics:
+            tname = topic["topic_name"]
             if exclude_ephemeral and tname.endswith(EPHEMERAL):
                 continue
             t = f"topic.{tname}"
-            yield self._counter(f"{t}.message_count", topic.message_count)
-            yield self._counter(f"{t}.message_bytes", topic.message_bytes)
-            yield self._gauge(f"{t}.depth", topic.depth)
-            yield self._gauge(f"{t}.backend_depth", topic.backlog.backend_depth)
-            channels = [topic.channels[name] for name in sorted(topic.channels)]
-            streams = [getattr(c, "e2e_latency", None) for c in channels]
-            streams = [s for s in streams if s is not None]
-            for suffix, value in _e2e_gauges(streams, percentiles):
+            yield self._counter(f"{t}.message_count", topic["message_count"])
+            yield self._counter(f"{t}.message_bytes", topic["message_bytes"])
+            yield self._gauge(f"{t}.depth", topic["depth"])
+            yield self._gauge(f"{t}.backend_depth", topic["backend_depth"])
+            for suffix, value in _e2e_gauges(topic["e2e_processing_latency"]):
                 yield self._gauge(f"{t}.{suffix}", value)
-            for channel in channels:
-                if exclude_ephemeral and channel.name.endswith(EPHEMERAL):
+            for channel in topic["channels"]:
+                if exclude_ephemeral and channel["channel_name"].endswith(EPHEMERAL):
                     continue
-                c = f"{t}.channel.{channel.name}"
-                yield self._counter(f"{c}.message_count", channel.message_count)
-                yield self._gauge(f"{c}.depth", channel.depth)
-                yield self._gauge(f"{c}.backend_depth", channel.backlog.backend_depth)
-                yield self._gauge(f"{c}.in_flight_count", len(channel.in_flight))
-                yield self._gauge(f"{c}.deferred_count", len(channel.deferred))
-                yield self._counter(f"{c}.requeue_count", channel.requeue_count)
-                yield self._counter(f"{c}.timeout_count", channel.timeout_count)
-                yield self._gauge(f"{c}.clients", len(channel.consumers))
-                stream = getattr(channel, "e2e_latency", None)
-                if stream is not None:
-                    for suffix, value in _e2e_gauges([stream], percentiles):
-                        yield self._gauge(f"{c}.{suffix}", value)
+                c = f"{t}.channel.{channel['channel_name']}"
+                yield self._counter(f"{c}.message_count", channel["message_count"])
+                yield self._gauge(f"{c}.depth", channel["depth"])
+                yield self._gauge(f"{c}.backend_depth", channel["backend_depth"])
+                yield self._gauge(f"{c}.in_flight_count", channel["in_flight_count"])
+                yield self._gauge(f"{c}.deferred_count", channel["deferred_count"])
+                yield self._counter(f"{c}.requeue_count", channel["requeue_count"])
+                yield self._counter(f"{c}.timeout_count", channel["timeout_count"])
+                yield self._gauge(f"{c}.clients", channel["client_count"])
+                for suffix, value in _e2e_gauges(channel["e2e_processing_latency"]):
+                    yield self._gauge(f"{c}.{suffix}", value)
 
-    async def push(self, address: str, spread: float) -> None:
+    async def push(self, address: str, spread: float, topics: list[dict[str, Any]]) -> None:
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
         try:
@@ -164,7 +167,7 @@ class StatsdPusher:
             return
         with sock:
             log.info("STATSD: pushing stats to %s", address)
-            packets = pack(self.lines(), self.node.options.statsd_udp_packet_size)
+            packets = pack(self.lines(topics), self.node.options.statsd_udp_packet_size)
             pause = spread / len(packets) if packets else 0.0
             for i, packet in enumerate(packets):
                 if i and pause > 0:
@@ -175,7 +178,7 @@ class StatsdPusher:
                     pass
 
 
-async def run(node: Node, broker: Broker) -> None:
+async def run(node: Node, topics: Topics) -> None:
     """The push loop (a no-op without --statsd-address); started once by NSQD.run."""
     opts = node.options
     if not opts.statsd_address:
@@ -184,7 +187,7 @@ async def run(node: Node, broker: Broker) -> None:
     if interval <= 0:
         log.error("STATSD: --statsd-interval must be > 0, not pushing")
         return
-    pusher = StatsdPusher(node, broker)
+    pusher = StatsdPusher(node)
     next_at = trio.current_time() + interval
     while True:
         await trio.sleep_until(next_at)
@@ -193,4 +196,4 @@ async def run(node: Node, broker: Broker) -> None:
             next_at = trio.current_time() + interval
         address = node.options.statsd_address
         if address:
-            await pusher.push(address, max(0.0, interval - 1.0))
+            await pusher.push(address, max(0.0, interval - 1.0), await topics())
