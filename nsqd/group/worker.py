@@ -3,8 +3,8 @@
 - a private link: a V2 listener on 127.0.0.1 (any port), served as the public TCP port is,
   and an HTTP one answering for this worker alone; their addresses are the two lines of
   `worker-K.link` in the group's --data-path, for its peers;
-- group-wide HTTP answers (fanout.py, messages.py) in the API's route table, and with
-  --dedupe-window the keyed publishes made by their topic's owner (keys.py);
+- group-wide HTTP answers (fanout.py, messages.py, attributes.py) in the API's route table,
+  and with --dedupe-window the keyed publishes made by their topic's owner (keys.py);
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
   channel's consumers here left;
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -23,10 +22,12 @@ import trio
 
 from protocol.v2 import encoders
 
+from ..engine.api import Refused
 from ..http import server as http_server
-from ..http.v1 import Request
+from ..http.v1 import V1, HTTPError, JSONBody, Request, read_params
 from ..log import log
 from ..net import listeners
+from .attributes import GroupAttributes
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
 from .identity import Identity
 from .keys import KeyOwners
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from ..metrics.statsd import Topics
     from ..net.reactor import Loop
 
-CATCH_UP = b"/stats?format=json&include_clients=false&include_mem=false"
+Queue = tuple[str, str | None, bool, dict[str, Any]]  # topic, channel, paused, attributes
+CATCH_UP = "/group/queues"  # a peer's durable queues, for a starting worker (peers only)
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
@@ -75,6 +77,8 @@ class Worker:
         if http is not None:
             fanout = self._fanout = FanOut(broker, http.api, self._peer_http, self._connections)
             fanout.install()
+            GroupAttributes(fanout).install(http.api.routes)
+            http.api.routes[CATCH_UP] = {"GET": (self._queues, True, V1)}
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)
@@ -218,14 +222,15 @@ class Worker:
         there then, not here, and what is published here must reach it too (nsqd's promise).
         A peer that starts after this worker's link file was written asks it in turn; one
         that makes a channel from now on finds that file and asks this worker."""
-        found: list[tuple[str, str | None, bool]] = []
+        found: list[Queue] = []
 
         async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
-                    status, _, body = await self._connections.request(address, "GET", CATCH_UP)
+                    target = CATCH_UP.encode()
+                    status, _, body = await self._connections.request(address, "GET", target)
                 if status == 200:
-                    found.extend(_durable(json.loads(body).get("topics") or ()))
+                    found.extend(tuple(q) for q in json.loads(body)["queues"])
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d gave no topics at start - %s", *address, exc)
 
@@ -233,17 +238,53 @@ class Worker:
             for address in self._peer_http():
                 nursery.start_soon(one, address)
         paused: dict[tuple[str, str | None], set[bool]] = {}
-        for topic, channel, is_paused in found:
+        attributes: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+        for topic, channel, is_paused, attrs in found:
             if channel is None:
                 self.broker.create_topic(topic)
             else:
                 self.broker.channel(topic, channel)
             paused.setdefault((topic, channel), set()).add(is_paused)
-        # a pause or unpause made while this worker was down reached only the peers: theirs
-        # is the group's state when they agree (this worker's nsqd.dat has the old one)
+            attributes.setdefault((topic, channel), []).append(attrs)
+        # a pause or unpause, or attributes set, while this worker was down reached only the
+        # peers: theirs is the group's state when they agree (this worker's files have the old)
         for (topic, channel), states in paused.items():
             if len(states) == 1:
                 self.broker.pause(topic, channel, states.pop())
+        for (topic, channel), views in attributes.items():
+            if all(view == views[0] for view in views):
+                self._take_attributes(topic, channel, views[0])
+
+    def _take_attributes(self, topic: str, channel: str | None, view: dict[str, Any]) -> None:
+        queue = self.broker.topics[topic]
+        mine = (queue if channel is None else queue.channels[channel]).attributes.to_json()
+        if view == mine:
+            return
+        params = {name: str(value) for name, value in view.items()}
+        try:
+            if channel is None:
+                self.broker.configure_topic(topic, params)
+            else:
+                self.broker.configure_channel(topic, channel, params)
+        except Refused as exc:  # the peers' limits are this worker's: not expected
+            log.error("group: attributes of %s/%s from the peers refused - %s", topic, channel, exc)
+
+    async def _queues(self, req: Request) -> Any:
+        """A starting peer's catch-up: this worker's durable topics and channels, each with
+        its paused flag and attributes; asked by a peer only (a client gets nsqd's 404)."""
+        if not req.header(PEER_HEADER):
+            raise HTTPError(404, "NOT_FOUND")
+        await read_params(req)
+        queues: list[Queue] = []
+        for topic in list(self.broker.topics.values()):
+            if topic.ephemeral:  # ephemeral ones live as long as their consumers, the peer's
+                continue
+            queues.append((topic.name, None, topic.paused, topic.attributes.to_json()))
+            for channel in list(topic.channels.values()):
+                if not channel.ephemeral:
+                    attrs = channel.attributes.to_json()
+                    queues.append((topic.name, channel.name, channel.paused, attrs))
+        return JSONBody(json.dumps({"queues": queues}).encode())
 
     def _scan(self, nursery: trio.Nursery, now: float) -> None:
         """Start the pulls a channel with consumers here lacks; stop those of a channel whose
@@ -301,19 +342,6 @@ def _peers_trusted(handle: Handler, secret: bytes) -> Handler:
         return await handle(req)
 
     return trusted
-
-
-def _durable(topics: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str | None, bool]]:
-    """(topic, None, paused) and (topic, channel, paused) of a peer's /stats topics, ephemeral
-    ones left out (they live as long as their consumers, which are the peer's)."""
-    for topic in topics:
-        name = topic["topic_name"]
-        if name.endswith("#ephemeral"):
-            continue
-        yield name, None, bool(topic.get("paused"))
-        for channel in topic.get("channels") or ():
-            if not channel["channel_name"].endswith("#ephemeral"):
-                yield name, channel["channel_name"], bool(channel.get("paused"))
 
 
 def _has_own_consumers(channel: Channel) -> bool:
