@@ -145,7 +145,10 @@ class GroupLookupd:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, stream, receive)
             async for message in _messages(stream):
-                self._take(index, message)
+                try:
+                    self._take(index, message)
+                except (IndexError, KeyError, TypeError, AttributeError, ValueError) as exc:
+                    log.error("group: worker %d sent a bad lookupd report - %r", index, exc)
             nursery.cancel_scope.cancel()
         if self._workers.get(index) is send:
             del self._workers[index]
