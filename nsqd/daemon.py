@@ -215,6 +215,8 @@ class NSQD:
         from .group.worker import Worker
 
         identity, opts = CURRENT[0], self.options
+        if identity.started:  # the group's start, whichever worker answers
+            self.broker.start_time = identity.started
         auth = bool(opts.auth_http_address) or opts.tls_required_tcp
         if auth and identity.secret:
             self.node.trusted_secrets = frozenset({identity.secret})

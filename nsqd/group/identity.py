@@ -13,6 +13,9 @@ ENV = "NSQD_GROUP_WORKER"  # "index/count", set by the supervisor for each worke
 # the group's link secret, drawn by the supervisor once: a worker's links AUTH with it at its
 # peers (with --auth-http-address), which grant it everything without asking an auth server
 SECRET_ENV = "NSQD_GROUP_SECRET"
+# when the group started (unix seconds): every worker's start_time in /stats, /info and
+# /metrics, the group's whichever worker answers and however often one was started again
+STARTED_ENV = "NSQD_GROUP_STARTED"
 # a worker's end of the socket pair on which it reports its topics and channels to the
 # supervisor, which registers the group with nsqlookupd once (nsqd.group.lookupd)
 LOOKUPD_FD_ENV = "NSQD_GROUP_LOOKUPD_FD"
@@ -25,6 +28,7 @@ class Identity:
     count: int
     group_path: str  # the --data-path given: the group's; each worker has a folder in it
     secret: bytes = b""  # the group's link secret (SECRET_ENV)
+    started: int = 0  # the group's start (STARTED_ENV); 0: this process's
 
     @property
     def data_path(self) -> str:
@@ -46,7 +50,8 @@ def from_environment(opts: Options) -> Identity | None:
     index, _, count = text.partition("/")
     group_path = os.path.abspath(opts.data_path or os.getcwd())
     secret = os.environ.get(SECRET_ENV, "").encode()
-    return Identity(int(index), int(count), group_path, secret)
+    started = int(os.environ.get(STARTED_ENV) or 0)
+    return Identity(int(index), int(count), group_path, secret, started)
 
 
 CURRENT: list[Identity] = []  # this process's, once it became a worker

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..config.options import Options
 from ..log import log
-from .identity import ENV, LOOKUPD_FD_ENV, SECRET_ENV, Identity, refusal
+from .identity import ENV, LOOKUPD_FD_ENV, SECRET_ENV, STARTED_ENV, Identity, refusal
 
 if TYPE_CHECKING:
     from .lookupd import GroupLookupd
@@ -57,9 +57,10 @@ class Worker:
     """One worker process and when to start it again."""
 
     def __init__(
-        self, index: int, count: int, argv: list[str], link_file: str, secret: str
+        self, index: int, count: int, argv: list[str], link_file: str, group: dict[str, str]
     ) -> None:
-        self.index, self.count, self.argv, self.secret = index, count, argv, secret
+        self.index, self.count, self.argv = index, count, argv
+        self.group = group  # what every worker is told of the group, in its environment
         self.link_file = link_file  # where it publishes its private addresses
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
@@ -79,8 +80,8 @@ class Worker:
         env = dict(
             os.environ,
             **{
+                **self.group,
                 ENV: f"{self.index}/{self.count}",
-                SECRET_ENV: self.secret,
                 LOOKUPD_FD_ENV: str(theirs.fileno()),
             },
         )
@@ -105,8 +106,11 @@ class Supervisor:
     def __init__(self, argv: list[str], opts: Options, group_path: str) -> None:
         self.opts, count = opts, opts.workers
         identity = Identity(0, count, group_path)
-        secret = secrets.token_hex(16)  # the workers' links' AUTH (identity.SECRET_ENV)
-        self.workers = [Worker(i, count, argv, identity.link_file(i), secret) for i in range(count)]
+        group = {
+            SECRET_ENV: secrets.token_hex(16),  # the workers' links' AUTH
+            STARTED_ENV: str(int(time.time())),
+        }
+        self.workers = [Worker(i, count, argv, identity.link_file(i), group) for i in range(count)]
         self.stopping: int | None = None  # the signal that stops the group
         self.status = 0
 

@@ -6,6 +6,9 @@ PUT /config."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import pytest
 
@@ -239,3 +242,22 @@ async def test_asking_a_peer_that_dies_mid_answer_raises_one_of_ask_errors(peer:
         with pytest.raises(ASK_ERRORS):
             await KeptConnections().request(("127.0.0.1", port), "GET", b"/stats")
         nursery.cancel_scope.cancel()
+
+
+def test_start_time_is_the_groups_across_a_restart(group: Group) -> None:
+    """/stats, /info and /metrics give the group's start, whichever worker answers, a worker
+    started again included (its own start is a second or more later here)."""
+    group.start()
+    time.sleep(1.1)
+    before = group.pids()[1]
+    os.kill(before, signal.SIGKILL)
+    wait_until(lambda: group.listened(1) == 2, START_TIMEOUT, "worker 1 started again")
+    started = {group.worker_stats(k)["start_time"] for k in (0, 1)}
+    assert len(started) == 1, started
+    (start,) = started
+    assert time.time() - 30 < start < time.time() - 1
+    for k in (0, 1):
+        status, body = http_get(f"http://{group.private_http(k)}/info")
+        assert status == 200 and json.loads(body)["start_time"] == start, body
+        status, body = http_get(f"http://{group.private_http(k)}/metrics")
+        assert f"\nnsq_start_time_seconds {start}\n".encode() in body, body[:2000]
