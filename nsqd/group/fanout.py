@@ -93,6 +93,8 @@ class FanOut:
         config["PUT"] = (self._config(handler), logged, rendering)
         handler, logged, rendering = routes["/stats"]["GET"]
         routes["/stats"]["GET"] = (self._local_or(handler, self._stats), logged, rendering)
+        handler, logged, rendering = routes["/ping"]["GET"]
+        routes["/ping"]["GET"] = (self._local_or(handler, self._ping(handler)), logged, rendering)
         _, logged, rendering = routes["/metrics"]["GET"]
         handler = self._local_or(self._peer_metrics, self._metrics)
         routes["/metrics"]["GET"] = (handler, logged, rendering)
@@ -143,14 +145,30 @@ class FanOut:
 
         return handle
 
+    def _ping(self, local: Handler) -> Handler:
+        """The group's health: this worker's when it is not OK, else the first peer's that is
+        not (a peer that does not answer, one being started again, is passed over)."""
+
+        async def handle(req: Request) -> Any:
+            answer = await local(req)  # HTTPError 500 when this worker is not healthy
+            for status, body in await self.ask_all("GET", b"/ping"):
+                if status != 200:
+                    raise HTTPError(status, body.decode(errors="replace"))
+            return answer
+
+        return handle
+
     # -- /stats, /metrics -------------------------------------------------------------------
 
     async def _stats(self, req: Request) -> Any:
         await read_params(req)
-        first, topics, producers, memory, _ = await self._snapshot(req, b"/stats")
+        first, topics, producers, memory, docs = await self._snapshot(req, b"/stats")
+        # the group's health is its worst worker's (a store error in one partition)
+        sick = [doc["health"] for doc in docs if doc.get("health", "OK") != "OK"]
+        health = self.broker.health if self.broker.health != "OK" or not sick else sick[0]
         if first("format") == "json":
-            return snapshot.stats_json(self.broker, topics, producers, memory)
-        return render.stats_text(self.broker, topics, producers, memory)
+            return snapshot.stats_json(self.broker, topics, producers, memory, health)
+        return render.stats_text(self.broker, topics, producers, memory, health)
 
     async def _metrics(self, req: Request) -> Any:
         from ..metrics import prometheus

@@ -41,15 +41,16 @@ def stats_text(
     topics: list[dict[str, Any]] | None,
     producers: list[dict[str, Any]] | None,
     memory: dict[str, int] | None,
+    health: str = "",
 ) -> bytes:
-    """httpServer.printStats."""
+    """httpServer.printStats (`health`: a group's, else the broker's)."""
     now = int(time.time())
     uptime = time.time_ns() - broker.start_time * 1_000_000_000
     w = [
         f"{BUILD}\n",
         f"start_time {rfc3339(broker.start_time)}\n",
         f"uptime {go_duration(uptime)}\n",
-        f"\nHealth: {broker.health}\n",
+        f"\nHealth: {health or broker.health}\n",
     ]
     if memory is not None:
         w.append("\nMemory:\n")

@@ -152,10 +152,12 @@ def stats_json(
     topics: list[dict[str, Any]] | None,
     producers: list[dict[str, Any]] | None,
     memory: dict[str, int] | None,
+    health: str = "",
 ) -> dict[str, Any]:
+    """The /stats document (`health`: a group's, else the broker's)."""
     d: dict[str, Any] = {
         "version": VERSION,
-        "health": broker.health,
+        "health": health or broker.health,
         "start_time": broker.start_time,
         "topics": topics,
     }

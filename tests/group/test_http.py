@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -261,3 +262,27 @@ def test_start_time_is_the_groups_across_a_restart(group: Group) -> None:
         assert status == 200 and json.loads(body)["start_time"] == start, body
         status, body = http_get(f"http://{group.private_http(k)}/metrics")
         assert f"\nnsq_start_time_seconds {start}\n".encode() in body, body[:2000]
+
+
+def test_health_is_the_worst_workers(group: Group) -> None:
+    """A store error in one worker (its file size limit, set from outside, stands in for a
+    full disk) is the group's health in /stats, JSON and text, and /ping, whichever worker
+    answers."""
+    group.start("--mem-queue-size=0")
+    with group.pin(1) as pub:
+        pub.pub("t", b"x")
+    limit = ["prlimit", f"--pid={group.pids()[1]}", "--fsize=1:unlimited"]
+    subprocess.run(limit, check=True, timeout=10)
+    with group.pin(1) as pub:
+        pub.send(b"PUB t\n" + len(b"y" * 100).to_bytes(4, "big") + b"y" * 100)
+        kind, data = pub.frame()
+        assert (kind, data[:12]) == (1, b"E_PUB_FAILED"), (kind, data)
+    assert group.worker_stats(1)["health"].startswith("NOK - ")
+    assert group.worker_stats(0)["health"] == "OK"
+    for k in (0, 1):
+        status, body = http_get(f"http://{group.private_http(k)}/stats?format=json")
+        assert status == 200 and json.loads(body)["health"].startswith("NOK - "), (k, body)
+        status, body = http_get(f"http://{group.private_http(k)}/stats")
+        assert status == 200 and b"\nHealth: NOK - " in body, (k, body)
+        status, body = http_get(f"http://{group.private_http(k)}/ping")
+        assert status == 500 and body.startswith(b"NOK - "), (k, status, body)
