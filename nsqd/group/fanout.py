@@ -37,7 +37,7 @@ from ..http.v1 import (
 )
 from ..log import log
 from ..metrics import render, snapshot
-from ..metrics.memory import memory_stats
+from ..metrics.memory import add_memory, memory_stats
 from .identity import CURRENT, LINK_AGENT
 from .pull import is_link
 
@@ -192,7 +192,10 @@ class FanOut:
         topic, channel = (query.get(name, [""])[0] for name in ("topic", "channel"))
         topics, producers = snapshot.snapshot(self.broker, topic, channel, True)
         counted = self._counts(topics)
-        body = go_json({"topics": topics, "producers": producers, "counts": counted})
+        memory = memory_stats()
+        body = go_json(
+            {"topics": topics, "producers": producers, "counts": counted, "memory": memory}
+        )
         return 200, json_headers(body), body
 
     def _counts(self, topics: Any) -> dict[str, Any]:
@@ -215,7 +218,8 @@ class FanOut:
             return values[0] if values else ""
 
         topic, channel = first("topic"), first("channel")
-        topics, producers, docs = await self._gather(path, topic, channel)
+        with_memory = _BOOL.get(first("include_mem"), True)
+        topics, producers, docs = await self._gather(path, topic, channel, with_memory)
         for doc in docs:
             producers = (producers or []) + (doc.get("producers") or []) or None
         if topic and not topics:
@@ -225,16 +229,20 @@ class FanOut:
             for t in topics or ():
                 for c in t["channels"]:
                     c["clients"] = None
-        memory = memory_stats() if _BOOL.get(first("include_mem"), True) else None
+        memory = None
+        if with_memory:  # every worker's process
+            theirs = [doc["memory"] for doc in docs if doc.get("memory")]
+            memory = add_memory([memory_stats(), *theirs])
         return first, topics, producers, memory, docs
 
     async def _gather(
-        self, path: bytes, topic: str = "", channel: str = ""
+        self, path: bytes, topic: str = "", channel: str = "", memory: bool = False
     ) -> tuple[list[dict[str, Any]], Any, list[dict[str, Any]]]:
         """The group's topics merged (links left out), this worker's producers and the peers'
-        documents (what each peer's `path` gave)."""
+        documents (what each peer's `path` gave, with its memory figures if `memory`)."""
         mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
-        ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": "false"}
+        with_memory = "true" if memory else "false"
+        ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": with_memory}
         target = path + b"?" + urlencode({k: v for k, v in ask.items() if v}).encode()
         docs = []
         for status, body in await self.ask_all("GET", target):

@@ -61,3 +61,16 @@ def memory_stats() -> dict[str, int]:
         "next_gc_bytes": 0,
         "gc_total_runs": sum(s["collections"] for s in gc.get_stats()),
     }
+
+
+def add_memory(figures: list[dict[str, int]]) -> dict[str, int]:
+    """Several processes' memory_stats as one's (a group's workers): sizes, objects and runs
+    summed, a pause percentile the longest."""
+    total = dict(figures[0])
+    for other in figures[1:]:
+        for key, value in other.items():
+            if key.startswith("gc_pause_usec_"):
+                total[key] = max(total[key], value)
+            else:
+                total[key] += value
+    return total

@@ -286,3 +286,18 @@ def test_health_is_the_worst_workers(group: Group) -> None:
         assert status == 200 and b"\nHealth: NOK - " in body, (k, body)
         status, body = http_get(f"http://{group.private_http(k)}/ping")
         assert status == 500 and body.startswith(b"NOK - "), (k, status, body)
+
+
+def test_memory_is_every_workers(group: Group) -> None:
+    """/stats' and /metrics' memory figures are the group's processes': sizes summed."""
+    group.start()
+    each = [group.worker_stats(k)["memory"]["heap_in_use_bytes"] for k in (0, 1)]
+    memory = _stats(group)["memory"]
+    assert memory["heap_in_use_bytes"] > 1.5 * max(each), (memory, each)
+    assert memory["heap_objects"] > 0 and set(memory) == set(group.worker_stats(0)["memory"])
+    status, metrics = http_get(f"http://127.0.0.1:{group.http}/metrics")
+    assert status == 200
+    line = next(
+        ln for ln in metrics.split(b"\n") if ln.startswith(b"nsq_memory_heap_in_use_bytes ")
+    )
+    assert float(line.split()[1]) > 1.5 * max(each), (line, each)
