@@ -185,8 +185,8 @@ class GroupLookupd:
 class Uplink:
     """A worker's side (its Lookupd's Registrar): what its broker registers goes to the
     supervisor; what the supervisor says of the nsqlookupds is kept for a new topic's channel
-    query, and its addresses become this worker's nsqlookupd_tcp_addresses (a worker started
-    again learns a PUT /config made while it was down)."""
+    query, and its first word's addresses become this worker's nsqlookupd_tcp_addresses (a
+    worker started again learns a PUT /config made while it was down)."""
 
     def __init__(self, fd: int, opts: Options, broker: Broker) -> None:
         self._fd, self._opts, self._broker = fd, opts, broker
@@ -206,10 +206,16 @@ class Uplink:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, stream, self._receive)
             task_status.started()
+            first = True
             async for message in _messages(stream):
                 if message[0] == "lookupd":
                     self._infos = [(address, info) for address, info in message[1]]
-                    self._opts.values["lookupd_tcp_address"] = [a for a, _ in self._infos]
+                    addresses = [address for address, _ in self._infos]
+                    # the set in effect when this worker starts (a PUT made while it was
+                    # down); later ones reach it as the PUT's fan-out, which keeps a null
+                    if first and list(self._opts.lookupd_tcp_address or ()) != addresses:
+                        self._opts.values["lookupd_tcp_address"] = addresses
+                    first = False
             # the supervisor is gone: this worker is being stopped (PR_SET_PDEATHSIG)
             nursery.cancel_scope.cancel()
 

@@ -25,7 +25,7 @@ from protocol.v2 import encoders
 from ..engine.api import Refused
 from ..http import server as http_server
 from ..http.v1 import V1, HTTPError, JSONBody, Request, read_params
-from ..log import log
+from ..log import LEVELS, log
 from ..net import listeners
 from .attributes import GroupAttributes
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from ..net.reactor import Loop
 
 Queue = tuple[str, str | None, bool, dict[str, Any]]  # topic, channel, paused, attributes
-CATCH_UP = "/group/queues"  # a peer's durable queues, for a starting worker (peers only)
+# a peer's durable queues and log level, for a starting worker (asked by peers only)
+CATCH_UP = "/group/queues"
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
@@ -223,6 +224,7 @@ class Worker:
         A peer that starts after this worker's link file was written asks it in turn; one
         that makes a channel from now on finds that file and asks this worker."""
         found: list[Queue] = []
+        levels: set[str] = set()
 
         async def one(address: tuple[str, int]) -> None:
             try:
@@ -230,7 +232,9 @@ class Worker:
                     target = CATCH_UP.encode()
                     status, _, body = await self._connections.request(address, "GET", target)
                 if status == 200:
-                    found.extend(tuple(q) for q in json.loads(body)["queues"])
+                    doc = json.loads(body)
+                    found.extend(tuple(q) for q in doc["queues"])
+                    levels.add(doc["log_level"])
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d gave no topics at start - %s", *address, exc)
 
@@ -254,6 +258,13 @@ class Worker:
         for (topic, channel), views in attributes.items():
             if all(view == views[0] for view in views):
                 self._take_attributes(topic, channel, views[0])
+        if len(levels) == 1:  # a PUT /config/log_level made since the group started
+            self._set_log_level(levels.pop())
+
+    def _set_log_level(self, level: str) -> None:
+        if self._http is not None and level in LEVELS:
+            self._http.node.options.values["log_level"] = level
+            log.setLevel(LEVELS[level])
 
     def _take_attributes(self, topic: str, channel: str | None, view: dict[str, Any]) -> None:
         queue = self.broker.topics[topic]
@@ -271,7 +282,8 @@ class Worker:
 
     async def _queues(self, req: Request) -> Any:
         """A starting peer's catch-up: this worker's durable topics and channels, each with
-        its paused flag and attributes; asked by a peer only (a client gets nsqd's 404)."""
+        its paused flag and attributes, and its log level; asked by a peer only (a client
+        gets nsqd's 404)."""
         if not req.header(PEER_HEADER):
             raise HTTPError(404, "NOT_FOUND")
         await read_params(req)
@@ -284,7 +296,8 @@ class Worker:
                 if not channel.ephemeral:
                     attrs = channel.attributes.to_json()
                     queues.append((topic.name, channel.name, channel.paused, attrs))
-        return JSONBody(json.dumps({"queues": queues}).encode())
+        level = self._http.node.options.log_level if self._http is not None else "info"
+        return JSONBody(json.dumps({"queues": queues, "log_level": level}).encode())
 
     def _scan(self, nursery: trio.Nursery, now: float) -> None:
         """Start the pulls a channel with consumers here lacks; stop those of a channel whose

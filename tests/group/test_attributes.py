@@ -14,6 +14,9 @@ from tests.ops.conftest import START_TIMEOUT, http_get, http_post, wait_until
 from .conftest import PEER_HEADER, Group
 
 
+LOOKUPD = b'["127.0.0.1:9"]'  # nobody there: the group's set, whether or not one answers
+
+
 def worker_view(group: Group, k: int, path: str) -> dict | None:
     """Worker k's own answer (asked as a peer asks), None when it lacks the queue."""
     req = urllib.request.Request(
@@ -86,7 +89,8 @@ def test_a_queue_only_a_peer_has(group: Group) -> None:
 
 def test_a_worker_down_takes_the_attributes_set_meanwhile(group: Group) -> None:
     """Set while worker 1 was down (its supervisor held, so it is not started again yet):
-    worker 1 takes them from its peers at its next start, as it takes a pause."""
+    worker 1 takes them, and the log level, from its peers at its next start, as it takes a
+    pause, and the nsqlookupd addresses from its supervisor."""
     group.start()
     base = f"http://127.0.0.1:{group.http}"
     assert http_post(f"{base}/channel/config?topic=t&channel=c&max_attempts=4")[0] == 200
@@ -99,6 +103,11 @@ def test_a_worker_down_takes_the_attributes_set_meanwhile(group: Group) -> None:
         wait_until(lambda: _exited(worker), START_TIMEOUT, "worker 1 exited, its ports closed")
         assert http_post(f"{base}/topic/config?topic=t&ttl=60000")[0] == 200
         assert http_post(f"{base}/channel/config?topic=t&channel=c&max_attempts=")[0] == 200
+        for option, value in (("log_level", b"debug"), ("nsqlookupd_tcp_addresses", LOOKUPD)):
+            url = f"{base}/config/{option}"
+            req = urllib.request.Request(url, data=value, method="PUT")
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                assert resp.status == 200
     finally:
         group.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: group.listened(1) == 2, START_TIMEOUT, "worker 1 started and caught up")
@@ -106,6 +115,8 @@ def test_a_worker_down_takes_the_attributes_set_meanwhile(group: Group) -> None:
     assert topic["attributes"]["ttl"] == 60000, topic
     channel = worker_view(group, 1, "/channel/config?topic=t&channel=c")
     assert channel["attributes"]["max_attempts"] == 0, channel
+    assert worker_view(group, 1, "/config/log_level") == 1  # nsqd's number for debug
+    assert worker_view(group, 1, "/config/nsqlookupd_tcp_addresses") == json.loads(LOOKUPD)
 
 
 def _exited(pid: int) -> bool:

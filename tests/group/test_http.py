@@ -212,6 +212,11 @@ def test_put_config_acts_in_every_worker(group: Group) -> None:
     assert each("nsqlookupd_tcp_addresses") == [addresses, addresses]
     assert put("nsqlookupd_tcp_addresses", b"[]")[0] == 200
     assert each("nsqlookupd_tcp_addresses") == [b"[]", b"[]"]
+    # nsqd keeps a null as null: the supervisor's word on the group's set ([]) leaves it so
+    assert put("nsqlookupd_tcp_addresses", addresses)[0] == 200
+    assert put("nsqlookupd_tcp_addresses", b"null")[0] == 200
+    time.sleep(0.3)  # the supervisor has told every worker
+    assert each("nsqlookupd_tcp_addresses") == [b"null", b"null"]
 
 
 @pytest.mark.parametrize("peer", ["resets", "closes at once", "answers garbage"])
