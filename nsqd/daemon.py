@@ -155,6 +155,9 @@ class NSQD:
                 resp.load()
             root.start_soon(self._watch_signals, signals)
             root.start_soon(scanner.run, broker)
+            # a group's worker: its registrations and the group's nsqlookupd addresses are
+            # settled with the supervisor before it listens
+            await root.start(self.lookupd.run)
             if group is not None:  # before any accept: the worker's shared ports listen then
                 await root.start(group.run)
             if resp is not None:  # a group's worker 0: once caught up with its peers' channels
@@ -169,7 +172,6 @@ class NSQD:
                 topics = statsd.broker_topics(broker) if group is None else group.statsd_topics()
                 if topics is not None:  # a group's worker 0 pushes the group's
                     root.start_soon(statsd.run, node, topics)
-            await root.start(self.lookupd.run)
             if http is not None:
                 await root.start(http.serve)
             async with trio.open_nursery() as clients:

@@ -19,6 +19,9 @@ STARTED_ENV = "NSQD_GROUP_STARTED"
 # a worker's end of the socket pair on which it reports its topics and channels to the
 # supervisor, which registers the group with nsqlookupd once (nsqd.group.lookupd)
 LOOKUPD_FD_ENV = "NSQD_GROUP_LOOKUPD_FD"
+# set for a worker started again: it takes the supervisor's first word (the nsqlookupd addresses
+# in effect, maybe changed by a PUT while it was down) before it listens
+LOOKUPD_HELLO_ENV = "NSQD_GROUP_LOOKUPD_HELLO"
 LINK_AGENT = "trio-nsqd-group-link"  # the user_agent a peer's link identifies with
 
 

@@ -23,7 +23,6 @@ import math
 import os
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -32,13 +31,14 @@ from protocol.lookup import encode_register, encode_unregister
 
 from ..cluster.lookupd import Info, Peers, announce, broker_state, replay
 from ..log import log
-from .identity import LOOKUPD_FD_ENV
+from .identity import LOOKUPD_FD_ENV, LOOKUPD_HELLO_ENV
 
 if TYPE_CHECKING:
     from ..config.options import Options
     from ..engine.broker import Broker
 
 State = dict[str, set[str]]  # topic -> its channels
+HELLO_WAIT = 2.0  # seconds a starting worker waits for the supervisor's first word
 
 
 class Registry:
@@ -144,7 +144,8 @@ class GroupLookupd:
         send.send_nowait(self._lookupd_message())
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, stream, receive)
-            async for message in _messages(stream):
+            reader = _Reader(stream)
+            while (message := await reader.message()) is not None:
                 try:
                     self._take(index, message)
                 except (IndexError, KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -188,8 +189,9 @@ class Uplink:
     query, and its first word's addresses become this worker's nsqlookupd_tcp_addresses (a
     worker started again learns a PUT /config made while it was down)."""
 
-    def __init__(self, fd: int, opts: Options, broker: Broker) -> None:
+    def __init__(self, fd: int, opts: Options, broker: Broker, hello: bool = False) -> None:
         self._fd, self._opts, self._broker = fd, opts, broker
+        self._hello = hello  # started again: the supervisor's first word is awaited
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
         self._open = False  # what comes before the state is in it
         self._infos: list[tuple[str, Info]] = []
@@ -197,27 +199,39 @@ class Uplink:
     @classmethod
     def from_environment(cls, opts: Options, broker: Broker) -> Uplink | None:
         text = os.environ.get(LOOKUPD_FD_ENV)
-        return cls(int(text), opts, broker) if text else None
+        hello = os.environ.get(LOOKUPD_HELLO_ENV) == "1"
+        return cls(int(text), opts, broker, hello) if text else None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Started before the worker listens: its state goes first; a worker started again
+        takes the supervisor's first word (the nsqlookupd addresses in effect: a PUT made
+        while it was down) before any client can PUT here (HELLO_WAIT at most). At the
+        group's start the addresses are the command line's, this worker's own."""
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=self._fd)))
         self._send.send_nowait(_line(["state", broker_state(self._broker)]))
         self._open = True
+        reader = _Reader(stream)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, stream, self._receive)
+            if self._hello:
+                with trio.move_on_after(HELLO_WAIT):
+                    first = await reader.message()
+                    if first is not None:
+                        self._take(first, hello=True)
             task_status.started()
-            first = True
-            async for message in _messages(stream):
-                if message[0] == "lookupd":
-                    self._infos = [(address, info) for address, info in message[1]]
-                    addresses = [address for address, _ in self._infos]
-                    # the set in effect when this worker starts (a PUT made while it was
-                    # down); later ones reach it as the PUT's fan-out, which keeps a null
-                    if first and list(self._opts.lookupd_tcp_address or ()) != addresses:
-                        self._opts.values["lookupd_tcp_address"] = addresses
-                    first = False
+            while (message := await reader.message()) is not None:
+                self._take(message, hello=False)
             # the supervisor is gone: this worker is being stopped (PR_SET_PDEATHSIG)
             nursery.cancel_scope.cancel()
+
+    def _take(self, message: list[Any], hello: bool) -> None:
+        if message[0] != "lookupd":
+            return
+        self._infos = [(address, info) for address, info in message[1]]
+        addresses = [address for address, _ in self._infos]
+        # later PUTs reach this worker by their fan-out (which keeps a null, as nsqd does)
+        if hello and list(self._opts.lookupd_tcp_address or ()) != addresses:
+            self._opts.values["lookupd_tcp_address"] = addresses
 
     def set_addresses(self, addresses: list[str]) -> None:
         self._report(["addresses", addresses])
@@ -248,22 +262,30 @@ async def _write(stream: trio.SocketStream, receive: trio.MemoryReceiveChannel[b
         pass  # the other side is gone; the reader sees it
 
 
-async def _messages(stream: trio.SocketStream) -> AsyncIterator[list[Any]]:
-    """The JSON arrays the other side sends, until it closes."""
-    pending = b""
-    while True:
-        try:
-            data = await stream.receive_some(65536)
-        except (trio.BrokenResourceError, OSError):
-            return
-        if not data:
-            return
-        *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
+class _Reader:
+    """The JSON arrays the other side sends, one at a time; None once it closed. A receive
+    cancelled in a wait loses nothing (trio gives the bytes to no one)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._pending = b""
+        self._ready: list[list[Any]] = []
+
+    async def message(self) -> list[Any] | None:
+        while not self._ready:
             try:
-                message = json.loads(line)
-            except ValueError:
-                log.error("group: a lookupd report that is not JSON: %r", line[:100])
-                continue
-            if isinstance(message, list) and message:
-                yield message
+                data = await self._stream.receive_some(65536)
+            except (trio.BrokenResourceError, OSError):
+                return None
+            if not data:
+                return None
+            *lines, self._pending = (self._pending + data).split(b"\n")
+            for line in lines:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    log.error("group: a lookupd report that is not JSON: %r", line[:100])
+                    continue
+                if isinstance(message, list) and message:
+                    self._ready.append(message)
+        return self._ready.pop(0)

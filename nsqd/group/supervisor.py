@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 
 from ..config.options import Options
 from ..log import log
-from .identity import ENV, LOOKUPD_FD_ENV, SECRET_ENV, STARTED_ENV, Identity, refusal
+from .identity import (
+    ENV,
+    LOOKUPD_FD_ENV,
+    LOOKUPD_HELLO_ENV,
+    SECRET_ENV,
+    STARTED_ENV,
+    Identity,
+    refusal,
+)
 
 if TYPE_CHECKING:
     from .lookupd import GroupLookupd
@@ -83,6 +91,7 @@ class Worker:
                 **self.group,
                 ENV: f"{self.index}/{self.count}",
                 LOOKUPD_FD_ENV: str(theirs.fileno()),
+                LOOKUPD_HELLO_ENV: "1" if self.proc is not None else "",
             },
         )
         argv = [sys.executable, "-c", _CHILD, _PACKAGE_ROOT, *self.argv]

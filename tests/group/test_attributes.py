@@ -13,7 +13,6 @@ from tests.ops.conftest import START_TIMEOUT, http_get, http_post, wait_until
 
 from .conftest import PEER_HEADER, Group
 
-
 LOOKUPD = b'["127.0.0.1:9"]'  # nobody there: the group's set, whether or not one answers
 
 
