@@ -50,7 +50,9 @@ class GroupAttributes:
                     raise err from None
                 mine, failed = [], err  # a queue only the peers have
             views = mine
-            for status, body in await self._fanout.ask_all(req.method, req.target):
+            # setting the same attributes twice sets them once
+            answers = await self._fanout.ask_all(req.method, req.target, again=True)
+            for status, body in answers:
                 if status == 200:
                     views.append(json.loads(body))
                 elif req.method == "POST":

@@ -125,7 +125,11 @@ class FanOut:
                     answer, failed = None, err
             finally:
                 ASKED.reset(token)
-            statuses = [status for status, _ in await self.ask_all(req.method, req.target)]
+            # made twice is made once (create, delete, pause...) but for an empty, which would
+            # drop what was published in between
+            again = not req.path.endswith("/empty")
+            answers = await self.ask_all(req.method, req.target, again=again)
+            statuses = [status for status, _ in answers]
             if failed is not None and 200 not in statuses:
                 raise failed
             return answer
@@ -138,7 +142,7 @@ class FanOut:
             if not req.header(PEER_HEADER):
                 name = req.params
                 body = _CONFIG_BODIES[name](self.api.admin.node.options.values)
-                for status, text in await self.ask_all("PUT", req.target, body):
+                for status, text in await self.ask_all("PUT", req.target, body, again=True):
                     if status != 200:
                         log.warning("group: a peer refused PUT /config/%s - %r", name, text[:200])
             return answer
@@ -267,10 +271,14 @@ class FanOut:
         return status, body
 
     async def ask_all(
-        self, method: str, target: bytes, body: bytes = b""
+        self, method: str, target: bytes, body: bytes = b"", *, again: bool | None = None
     ) -> list[tuple[int, bytes]]:
         """Every peer's (status, body), asked at once on kept connections; a peer that does not
-        answer within ASK_TIMEOUT is logged and left out."""
+        answer within ASK_TIMEOUT is logged and left out. `again`: whether the request may be
+        made twice (KeptConnections.request), a GET's by default: a kept connection the peer
+        closed as it was sent then costs a new one, not the peer's part of the answer."""
+        if again is None:
+            again = method == "GET"
         answers: list[tuple[int, bytes]] = []
         peers = self._peers()
         await self.connections.keep_only(peers)
@@ -278,7 +286,9 @@ class FanOut:
         async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
-                    status, _, text = await self.connections.request(address, method, target, body)
+                    status, _, text = await self.connections.request(
+                        address, method, target, body, again=again
+                    )
                 answers.append((status, text))
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)

@@ -69,3 +69,22 @@ async def test_a_kept_connection_that_breaks_once_sent_raises_unless_again() -> 
         assert (await kept.request(address, "GET", b"/b", again=True))[0] == 200
         assert [r.split(b" ")[1] for r in seen] == [b"/a", b"/b", b"/b"]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_group_ask_sends_a_get_again_and_a_post_not() -> None:
+    """FanOut.ask_all: a GET (and an admin request that may be made twice) is sent again when
+    its kept connection breaks once sent, so the peer's part of the answer is not lost; a POST
+    that may not be made twice (a receive, an empty) leaves that peer out."""
+    from nsqd.group.fanout import FanOut
+
+    async with trio.open_nursery() as nursery:
+        address, seen = await _peer(nursery, 10, lambda n: n not in (2, 5))
+        fanout = FanOut(None, None, lambda: [address], KeptConnections())  # type: ignore[arg-type]
+        assert await fanout.ask_all("GET", b"/stats") == [(200, b"OK")]
+        assert await fanout.ask_all("GET", b"/stats") == [(200, b"OK")]  # sent twice
+        assert await fanout.ask_all("POST", b"/channel/receive") == [(200, b"OK")]
+        assert await fanout.ask_all("POST", b"/channel/receive") == []  # broken once sent
+        assert await fanout.ask_all("POST", b"/topic/pause", again=True) == [(200, b"OK")]
+        paths = [r.split(b" ")[1] for r in seen]
+        assert paths == [b"/stats"] * 3 + [b"/channel/receive"] * 2 + [b"/topic/pause"]
+        nursery.cancel_scope.cancel()
