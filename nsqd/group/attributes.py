@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..engine.api import Refused
 from ..gocompat.json import go_json
-from ..http.v1 import HTTPError, JSONBody, Request, refused
+from ..http.v1 import JSONBody, Request
 from ..log import log
-from .fanout import PEER_HEADER
+from .fanout import PEER_HEADER, made_here
 
 if TYPE_CHECKING:
     from ..http.routes import Handler
@@ -42,14 +41,8 @@ class GroupAttributes:
         async def handle(req: Request) -> Any:
             if req.header(PEER_HEADER):
                 return await local(req)
-            try:
-                mine, failed = [json.loads(await local(req))], None
-            except (HTTPError, Refused) as exc:
-                err = exc if isinstance(exc, HTTPError) else refused(exc)
-                if err.status == 400:  # refused here is refused everywhere: nothing changed
-                    raise err from None
-                mine, failed = [], err  # a queue only the peers have
-            views = mine
+            answer, failed = await made_here(local, req)  # a 400 changed nothing anywhere
+            views = [json.loads(answer)] if failed is None else []
             # setting the same attributes twice sets them once
             answers = await self._fanout.ask_all(req.method, req.target, again=True)
             for status, body in answers:

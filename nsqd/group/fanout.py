@@ -29,10 +29,10 @@ from ..gocompat.json import go_json
 from ..http.v1 import (
     HTTPError,
     Request,
+    as_http_error,
     json_headers,
     raw_headers,
     read_params,
-    refused,
     render_v1,
 )
 from ..log import log
@@ -114,15 +114,7 @@ class FanOut:
             try:
                 if req.header(PEER_HEADER):
                     return await local(req)
-                try:
-                    answer, failed = await local(req), None
-                except (HTTPError, Refused) as exc:
-                    # a topic or channel missing here (the broker's Refused, 404) may be in
-                    # a peer: a topic published in one worker alone
-                    err = exc if isinstance(exc, HTTPError) else refused(exc)
-                    if err.status == 400:  # a bad request is bad everywhere
-                        raise err from None
-                    answer, failed = None, err
+                answer, failed = await made_here(local, req)
             finally:
                 ASKED.reset(token)
             # made twice is made once (create, delete, pause...) but for an empty, which would
@@ -168,8 +160,8 @@ class FanOut:
         await read_params(req)
         first, topics, producers, memory, docs = await self._snapshot(req, b"/stats")
         # the group's health is its worst worker's (a store error in one partition)
-        sick = [doc["health"] for doc in docs if doc.get("health", "OK") != "OK"]
-        health = self.broker.health if self.broker.health != "OK" or not sick else sick[0]
+        healths = [self.broker.health, *(doc.get("health", "OK") for doc in docs)]
+        health = next((h for h in healths if h != "OK"), "OK")
         if first("format") == "json":
             return snapshot.stats_json(self.broker, topics, producers, memory, health)
         return render.stats_text(self.broker, topics, producers, memory, health)
@@ -297,6 +289,19 @@ class FanOut:
             for address in peers:
                 nursery.start_soon(one, address)
         return answers
+
+
+async def made_here(local: Handler, req: Request) -> tuple[Any, HTTPError | None]:
+    """`local`'s answer to a request the group makes everywhere, or the error it gave when
+    the queue is not here (a 404: it may be in a peer, a topic published in one worker alone);
+    a bad request (400) is bad everywhere and raised at once, nothing asked of the peers."""
+    try:
+        return await local(req), None
+    except (HTTPError, Refused) as exc:
+        err = as_http_error(exc)
+        if err.status == 400:
+            raise err from None
+        return None, err
 
 
 # PUT /config/<option>'s body for the value now in effect (the options PUT can set)

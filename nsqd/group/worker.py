@@ -263,8 +263,7 @@ class Worker:
 
     def _set_log_level(self, level: str) -> None:
         if self._http is not None and level in LEVELS:
-            self._http.node.options.values["log_level"] = level
-            log.setLevel(LEVELS[level])
+            self._http.api.admin.set_log_level(level)
 
     def _take_attributes(self, topic: str, channel: str | None, view: dict[str, Any]) -> None:
         queue = self.broker.topics[topic]

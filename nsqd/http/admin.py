@@ -95,6 +95,11 @@ class AdminHandlers:
 
     # -- /config/:opt ------------------------------------------------------------------------
 
+    def set_log_level(self, level: str) -> None:
+        """--log-level from now on (a PUT /config/log_level, or a group's peers' at a start)."""
+        self.node.options.values["log_level"] = level
+        log.setLevel(LEVELS[level])
+
     async def config(self, req: Request) -> Any:
         name = req.params
         if req.method == "PUT":
@@ -118,8 +123,7 @@ class AdminHandlers:
                 level = body.decode("utf-8", "replace").lower()
                 if level not in LEVELS:
                     raise HTTPError(400, "INVALID_VALUE")
-                opts.values["log_level"] = level
-                log.setLevel(LEVELS[level])
+                self.set_log_level(level)
             else:
                 raise HTTPError(400, "INVALID_OPTION")
         return config_value(self.node, name)

@@ -48,10 +48,10 @@ from .v1 import (
     JSONBody,
     Request,
     Response,
+    as_http_error,
     http_date,
     json_headers,
     plain_headers,
-    refused,
     render_v1,
     respond_ok,
 )
@@ -331,7 +331,7 @@ class API:
         try:
             data = await handler(req)
         except (HTTPError, Refused) as exc:
-            err = exc if isinstance(exc, HTTPError) else refused(exc)
+            err = as_http_error(exc)
             status, data = err.status, _error_data(err)
         if rendering == RAW:
             if logged:

@@ -41,6 +41,11 @@ def refused(exc: Refused) -> HTTPError:
     return HTTPError(exc.http_status, exc.http_message, exc.http_detail)
 
 
+def as_http_error(exc: HTTPError | Refused) -> HTTPError:
+    """What a handler raised, in HTTP's words."""
+    return exc if isinstance(exc, HTTPError) else refused(exc)
+
+
 class JSONBody(bytes):
     """Handler data that is already encoded JSON (e.g. `null` for an option's nil list)."""
 

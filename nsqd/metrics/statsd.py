@@ -31,6 +31,23 @@ if TYPE_CHECKING:
 
 Topics = Callable[[], Awaitable[list[dict[str, Any]]]]  # a /stats snapshot's topics, by name
 EPHEMERAL = "#ephemeral"
+# (metric, c for a counter's delta or g for a gauge, the /stats key it reads), in nsqd's order
+TOPIC_METRICS = (
+    ("message_count", "c", "message_count"),
+    ("message_bytes", "c", "message_bytes"),
+    ("depth", "g", "depth"),
+    ("backend_depth", "g", "backend_depth"),
+)
+CHANNEL_METRICS = (
+    ("message_count", "c", "message_count"),
+    ("depth", "g", "depth"),
+    ("backend_depth", "g", "backend_depth"),
+    ("in_flight_count", "g", "in_flight_count"),
+    ("deferred_count", "g", "deferred_count"),
+    ("requeue_count", "c", "requeue_count"),
+    ("timeout_count", "c", "timeout_count"),
+    ("clients", "g", "client_count"),
+)
 MEM_GAUGES = (
     "heap_objects",
     "heap_idle_bytes",
@@ -129,30 +146,25 @@ class StatsdPusher:
         self, topics: list[dict[str, Any]], exclude_ephemeral: bool
     ) -> Iterator[bytes]:
         for topic in topics:
-            tname = topic["topic_name"]
-            if exclude_ephemeral and tname.endswith(EPHEMERAL):
+            if exclude_ephemeral and topic["topic_name"].endswith(EPHEMERAL):
                 continue
-            t = f"topic.{tname}"
-            yield self._counter(f"{t}.message_count", topic["message_count"])
-            yield self._counter(f"{t}.message_bytes", topic["message_bytes"])
-            yield self._gauge(f"{t}.depth", topic["depth"])
-            yield self._gauge(f"{t}.backend_depth", topic["backend_depth"])
-            for suffix, value in _e2e_gauges(topic["e2e_processing_latency"]):
-                yield self._gauge(f"{t}.{suffix}", value)
+            t = f"topic.{topic['topic_name']}"
+            yield from self._queue_lines(t, topic, TOPIC_METRICS)
             for channel in topic["channels"]:
                 if exclude_ephemeral and channel["channel_name"].endswith(EPHEMERAL):
                     continue
                 c = f"{t}.channel.{channel['channel_name']}"
-                yield self._counter(f"{c}.message_count", channel["message_count"])
-                yield self._gauge(f"{c}.depth", channel["depth"])
-                yield self._gauge(f"{c}.backend_depth", channel["backend_depth"])
-                yield self._gauge(f"{c}.in_flight_count", channel["in_flight_count"])
-                yield self._gauge(f"{c}.deferred_count", channel["deferred_count"])
-                yield self._counter(f"{c}.requeue_count", channel["requeue_count"])
-                yield self._counter(f"{c}.timeout_count", channel["timeout_count"])
-                yield self._gauge(f"{c}.clients", channel["client_count"])
-                for suffix, value in _e2e_gauges(channel["e2e_processing_latency"]):
-                    yield self._gauge(f"{c}.{suffix}", value)
+                yield from self._queue_lines(c, channel, CHANNEL_METRICS)
+
+    def _queue_lines(
+        self, name: str, stats: dict[str, Any], metrics: tuple[tuple[str, str, str], ...]
+    ) -> Iterator[bytes]:
+        """A topic's or channel's metrics (in nsqd's order), then its e2e percentiles."""
+        for metric, kind, key in metrics:
+            line = self._counter if kind == "c" else self._gauge
+            yield line(f"{name}.{metric}", stats[key])
+        for suffix, value in _e2e_gauges(stats["e2e_processing_latency"]):
+            yield self._gauge(f"{name}.{suffix}", value)
 
     async def push(self, address: str, spread: float, topics: list[dict[str, Any]]) -> None:
         host, _, port = address.rpartition(":")
