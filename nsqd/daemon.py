@@ -146,7 +146,7 @@ class NSQD:
         if http is not None:
             log.info("HTTP: listening on %s:%d", *node.http_address)
         group, link_listeners = await self._join_group(http, loop)
-        resp, resp_listeners = await self._open_resp(loop)
+        resp, resp_listeners = await self._open_resp(loop, group)
         async with trio.open_nursery() as root:
             self._nursery = root
             root.start_soon(loop.run)
@@ -227,7 +227,7 @@ class NSQD:
         self.broker.hooks.append(worker)
         return worker, [link]
 
-    async def _open_resp(self, loop: Loop) -> tuple[Any, list[trio.SocketListener]]:
+    async def _open_resp(self, loop: Loop, group: Any) -> tuple[Any, list[trio.SocketListener]]:
         """The Redis front-end, imported only when --resp-address is set (idle memory) and
         this process serves it: alone, or a group's worker 0. A Redis key has one owner, so
         one worker holds the keyspace (its resp.log in worker-0/) and listens on the port, at
@@ -237,7 +237,8 @@ class NSQD:
         from .resp.server import Frontend
 
         listeners = await open_listeners(self.options.resp_address, shared=False)
-        self.resp = Frontend(self.options, self.broker, self.storage.new_resp_log(), loop)
+        peers = None if group is None else group.bridge_peers()  # a group's other workers
+        self.resp = Frontend(self.options, self.broker, self.storage.new_resp_log(), loop, peers)
         self.node.resp_list_lengths = self.resp.list_lengths  # for /metrics
         address = listeners[0].socket.getsockname()[:2]
         log.info("RESP: listening on %s:%d", *address)

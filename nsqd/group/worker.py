@@ -28,6 +28,7 @@ from ..http.v1 import V1, HTTPError, JSONBody, Request, read_params
 from ..log import LEVELS, log
 from ..net import listeners
 from .attributes import GroupAttributes
+from .bridge import PeerLists
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
 from .identity import Identity
 from .keys import KeyOwners
@@ -84,6 +85,11 @@ class Worker:
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)
                 http.api.relay = KeyOwners(http.api, identity, peer_http, self._connections)
+
+    def bridge_peers(self) -> PeerLists | None:
+        """What worker 0's Redis bridge asks of its peers (group/bridge.py); None without
+        HTTP, where no peer can be asked (a pop then sees this partition alone)."""
+        return None if self._fanout is None else PeerLists(self._fanout)
 
     def statsd_topics(self) -> Topics | None:
         """What this worker pushes to statsd: the group's figures from worker 0 alone (a gauge

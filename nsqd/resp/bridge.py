@@ -6,12 +6,19 @@ channel's depth. So a Redis producer feeds NSQ consumers and an NSQ producer fee
 consumers; both ends of a channel key are its one FIFO.
 
 A popping client is an engine.ports.Consumer of the channel (credit = how many it wants now)
-for as long as its pop or its wait lasts."""
+for as long as its pop or its wait lasts.
+
+In a group (--workers, worker 0 holds the keys) a channel's messages are in every worker's
+partition. A blocked pop is a consumer here, so the pulls bring it any worker's; a pop that
+does not block, or an LLEN, that this partition cannot answer alone asks the other workers
+(`Peers`, nsqd/group/lists.py) before it answers: `more`, `one_more` and `more_depth` give
+the command that ask, which it defers its reply for (commands.Deferred)."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.resp.codec import ReplyError
 from protocol.v2.names import is_valid_name
@@ -31,6 +38,35 @@ BRIDGED = (TOPIC, CHANNEL)
 
 def is_bridged(key: bytes) -> bool:
     return key.startswith(BRIDGED)
+
+
+class Taken(Protocol):
+    """A message a peer holds in flight for a move until it is settled."""
+
+    body: bytes
+
+    async def settle(self, done: bool) -> None:
+        """Finish it at its peer (done), or give it back to its channel there."""
+        ...
+
+
+class Peers(Protocol):
+    """The group's other workers, as the bridge asks them; absent alone (and in a group
+    without HTTP, where no peer can be asked)."""
+
+    async def pop(self, topic: str, channel: str, n: int) -> list[bytes]:
+        """Up to `n` of the channel's messages from the peers' partitions, taken and
+        finished there: their bodies."""
+        ...
+
+    async def take(self, topic: str, channel: str) -> Taken | None:
+        """One of the channel's messages, held in flight at its peer; None when no peer
+        has one."""
+        ...
+
+    async def depth(self, topic: str, channel: str | None) -> int:
+        """The peers' depths of the topic, or of its channel, summed."""
+        ...
 
 
 class PopConsumer:
@@ -118,9 +154,10 @@ class PopConsumer:
 
 
 class Bridge:
-    def __init__(self, broker: Broker, max_msg_size: int) -> None:
+    def __init__(self, broker: Broker, max_msg_size: int, peers: Peers | None = None) -> None:
         self.broker = broker
         self.max_msg_size = max_msg_size  # --max-msg-size, as for a PUB
+        self.peers = peers
 
     def _topic(self, key: bytes) -> str:
         if not key.startswith(TOPIC):
@@ -170,6 +207,34 @@ class Bridge:
         finally:
             channel.leave(consumer)
         return consumer.bodies
+
+    def more(self, key: bytes, n: int) -> Callable[[], Awaitable[list[bytes]]] | None:
+        """In a group, where this partition gave fewer than wanted: the ask of the peers for
+        `n` more of the channel's messages; None alone, or when none is wanted."""
+        peers = self.peers
+        if peers is None or n <= 0:
+            return None
+        topic, channel = self._channel(key)
+        return lambda: peers.pop(topic, channel, n)
+
+    def one_more(self, key: bytes) -> Callable[[], Awaitable[Taken | None]] | None:
+        """A move's `more`: one message, held at its peer until the move settles it."""
+        peers = self.peers
+        if peers is None:
+            return None
+        topic, channel = self._channel(key)
+        return lambda: peers.take(topic, channel)
+
+    def more_depth(self, key: bytes) -> Callable[[], Awaitable[int]] | None:
+        """LLEN's `more`: the peers' depths of the topic or channel; None alone."""
+        peers = self.peers
+        if peers is None:
+            return None
+        if key.startswith(TOPIC):
+            topic = self._topic(key)
+            return lambda: peers.depth(topic, None)
+        topic, channel = self._channel(key)
+        return lambda: peers.depth(topic, channel)
 
     def _join(self, channel: ChannelHandle, consumer: PopConsumer) -> None:
         try:

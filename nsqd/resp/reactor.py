@@ -9,8 +9,9 @@ A blocking command that finds nothing parks its client (it stays in the epoll se
 is seen at once and what it pipelines is kept for later); the waiter's notify (called by the
 command or the bridge publish that served it) puts the client back in the run list and wakes
 the loop (`wake`); the loop's deadline heap answers timeouts (a client's `due` is its parked
-command's). A client whose replies do not fit in its socket buffer waits for EPOLLOUT before its
-next commands run."""
+command's). A reply deferred for a group's peers (a bridge pop, commands.Deferred) parks its
+client the same way while a task of the front-end asks them. A client whose replies do not
+fit in its socket buffer waits for EPOLLOUT before its next commands run."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from ..log import log
 from ..net.boundary import describe
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport, write_now
-from .commands import Block, ReplyError, Session, dispatch
+from .commands import Block, Deferred, ReplyError, Session, dispatch
+from .keyspace import WRONGTYPE, WrongType
 
 if TYPE_CHECKING:
     from .server import Frontend
@@ -187,7 +189,7 @@ class Reactor(EpollReactor):
             reply = dispatch(s, argv)
             if ks.ready:
                 fe.blocking.serve_ready()
-            if type(reply) is Block:
+            if isinstance(reply, Block):
                 answer = self._park(client, reply)
                 if answer is None:
                     break
@@ -207,6 +209,12 @@ class Reactor(EpollReactor):
     def _park(self, client: Client, blk: Block) -> bytes | None:
         """Register the waiter; its answer when served at once, None when parked."""
         fe, waiter = self.fe, blk.waiter
+        if type(blk) is Deferred:
+            client.block = blk
+            client.timed_out = False
+            waiter.notify = lambda: self._wake(client)
+            fe.spawn(self._ask, client, blk)
+            return None
         fe.blocking.add(waiter)
         try:
             fe.bridge.watch(waiter, client.remote)
@@ -245,11 +253,26 @@ class Reactor(EpollReactor):
         client = self.fe.connections.get(client_id)
         if client is None or client.block is None or client.block.waiter.done:
             return False
+        if type(client.block) is Deferred:  # not a blocking command: what it asked is taken
+            return False
         if reply is not None:
             client.block.on_timeout = reply
         client.timed_out = True
         self._wake(client)
         return True
+
+    async def _ask(self, client: Client, deferred: Deferred) -> None:
+        """A deferred reply's task: its answer, then the client is woken (if still here)."""
+        try:
+            reply = await deferred.ask()
+        except WrongType:
+            reply = WRONGTYPE
+        except ReplyError as exc:
+            reply = exc.reply
+        except Exception as exc:  # one client must never take the others down
+            log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
+            reply = ReplyError(f"ERR {describe(exc)}").reply
+        deferred.waiter.finish(reply)
 
     def _resume(self, client: Client) -> None:
         blk = client.block

@@ -6,7 +6,8 @@ them all."""
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import trio
 
@@ -15,7 +16,7 @@ from ..engine.broker import Broker
 from ..log import log
 from ..net.reactor import Loop
 from .blocking import Blocking, Waiter
-from .bridge import Bridge
+from .bridge import Bridge, Peers
 from .commands import Block, Session
 from .databases import Databases
 from .expiry import Expirer, publisher
@@ -42,7 +43,12 @@ class KeyspaceLog(Protocol):
 
 class Frontend:
     def __init__(
-        self, options: Options, broker: Broker, keyspace_log: KeyspaceLog, loop: Loop | None = None
+        self,
+        options: Options,
+        broker: Broker,
+        keyspace_log: KeyspaceLog,
+        loop: Loop | None = None,
+        peers: Peers | None = None,
     ) -> None:
         self.options = options
         self.loop = loop  # the daemon's reactor loop; None: the reactor runs one of its own
@@ -51,7 +57,7 @@ class Frontend:
         self.max_bulk = options.resp_max_bulk
         self.ks = Databases()  # the 16 of SELECT; each session works in one (Session.ks)
         self.blocking = Blocking(self.ks.ready)
-        self.bridge = Bridge(broker, options.max_msg_size)
+        self.bridge = Bridge(broker, options.max_msg_size, peers)
         self.log = keyspace_log
         self.expirer = Expirer(self.ks, self.log.flush)
         if options.resp_expiry_topic:
@@ -61,6 +67,7 @@ class Frontend:
         self.channels: dict[bytes, set[Session]] = {}  # pub/sub: channel -> subscribers
         self.patterns: dict[bytes, set[Session]] = {}
         self.reactor: Reactor | None = None
+        self._nursery: trio.Nursery | None = None  # serve()'s: the deferred replies' asks
         self.started = time.time()
         self.address: tuple[str, int] | None = None
 
@@ -89,6 +96,11 @@ class Frontend:
         """CLIENT UNBLOCK of another connection (reactor.py)."""
         return self.reactor is not None and self.reactor.unblock(client_id, reply)
 
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Start a task beside the reactor (a deferred reply's ask of the group's peers)."""
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
+
     def remote_of(self, s: Session) -> str:
         conn = self.connections.get(s.id)
         return conn.remote if conn is not None else ""
@@ -109,6 +121,7 @@ class Frontend:
         self.settings[b"port"] = b"%d" % self.address[1]  # CONFIG GET port: the bound one
         self.reactor = Reactor(self, self.loop)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self.expirer.run)
             nursery.start_soon(self.reactor.run)
             for listener in listeners:

@@ -3,9 +3,10 @@ Redis port and owns every key (its resp.log in worker-0/); the other workers ope
 listener and import nothing of nsqd.resp; every worker's /metrics has worker 0's list
 lengths. The bridge publishes into worker 0's partition, and
 consumers in either worker get those messages; a BLPOP on a channel key in worker 0 gets what
-was published in worker 1 through worker 0's pull link, while a non-blocking LPOP and LLEN see
-worker 0's partition only. Worker 0 killed with SIGKILL, and the whole group, come back with
-the keys."""
+was published in worker 1 through worker 0's pull link, and a pop that does not block (LPOP,
+RPOP, LMPOP, LMOVE, RPOPLPUSH) and LLEN ask worker 1 for what worker 0's partition lacks
+(inside MULTI/EXEC: worker 0's alone). Worker 0 killed with SIGKILL, and the whole group, come
+back with the keys."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def test_another_worker_imports_nothing_of_the_redis_front_end(tmp_path: Path) -
         f"path = {str(tmp_path)!r}\n"
         "opts = Options.build(workers=2, resp_address='127.0.0.1:1', data_path=path)\n"
         "identity.become(identity.Identity(1, 2, path), opts)\n"
-        "print(trio.run(NSQD(opts)._open_resp, Loop()))\n"
+        "print(trio.run(NSQD(opts)._open_resp, Loop(), None))\n"
         "print([m for m in sys.modules if m.startswith('nsqd.resp')])\n"
     )
     done = subprocess.run(
@@ -169,9 +170,6 @@ def test_an_nsq_publish_in_worker_1_reaches_a_blocked_pop_in_worker_0(group: Res
     with group.pin(1) as pub:
         pub.pub("t", b"early")
     assert group.channels(1)["c"]["depth"] == 1
-    # a pop that does not block, and LLEN, see worker 0's partition: nothing there
-    assert r.llen(CH) == 0
-    assert r.lpop(CH) is None
     # a blocked pop is a consumer in worker 0: its pull brings the message from worker 1
     assert r.blpop([CH], timeout=5) == (CH.encode(), b"early")
 
@@ -216,3 +214,61 @@ def test_worker_0_or_the_group_killed_comes_back_with_the_keys(
     r = group.redis()
     assert r.get("s") == b"v" and r.lrange("l", 0, -1) == [b"a", b"b"] and r.dbsize() == 3
     r.close()
+
+
+def _publish_in(group: RespGroup, k: int, *bodies: bytes) -> None:
+    with group.pin(k) as pub:
+        for body in bodies:
+            pub.pub("t", body)
+
+
+def test_pops_that_do_not_block_and_llen_ask_the_other_worker(group: RespGroup) -> None:
+    group.start()
+    r = group.redis()
+    assert r.lpop(CH) is None  # makes the channel, here and (within milliseconds) in worker 1
+    wait_until(lambda: "c" in group.channels(1), START_TIMEOUT, "the channel in worker 1")
+    _publish_in(group, 1, b"w1-a", b"w1-b", b"w1-c")
+    _publish_in(group, 0, b"w0-a")
+    assert group.channels(1)["c"]["depth"] == 3
+    assert r.llen(CH) == 4  # 1 here, 3 in worker 1
+    assert r.llen("topic:t") == 0  # every message went on to the channel, in both workers
+    # worker 0's message first, then what worker 1 gives for the rest of the COUNT
+    assert r.lpop(CH, 3) == [b"w0-a", b"w1-a", b"w1-b"]
+    assert r.llen(CH) == 1
+    assert r.rpop(CH) == b"w1-c"
+    assert r.lpop(CH) is None and r.lpop(CH, 2) is None and r.llen(CH) == 0
+
+    # LMPOP: an empty channel key here asks worker 1 before the keys after it are looked at
+    assert r.rpush("plain", "p") == 1
+    _publish_in(group, 1, b"w1-d")
+    assert r.lmpop(2, CH, "plain", direction="LEFT", count=5) == [CH.encode(), [b"w1-d"]]
+    assert r.lmpop(2, CH, "plain", direction="LEFT", count=5) == [b"plain", [b"p"]]
+
+    # a move from a channel key takes worker 1's message and finishes it there once moved
+    _publish_in(group, 1, b"w1-e", b"w1-f")
+    assert r.lmove(CH, "dst", "LEFT", "RIGHT") == b"w1-e"
+    assert r.rpoplpush(CH, "dst") == b"w1-f"
+    assert r.rpoplpush(CH, "dst") is None
+    assert r.lrange("dst", 0, -1) == [b"w1-f", b"w1-e"]
+    assert r.set("str", "x")
+    _publish_in(group, 1, b"w1-g")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.lmove(CH, "str", "LEFT", "LEFT")  # checked before anything is taken
+    assert r.llen(CH) == 1
+    wait_until(lambda: group.channels(1)["c"]["in_flight_count"] == 0, 5, "nothing held")
+
+    # a pipeline's replies keep their order behind a reply that waits for the peer
+    pipe = r.pipeline(transaction=False)
+    pipe.set("k", "1").lpop(CH).incr("k").llen(CH).get("k")
+    assert pipe.execute() == [True, b"w1-g", 2, 0, b"2"]
+
+    # inside MULTI/EXEC nothing waits: worker 0's partition alone answers
+    _publish_in(group, 1, b"w1-h")
+    tx = r.pipeline(transaction=True)
+    tx.llen(CH).lpop(CH)
+    assert tx.execute() == [0, None]
+    assert r.lpop(CH) == b"w1-h"
+    r.close()
+    for k in (0, 1):
+        c = group.channels(k)["c"]
+        assert (c["depth"], c["in_flight_count"]) == (0, 0), (k, c)

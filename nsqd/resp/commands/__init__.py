@@ -17,6 +17,6 @@ from . import (  # noqa: F401  (they register themselves)
     transactions,
     zsets,
 )
-from .registry import Block, ReplyError, Session, dispatch
+from .registry import Block, Deferred, ReplyError, Session, dispatch
 
-__all__ = ["Block", "ReplyError", "Session", "dispatch"]
+__all__ = ["Block", "Deferred", "ReplyError", "Session", "dispatch"]

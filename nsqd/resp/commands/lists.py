@@ -19,6 +19,7 @@ from ..keyspace import WRONGTYPE, WrongType
 from .registry import (
     SYNTAX,
     Block,
+    Deferred,
     ReplyError,
     Session,
     command,
@@ -60,7 +61,7 @@ def rpushx(s: Session, argv: list[bytes]) -> bytes:
 # -- pops ---------------------------------------------------------------------------------
 
 
-def _pop(left: bool, s: Session, argv: list[bytes]) -> bytes:
+def _pop(left: bool, s: Session, argv: list[bytes]) -> bytes | Block:
     if len(argv) == 2 and not argv[1].startswith(BRIDGED):
         # a queue's every dequeue: LPOP/RPOP key, one element, in one call to the keyspace
         elem = s.ks.pop_one(argv[1], left)
@@ -69,16 +70,27 @@ def _pop(left: bool, s: Session, argv: list[bytes]) -> bytes:
         raise wrong_arity("lpop" if left else "rpop")
     count = positive_arg(argv[2], MUST_BE_POSITIVE) if len(argv) == 3 else None
     key = argv[1]
+
+    def answer(items: list[bytes]) -> bytes:
+        if count is None:
+            return bulk(items[0]) if items else s.enc.null
+        return array(items) if items or count == 0 else s.enc.null_array
+
     if is_bridged(key):
-        items = s.fe.bridge.pop(key, 1 if count is None else count)
-    else:
-        lst = s.ks.get_list(key)
-        if lst is None:
-            return s.enc.null if count is None else s.enc.null_array
-        items = [] if count == 0 else s.ks.pop(key, count or 1, left)
-    if count is None:
-        return bulk(items[0]) if items else s.enc.null
-    return array(items) if items or count == 0 else s.enc.null_array
+        wanted = 1 if count is None else count
+        items = s.fe.bridge.pop(key, wanted)
+        more = s.fe.bridge.more(key, wanted - len(items))
+        if more is not None:  # a group's other workers may hold the rest
+
+            async def ask() -> bytes:
+                return answer(items + await more())
+
+            return Deferred(s.ks, ask, lambda: answer(items))
+        return answer(items)
+    lst = s.ks.get_list(key)
+    if lst is None:
+        return s.enc.null if count is None else s.enc.null_array
+    return answer([] if count == 0 else s.ks.pop(key, count or 1, left))
 
 
 lpop = command("lpop", -2)(functools.partial(_pop, True))
@@ -179,15 +191,40 @@ def _blmove(
     return s.fe.block(Waiter(s.ks, [src], wherefrom, deliver), timeout, s.enc.null_array)
 
 
+def _move_now(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | Block:
+    """LMOVE's reply; from a bridge key that this partition has nothing of, in a group, one
+    message taken from a peer: held there until it is in `dst`, then finished (given back
+    when `dst` became another type meanwhile: WRONGTYPE, as a blocked move gets)."""
+    elem = _move(s, src, dst, wherefrom, whereto)
+    more = None if elem is not None or not is_bridged(src) else s.fe.bridge.one_more(src)
+    if more is None:
+        return s.enc.bulk(elem)
+
+    async def ask() -> bytes:
+        taken = await more()
+        if taken is None:
+            return s.enc.null
+        try:
+            _check_dst(s, dst)
+            _put(s, dst, taken.body, whereto)
+        except BaseException:
+            await taken.settle(False)
+            raise
+        await taken.settle(True)
+        return bulk(taken.body)
+
+    return Deferred(s.ks, ask, lambda: s.enc.null)
+
+
 @command("lmove", 5)
-def lmove(s: Session, argv: list[bytes]) -> bytes:
+def lmove(s: Session, argv: list[bytes]) -> bytes | Block:
     wherefrom, whereto = where_arg(argv[3]), where_arg(argv[4])
-    return s.enc.bulk(_move(s, argv[1], argv[2], wherefrom, whereto))
+    return _move_now(s, argv[1], argv[2], wherefrom, whereto)
 
 
 @command("rpoplpush", 3)
-def rpoplpush(s: Session, argv: list[bytes]) -> bytes:
-    return s.enc.bulk(_move(s, argv[1], argv[2], False, True))
+def rpoplpush(s: Session, argv: list[bytes]) -> bytes | Block:
+    return _move_now(s, argv[1], argv[2], False, True)
 
 
 @command("blmove", 6)
@@ -205,10 +242,18 @@ def brpoplpush(s: Session, argv: list[bytes]) -> bytes | Block:
 
 
 @command("llen", 2)
-def llen(s: Session, argv: list[bytes]) -> bytes:
+def llen(s: Session, argv: list[bytes]) -> bytes | Block:
     key = argv[1]
     if is_bridged(key):
-        return integer(s.fe.bridge.length(key))
+        here = s.fe.bridge.length(key)
+        more = s.fe.bridge.more_depth(key)
+        if more is not None:  # a group's other workers' partitions too
+
+            async def ask() -> bytes:
+                return integer(here + await more())
+
+            return Deferred(s.ks, ask, lambda: integer(here))
+        return integer(here)
     lst = s.ks.get_list(key)
     return integer(len(lst) if lst is not None else 0)
 

@@ -4,12 +4,14 @@ by a push takes the rest of its COUNT off that list in the same step."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from protocol.resp.codec import array, bulk, string2ll
 
 from ..blocking import Waiter
 from ..bridge import is_bridged
 from .lists import where_arg
-from .registry import SYNTAX, Block, ReplyError, Session, command, timeout_arg
+from .registry import SYNTAX, Block, Deferred, ReplyError, Session, command, timeout_arg
 
 
 def _mpop_args(argv: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
@@ -38,10 +40,18 @@ def _mpop_reply(key: bytes, elems: list[bytes]) -> bytes:
     return b"*2\r\n" + bulk(key) + array(elems)
 
 
-def _mpop_now(s: Session, keys: list[bytes], left: bool, count: int) -> bytes | None:
-    for key in keys:
+def _mpop_now(
+    s: Session, keys: list[bytes], left: bool, count: int, peers: bool = False
+) -> bytes | Block | None:
+    """The first key with elements gives up to `count`; None when every key is empty. With
+    `peers` (LMPOP, not BLMPOP's first look), a bridge key that this partition has nothing of
+    asks a group's other workers before the keys after it are looked at."""
+    for i, key in enumerate(keys):
         if is_bridged(key):
             items = s.fe.bridge.pop(key, count)
+            more = None if items or not peers else s.fe.bridge.more(key, count)
+            if more is not None:
+                return _mpop_later(s, key, more, keys[i + 1 :], left, count)
         elif s.ks.get_list(key):
             items = s.ks.pop(key, count, left)
         else:
@@ -51,10 +61,37 @@ def _mpop_now(s: Session, keys: list[bytes], left: bool, count: int) -> bytes | 
     return None
 
 
+def _mpop_later(
+    s: Session,
+    key: bytes,
+    more: Callable[[], Awaitable[list[bytes]]],
+    rest: list[bytes],
+    left: bool,
+    count: int,
+) -> Deferred:
+    """LMPOP's reply once the peers were asked for `key`'s messages: theirs, or else the keys
+    after it, as LMPOP looks at them."""
+
+    async def ask() -> bytes:
+        items = await more()
+        if items:
+            return _mpop_reply(key, items)
+        after = _mpop_now(s, rest, left, count, peers=True)
+        if isinstance(after, Deferred):
+            return await after.ask()
+        return after or s.enc.null_array
+
+    def local() -> bytes:
+        after = _mpop_now(s, rest, left, count, peers=True)
+        return after.now() if isinstance(after, Block) else after or s.enc.null_array
+
+    return Deferred(s.ks, ask, local)
+
+
 @command("lmpop", -4)
-def lmpop(s: Session, argv: list[bytes]) -> bytes:
+def lmpop(s: Session, argv: list[bytes]) -> bytes | Block:
     keys, left, count = _mpop_args(argv, 1)
-    return _mpop_now(s, keys, left, count) or s.enc.null_array
+    return _mpop_now(s, keys, left, count, peers=True) or s.enc.null_array
 
 
 @command("blmpop", -5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from fractions import Fraction
@@ -16,6 +16,7 @@ from protocol.resp.codec import ReplyError, string2ll
 from protocol.resp.replies import RESP2, Resp2
 
 from .. import longdouble
+from ..blocking import Waiter
 from ..keyspace import WRONGTYPE, Keyspace, WrongType
 
 if TYPE_CHECKING:
@@ -32,6 +33,35 @@ class Block:
         self.waiter = waiter
         self.timeout = timeout
         self.on_timeout = on_timeout
+
+    def now(self) -> bytes:
+        """The answer where nothing can wait (inside EXEC, or a script): as Redis, a
+        blocking command there answers as if its timeout had passed."""
+        return self.on_timeout
+
+
+class Deferred(Block):
+    """A reply that waits for the group's other workers: a pop from a bridge key, or its
+    LLEN, that this worker's partition alone cannot answer (bridge.py). The connection is
+    parked, its next commands kept for after it, until `ask` gives the reply; no timeout
+    of its own (each peer has ASK_TIMEOUT) and no CLIENT UNBLOCK (what a peer gave is
+    already taken). Where nothing can wait, `now()` is this worker's answer alone."""
+
+    __slots__ = ("ask", "local")
+
+    def __init__(
+        self, ks: Keyspace, ask: Callable[[], Awaitable[bytes]], local: Callable[[], bytes]
+    ) -> None:
+        super().__init__(Waiter(ks, [], True, _served_by_ask), 0, b"")
+        self.ask = ask
+        self.local = local
+
+    def now(self) -> bytes:
+        return self.local()
+
+
+def _served_by_ask(key: bytes, elem: bytes) -> bytes:
+    raise AssertionError("a deferred reply's waiter is finished by its ask, not by a push")
 
 
 class Session:

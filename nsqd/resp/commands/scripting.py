@@ -67,7 +67,7 @@ class _Lua:
             if reply is None:
                 error = b"ERR Wrong number of args calling Redis command from script"
             else:
-                value = _parse(self.rt, reply.on_timeout if isinstance(reply, Block) else reply)
+                value = _parse(self.rt, reply.now() if isinstance(reply, Block) else reply)
                 if not (isinstance(value, _Error)):
                     return value
                 error = value.text

@@ -33,7 +33,7 @@ def exec_(s: Session, argv: list[bytes]) -> bytes:
     replies = []
     for cmd, args in queued:
         reply = run(s, cmd, args)
-        replies.append(reply.on_timeout if isinstance(reply, Block) else reply)
+        replies.append(reply.now() if isinstance(reply, Block) else reply)
     return raw_array(replies)
 
 
