@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..gocompat.json import go_json
 from ..http.v1 import JSONBody, Request
 from ..log import log
-from .fanout import PEER_HEADER, made_here
+from .fanout import made_here
 
 if TYPE_CHECKING:
     from ..http.routes import Handler
@@ -39,7 +39,7 @@ class GroupAttributes:
 
     def _group(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            if req.header(PEER_HEADER):
+            if req.peer:
                 return await local(req)
             answer, failed = await made_here(local, req)  # a 400 changed nothing anywhere
             views = [json.loads(answer)] if failed is None else []

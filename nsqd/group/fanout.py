@@ -11,7 +11,8 @@
   value now in effect is put in every peer (the nsqlookupd addresses are the group's).
 - the message endpoints (receive, pop, peek; fin, req, touch, cancel, defer by id): messages.py.
 
-A request from a peer carries PEER_HEADER and is answered by that worker alone."""
+A request from a peer carries PEER_HEADER and is answered by that worker alone (`req.peer`,
+set on the private listener only: on a public port the header is a client's, and ignored)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ class FanOut:
     @staticmethod
     def _local_or(local: Handler, group: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            return await (local if req.header(PEER_HEADER) else group)(req)
+            return await (local if req.peer else group)(req)
 
         return handle
 
@@ -112,7 +113,7 @@ class FanOut:
         async def handle(req: Request) -> Any:
             token = ASKED.set(True)
             try:
-                if req.header(PEER_HEADER):
+                if req.peer:
                     return await local(req)
                 answer, failed = await made_here(local, req)
             finally:
@@ -131,7 +132,7 @@ class FanOut:
     def _config(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
             answer = await local(req)
-            if not req.header(PEER_HEADER):
+            if not req.peer:
                 name = req.params
                 body = _CONFIG_BODIES[name](self.api.admin.node.options.values)
                 for status, text in await self.ask_all("PUT", req.target, body, again=True):

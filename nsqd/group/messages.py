@@ -16,7 +16,8 @@ that a reader sees one nsqd:
 - fin and req with `lease=NAME` and no ids: every worker acts on what the lease holds there;
   the counts are summed.
 
-A request from a peer (PEER_HEADER) is answered by that worker alone."""
+A request from a peer (`req.peer`: PEER_HEADER on the private listener) is answered by that
+worker alone."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..gocompat.json import go_json
 from ..http.messages import accepts_frames
 from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request, refused
 from ..log import log
-from .fanout import ASK_ERRORS, ASK_TIMEOUT, PEER_HEADER
+from .fanout import ASK_ERRORS, ASK_TIMEOUT
 
 if TYPE_CHECKING:
     from .fanout import FanOut, Handler
@@ -60,7 +61,7 @@ class GroupMessages:
 
     def _gathered(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            if req.header(PEER_HEADER):
+            if req.peer:
                 return await local(req)
             missing: HTTPError | None = None
             try:
@@ -112,7 +113,7 @@ class GroupMessages:
 
     def _by_id(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            if req.header(PEER_HEADER):
+            if req.peer:
                 return await local(req)
             if req.arg("id") is not None:
                 return await self._one(local, req)

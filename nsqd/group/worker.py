@@ -196,9 +196,8 @@ class Worker:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._links.run)
             if self._http is not None and self._http_listener is not None:
-                handle = self._http.api.handle
-                if self._http.api.tls_required:
-                    handle = _peers_trusted(handle, self.identity.secret)
+                tls_required = self._http.api.tls_required
+                handle = _from_peers(self._http.api.handle, self.identity.secret, tls_required)
                 server = http_server.Server(handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
             await self._await_peers()
@@ -289,7 +288,7 @@ class Worker:
         """A starting peer's catch-up: this worker's durable topics and channels, each with
         its paused flag and attributes, and its log level; asked by a peer only (a client
         gets nsqd's 404)."""
-        if not req.header(PEER_HEADER):
+        if not req.peer:
             raise HTTPError(404, "NOT_FOUND")
         await read_params(req)
         queues: list[Queue] = []
@@ -349,17 +348,20 @@ class Worker:
         self._pulls[key] = pulls
 
 
-def _peers_trusted(handle: Handler, secret: bytes) -> Handler:
-    """The private HTTP listener's handler under --tls-required: a request whose PEER_HEADER
-    holds the group's secret counts as secure (it came from a peer over loopback); any other
-    is refused as on a plain port (403 TLS_REQUIRED)."""
+def _from_peers(handle: Handler, secret: bytes, tls_required: bool) -> Handler:
+    """The private HTTP listener's handler: a request with PEER_HEADER is a peer's, answered
+    by this worker alone (the header on a public port is a client's, and ignored). Under
+    --tls-required, one whose PEER_HEADER holds the group's secret counts as secure (it came
+    from a peer over loopback); any other is refused as on a plain port (403 TLS_REQUIRED)."""
 
-    async def trusted(req: Request) -> Any:
-        if secret and req.header(PEER_HEADER) == secret:
+    async def from_peer(req: Request) -> Any:
+        mark = req.header(PEER_HEADER)
+        req.peer = mark is not None
+        if tls_required and secret and mark == secret:
             req.tls = True
         return await handle(req)
 
-    return trusted
+    return from_peer
 
 
 def _has_own_consumers(channel: Channel) -> bool:

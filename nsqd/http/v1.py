@@ -93,14 +93,17 @@ def parse_query(qs: bytes) -> dict[str, list[str]]:
 
 
 class Request(http_server.Request):
-    """A request as the handlers see it: the query parsed as Go does, the route's parameter."""
+    """A request as the handlers see it: the query parsed as Go does, the route's parameter,
+    and whether a group's peer made it (`peer`: set on a worker's private listener alone, so
+    that no client of the public ports gets a worker's answer for the group's)."""
 
-    __slots__ = ("_query", "params")
+    __slots__ = ("_query", "params", "peer")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._query: dict[str, list[str]] | None = None
         self.params = ""
+        self.peer = False
 
     def query(self) -> dict[str, list[str]]:
         if self._query is None:

@@ -157,6 +157,36 @@ def test_admin_of_a_topic_only_a_peer_has(group: Group) -> None:
     assert (status, body) == (404, b'{"message":"TOPIC_NOT_FOUND"}'), body
 
 
+def test_the_peer_header_on_a_public_port_is_a_clients(group: Group) -> None:
+    """The peer header sent to a shared public port gets the group's answer and makes a change
+    in every worker: a worker answers alone only on its private listener, where only its peers
+    connect."""
+    import urllib.request
+
+    from .conftest import PEER_HEADER
+
+    group.start()
+    with group.pin(1) as pub:
+        for _ in range(3):
+            pub.pub("t", b"x")
+    with group.pin(0) as pub:
+        pub.pub("t", b"x")
+    base = f"http://127.0.0.1:{group.http}"
+    for _ in range(8):  # new connections: the kernel spreads them over both workers
+        req = urllib.request.Request(f"{base}/stats?format=json", headers={PEER_HEADER: "1"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            (topic,) = json.loads(resp.read())["topics"]
+        assert topic["message_count"] == 4, topic
+    for k in range(4):
+        url = f"{base}/topic/create?topic=made{k}"
+        req = urllib.request.Request(url, data=b"", headers={PEER_HEADER: "1"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+    for k in (0, 1):
+        names = {t["topic_name"] for t in group.worker_stats(k)["topics"]}
+        assert names == {"t", "made0", "made1", "made2", "made3"}, (k, names)
+
+
 def test_a_channel_create_asks_each_peer_once(group: Group) -> None:
     """An HTTP channel create is made here and asked of each peer once: the peer that makes it
     on that request asks no one again, nor do this worker's hooks (N^2 requests before: the
