@@ -181,6 +181,10 @@ class Bridge:
             raise ReplyError("ERR bridge: invalid channel name")
         return topic.decode(), channel.decode()
 
+    def check_push(self, key: bytes) -> None:
+        """The error a push to `key` would get for its name (a move checks it first)."""
+        self._topic(key)
+
     def push(self, key: bytes, elems: list[bytes]) -> int:
         """Publish each element as a message; the number published."""
         topic = self._topic(key)

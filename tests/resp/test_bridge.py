@@ -104,6 +104,14 @@ def test_bridge_errors(ours) -> None:
         r.rpush("topic:orders", "")
     with pytest.raises(redis.ResponseError, match="pop from channel"):
         r.blpop(["a", "topic:orders"], 0.1)
+    # a move to a key that takes no push is refused before anything is taken
+    assert r.lpop(CH) is None  # the channel exists
+    assert r.rpush("topic:orders", "stays") == 1
+    with pytest.raises(redis.ResponseError, match="push to topic:<topic>"):
+        r.lmove(CH, CH, "LEFT", "LEFT")
+    with pytest.raises(redis.ResponseError, match="invalid topic name"):
+        r.rpoplpush(CH, "topic:bad name")
+    assert r.lpop(CH) == b"stays"
     assert r.ping()
     r.close()
 

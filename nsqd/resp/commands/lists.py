@@ -148,8 +148,12 @@ def _put(s: Session, dst: bytes, elem: bytes, left: bool) -> None:
 
 
 def _check_dst(s: Session, dst: bytes) -> None:
-    if not is_bridged(dst):
-        s.ks.get_list(dst)  # WRONGTYPE before anything is popped
+    """WRONGTYPE, or a bridge key that takes no push, before anything is popped (a message
+    popped from a channel key is finished: a move that failed after it lost it)."""
+    if is_bridged(dst):
+        s.fe.bridge.check_push(dst)
+    else:
+        s.ks.get_list(dst)
 
 
 def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | None:
@@ -207,6 +211,7 @@ def _move_now(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool
         try:
             _check_dst(s, dst)
             _put(s, dst, taken.body, whereto)
+            s.fe.log.flush()  # the move is kept before its peer lets the message go
         except BaseException:
             await taken.settle(False)
             raise
