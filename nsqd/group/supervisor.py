@@ -41,6 +41,8 @@ SETTLED = 10.0  # a worker that ran this long starts again after FIRST_PAUSE
 EARLY = 2.0  # a worker that exits by itself this soon after starting did not start
 LINKS_WAIT = 10.0  # seconds the supervisor waits for its workers' links before its own work
 REFUSALS = 3  # starts in a row a worker did not make before the group stops (so will the next)
+# 1: a closing SO_REUSEPORT listener hands its queued connections to the others in its group
+MIGRATE_REQ = "/proc/sys/net/ipv4/tcp_migrate_req"
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the child runs this very package, whatever PYTHONPATH or the current directory hold
 _CHILD = (
@@ -214,4 +216,18 @@ def run(argv: list[str], opts: Options) -> int:
     group_path = os.path.abspath(opts.data_path or os.getcwd())
     os.makedirs(group_path, exist_ok=True)
     log.info("group: %d workers", opts.workers)
+    if _reads(MIGRATE_REQ) == "0":
+        log.info(
+            "group: %s is 0: connections queued at a worker that dies are reset, not handed to "
+            "the others (docs/workers.md, What survives)",
+            MIGRATE_REQ,
+        )
     return Supervisor(argv, opts, group_path).run()
+
+
+def _reads(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:  # not Linux 5.14+, or no /proc
+        return ""

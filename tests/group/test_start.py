@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +136,9 @@ def test_sigterm_stops_every_worker_cleanly(group: Group) -> None:
     for pid in pids.values():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+    # the hint about a dying worker's queued connections, where the host resets them
+    migrate = Path("/proc/sys/net/ipv4/tcp_migrate_req").read_text().strip()
+    assert ("tcp_migrate_req is 0" in text) == (migrate == "0"), (migrate, text)
 
 
 def test_a_lone_nsqds_data_path_is_refused(tmp_path) -> None:
