@@ -7,7 +7,7 @@ and does the rest itself (records.py appends what came meanwhile and renames).
 
 The child runs nothing of the parent's but the snapshot's iteration: no event loop, no
 logging (another thread may have held a lock at the fork), no garbage collection (it would
-touch every object and copy every page); it runs at the lowest priority (nice 19: a busy
+touch every object and copy every page), none of the parent's open files; it runs at the lowest priority (nice 19: a busy
 daemon and its clients come first), it dies with its parent (PR_SET_PDEATHSIG), and its
 temporary file is named after it, so a child left behind by a killed daemon can never write
 into the file a new daemon's child writes."""
@@ -86,6 +86,10 @@ def _child(tmp: str, chunks: Iterable[bytes], mode: int, parent: int) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)  # the parent's handlers wake the parent's loop
         signal.set_wakeup_fd(-1)
+        # none of the parent's files: the data path's lock, the listening sockets and the
+        # connections are the parent's alone (a child that outlived a killed daemon by a few
+        # milliseconds held the lock, and the daemon started again was refused it)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         os.nice(19)  # background work: the cores go to serving first, the rest to this
         if sys.platform.startswith("linux"):
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

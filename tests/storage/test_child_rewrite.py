@@ -166,3 +166,37 @@ def test_no_fork_compacts_at_once(tmp_path: Path, monkeypatch, caplog) -> None:
     log.flush()
     assert _payloads(log) == [b"snap", b"after"]
     log.close()
+
+
+def test_the_child_holds_none_of_the_parents_files(tmp_path: Path) -> None:
+    """The data path's lock (a flock, shared by a forked child's copy of its fd) and every
+    other file stay the parent's: once the parent lets the lock go, another process takes
+    it while the child still writes (a daemon killed during a rewrite, started again at
+    once, was refused its data path by the dying child)."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from nsqd.storage.child import ChildWrite
+
+    lock = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    gate = tmp_path / "gate"
+    child = ChildWrite(str(tmp_path / "out"), _gated([b"x"], gate), 0o644)
+    try:
+        os.close(lock)  # the parent's copy: only a child's could hold it now
+        probe = (
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        )
+        taken = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], timeout=30)
+        assert not child.finished()  # still at work (waiting for the gate)
+        assert taken.returncode == 0, "the child held the lock"
+    finally:
+        gate.touch()
+        deadline = time.monotonic() + 30
+        while not child.finished() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert child.succeeded
+    child.abandon()  # its temporary file
