@@ -7,10 +7,10 @@ and does the rest itself (records.py appends what came meanwhile and renames).
 
 The child runs nothing of the parent's but the snapshot's iteration: no event loop, no
 logging (another thread may have held a lock at the fork), no garbage collection (it would
-touch every object and copy every page), none of the parent's open files; it runs at the lowest priority (nice 19: a busy
-daemon and its clients come first), it dies with its parent (PR_SET_PDEATHSIG), and its
-temporary file is named after it, so a child left behind by a killed daemon can never write
-into the file a new daemon's child writes."""
+touch every object and copy every page), none of the parent's open files; it runs at the
+lowest priority (nice 19: a busy daemon and its clients come first), it dies with its parent
+(PR_SET_PDEATHSIG), and its temporary file is named after it, so a child left behind by a
+killed daemon can never write into the file a new daemon's child writes."""
 
 from __future__ import annotations
 
