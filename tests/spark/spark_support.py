@@ -50,9 +50,25 @@ def wait_until(
         time.sleep(interval)
 
 
+# The JIT's top tier (C2) off in every JVM these tests start: the session, the child jobs, the
+# cluster script's master, workers and executors. They do little JVM-side work (Python reads
+# and writes NSQ), so C2's compiling costs a 2-core machine more CPU than it returns, most of
+# all where JVMs start side by side (measured on 2 cores: test_spark_cluster ~51 s -> ~37 s,
+# test_spark_install ~33 s -> ~25 s). It changes how fast Spark's code runs, not what it does.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def with_jvm_options(env: dict[str, str]) -> dict[str, str]:
+    """`env` with JVM_OPTIONS in JAVA_TOOL_OPTIONS (read by every JVM, launchers included)."""
+    options = env.get("JAVA_TOOL_OPTIONS", "")
+    if JVM_OPTIONS not in options.split():
+        env["JAVA_TOOL_OPTIONS"] = f"{options} {JVM_OPTIONS}".strip()
+    return env
+
+
 def spark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Workers run this interpreter, find `pyspark_nsq` on PYTHONPATH, and stay on loopback."""
-    env = dict(os.environ)
+    env = with_jvm_options(dict(os.environ))
     path = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path))
     env["PYSPARK_PYTHON"] = sys.executable
@@ -68,9 +84,10 @@ SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.session.timeZone": "UTC",
-    # 2g, not Spark's 1g: the driver-side read of 1,000 x 1 MiB (test_spark_large) holds up to
-    # ~850 MiB live in the driver's heap (measured after forced full GCs), so with 1g a run
-    # sometimes lost its JVM (CI: the gateway gone, pytest's report of it crashed)
+    # 2g, not Spark's 1g: the driver-side read of 1,000 x 1 MiB (test_spark_large, before it
+    # became 300) held up to ~850 MiB live in the driver's heap (measured after forced full
+    # GCs), so with 1g a run sometimes lost its JVM (CI: the gateway gone, pytest's report of
+    # it crashed); kept, so the heap is not what decides whether a large read passes
     "spark.driver.memory": "2g",
 }
 

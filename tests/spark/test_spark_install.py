@@ -24,7 +24,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from spark_support import REPO_ROOT, SPARK_CONF, Proc, drain
+from spark_support import REPO_ROOT, SPARK_CONF, Proc, drain, with_jvm_options
 
 SOURCES = ("pyproject.toml", "README.md", "nsqd_launcher.py", "nsqd", "protocol", "pyspark_nsq")
 
@@ -77,6 +77,7 @@ def _venv_with(tmp: Path, project: Path, editable: bool) -> Path:
 
 def _job_env(python: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYSPARK"))}
+    with_jvm_options(env)  # the JIT's top tier off, as in the other tests' JVMs
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(python)
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env["NSQ_TEST_CONF"] = json.dumps(SPARK_CONF)

@@ -1,4 +1,4 @@
-"""Batches are capped by bytes as well as by count: 1,000 messages of 1 MiB (nsqd's default
+"""Batches are capped by bytes as well as by count: 300 messages of 1 MiB (nsqd's default
 --max-msg-size) go through the driver-side reader with default options and default Spark
 settings (its tasks carry the bodies: a task above spark.rpc.message.maxSize, 128 MiB, would
 fail the job), and a 5 MB message goes through the executor-side reader (our nsqd's default)
@@ -86,10 +86,15 @@ def explain(nsqd: Proc, trace_path: Path, topic: str, what: str) -> str:
     return "\n".join(lines)
 
 
-def test_thousand_1mib_messages_with_defaults(
+def test_many_1mib_messages_with_defaults(
     spark: Any, big_nsqd: Proc, topic: str, tmp_path: Path, trace_path: Path, report: Any
 ) -> None:
-    n = 1000
+    # 300 MiB, not the 1,000 MiB this test once sent (20-40 s of the suite's time on 2 cores
+    # for nothing more proven): still ~10 batches under the 32 MiB trigger cap, several
+    # pauses of the reader at 64 MiB held (2 x maxBytesPerTrigger), a backlog on disk (beyond
+    # --mem-queue-size=100), and above 2 x 128 MiB, so a batch of it, or a task of half of it
+    # (one per core of local[2]), would exceed spark.rpc.message.maxSize without the caps.
+    n = 300
     sent = [body(i, MIB) for i in range(n)]
     create_channel(big_nsqd, topic)
     publish(big_nsqd, topic, sent)
@@ -101,7 +106,7 @@ def test_thousand_1mib_messages_with_defaults(
     planned = [e for e in read_trace(trace_path, topic) if e["event"] == "partitions"]
     assert sum(e["held"] for e in planned) == n
     report(
-        f"1,000 x 1 MiB with default options: {len(sizes)} batches of at most {max(sizes)} messages"
+        f"{n} x 1 MiB with default options: {len(sizes)} batches of at most {max(sizes)} messages"
     )
 
 
