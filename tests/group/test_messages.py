@@ -11,7 +11,7 @@ import json
 import struct
 import urllib.request
 
-from tests.ops.conftest import http_post
+from tests.ops.conftest import http_post, wait_until
 
 from .conftest import PEER_HEADER, Group
 
@@ -125,9 +125,14 @@ def test_a_deferred_message_is_cancelled_and_moved_where_it_waits(group: Group) 
             assert kind == 2
             sub.req(data[10:26], 600_000)  # deferred in worker 1
             sub.rdy(0)
-        status, answer = _ask(group, 0, f"/channel/peek?{Q}&state=deferred&n=10")
-        deferred = sorted(_bodies(answer))
-        assert status == 200 and len(deferred) == 2
+
+        def both_deferred() -> list[str]:
+            # REQ has no answer: worker 1 may read the last one after this peek reaches it
+            status, answer = _ask(group, 0, f"/channel/peek?{Q}&state=deferred&n=10")
+            assert status == 200
+            return sorted(_bodies(answer)) if len(_bodies(answer)) == 2 else []
+
+        deferred = wait_until(both_deferred, 5, "both messages deferred in worker 1")
         assert _ask(group, 0, f"/message/cancel?{Q}&id={deferred[0]}") == (200, b"OK")
         assert _ask(group, 0, f"/message/defer?{Q}&id={deferred[1]}&ms=0") == (200, b"OK")
         status, answer = _ask(group, 0, f"/message/cancel?{Q}&id={deferred[0]}")
