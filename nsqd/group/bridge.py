@@ -26,6 +26,7 @@ from protocol.v2.message import DecodedMessage, decode_message
 
 from ..log import log
 from .fanout import ASK_ERRORS, ASK_TIMEOUT
+from .messages import split_messages
 
 if TYPE_CHECKING:
     from .fanout import FanOut
@@ -97,12 +98,7 @@ class PeerLists:
             return []
         if status != 200:  # 404: the channel is not there (made while it was down)
             return []
-        msgs, pos = [], 0
-        while pos + 8 <= len(body):
-            end = pos + 4 + int.from_bytes(body[pos : pos + 4], "big")
-            msgs.append(decode_message(body[pos + 8 : end]))
-            pos = end
-        return msgs
+        return [decode_message(frame[8:]) for frame in split_messages(body, binary=True)]
 
 
 class PeerMessage:

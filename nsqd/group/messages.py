@@ -67,7 +67,7 @@ class GroupMessages:
             try:
                 answer = await local(req)  # every argument checked here first
                 binary = type(answer) is BinaryBody
-                parts = [_messages(answer, binary)]
+                parts = [split_messages(answer, binary)]
             except Refused as exc:
                 if exc.http_status != 404:
                     raise
@@ -96,7 +96,7 @@ class GroupMessages:
                     log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
                     continue
                 if status == 200:
-                    parts.append(_messages(body, binary))
+                    parts.append(split_messages(body, binary))
                     got += len(parts[-1])
                     taken += _bytes(parts[-1], binary)
             if len(parts) == 1:
@@ -165,7 +165,7 @@ def _summed(answer: JSONBody, answers: list[tuple[int, bytes]]) -> JSONBody:
     return JSONBody(go_json(doc))
 
 
-def _messages(body: bytes, binary: bool) -> list[Any]:
+def split_messages(body: bytes, binary: bool) -> list[Any]:
     """An answer's messages: JSON objects, or nsqd's frames (each with its size)."""
     if not binary:
         return list(json.loads(body)["messages"])
