@@ -48,9 +48,15 @@ class Group:
             stale.unlink()
         argv = [*OURS, f"--workers={self.count}"]
         argv += nsqd_process.address_flags(self.tcp, self.http, self.data)
+        before = [self.listened(k) if self.log.exists() else 0 for k in range(self.count)]
         self.proc = nsqd_process.launch(argv + list(flags), self.log, append=True)
         wait_until(lambda: all(self.link(k) for k in range(self.count)), START_TIMEOUT, "links")
         wait_until(lambda: port_open(self.tcp) and port_open(self.http), START_TIMEOUT, "ports")
+
+        def every() -> bool:  # not only the first: one killed before it caught up never would
+            return all(self.listened(k) > before[k] for k in range(self.count))
+
+        wait_until(every, START_TIMEOUT, "every worker listening on the shared ports")
         return self
 
     def link(self, k: int) -> int:
@@ -120,4 +126,6 @@ def group(workdir: Path) -> Iterator[Group]:
     g = Group(workdir)
     yield g
     status = g.stop()
+    if g.log.exists():  # pytest shows a teardown's output only for a test that failed
+        print(g.log_text()[-8000:])
     assert status in (None, 0, -signal.SIGTERM), g.log_text()[-3000:]
