@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from .conftest import Daemon
+from .conftest import Daemon, shutdown, start_daemon
 from .fuzz_streams import Fuzzer, targets, vm_hwm_mib
 from .hostile_wire import (
     Certs,
@@ -70,6 +71,39 @@ def test_fuzzed_streams_never_stop_the_daemon(
     record_property("fuzz", {"seed": seed, "streams": dict(fuzzer.counts), "peak_mib": peak})
     # a stream the daemon never closes after the client's half-close is a leak of its own
     assert sum(fuzzer.lingering.values()) <= STREAMS // 100, (seed, dict(fuzzer.lingering))
+
+
+GROUP_STREAMS = STREAMS // 2
+_EXITED = re.compile(r"group: worker \d+ exited[^\n]*")
+
+
+def test_fuzzed_streams_never_stop_a_worker(fuzz_certs: Certs) -> None:
+    """The same fuzz on ours with --workers=2: a worker that dies is started again and the
+    group still answers, so liveness alone would not see it; the group's log must name no
+    worker that exited (each stream lands on whichever worker the kernel picks)."""
+    seed = SEED
+    print(f"fuzz seed {seed} (NSQD_FUZZ_SEED={seed} replays it)")
+    resp = free_ports(1)[0]
+    flags = [*daemon_flags(fuzz_certs), "--workers=2", f"--resp-address=127.0.0.1:{resp}"]
+    daemon = start_daemon("ours", flags)
+    try:
+        fronts = targets(daemon.tcp_port, daemon.http_port, https_port(daemon), resp)
+        for front in fronts:
+            assert wait_accepting(daemon.proc, front.port, 10), f"{front.name}: {front.port}"
+        fuzzer = Fuzzer(seed, fuzz_certs.client_context())
+        for n in range(1, GROUP_STREAMS + 1):
+            try:
+                fuzzer.stream(fuzzer.rng.choice(fronts))
+            except OSError as exc:
+                liveness_after(daemon, seed, n, exc)
+                raise AssertionError(f"seed {seed}, stream {n}: {exc!r}") from exc
+            if n % LIVENESS_EVERY == 0 or n == GROUP_STREAMS:
+                liveness_after(daemon, seed, n)
+                exited = _EXITED.findall(daemon.log_path.read_text(errors="replace"))
+                assert not exited, f"seed {seed}, by stream {n}: {exited}\n{daemon.log_tail()}"
+        print(f"ours --workers=2: streams {dict(fuzzer.counts)}")
+    finally:
+        assert shutdown(daemon) is None
 
 
 def liveness_after(daemon: Daemon, seed: int, n: int, cause: BaseException | None = None) -> None:
