@@ -104,6 +104,12 @@ def resp_seeds() -> list[bytes]:
         b"PING\r\nECHO hi\r\n",
         cmd(b"DEL", b"k", b"l", b"h") + cmd(b"EXISTS", b"k"),
         cmd(b"HELLO", b"3") + cmd(b"CLIENT", b"SETNAME", b"fuzz"),
+        # the bridge to NSQ: in a group these ask the other workers
+        cmd(b"RPUSH", b"topic:fuzz", b"a", b"b") + cmd(b"LLEN", b"channel:fuzz:c"),
+        cmd(b"LPOP", b"channel:fuzz:c", b"2") + cmd(b"RPOP", b"channel:fuzz:c"),
+        cmd(b"LMPOP", b"2", b"l", b"channel:fuzz:c", b"LEFT", b"COUNT", b"3"),
+        cmd(b"LMOVE", b"channel:fuzz:c", b"l", b"LEFT", b"RIGHT"),
+        cmd(b"BLPOP", b"channel:fuzz:c", b"0.01") + cmd(b"TYPE", b"topic:fuzz"),
     ]
 
 
