@@ -6,7 +6,6 @@ Durations are held in seconds (float); flags and config files take Go durations 
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import zlib
@@ -21,6 +20,7 @@ from ..gocompat.strconv import (
     parse_duration,
     parse_int,
 )
+from .cores import usable_cores
 from .flags import FLAGS, Flag
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
@@ -175,11 +175,11 @@ class Options:
 
 
 def _workers(value: Any) -> int:
-    """--workers: a count >= 1, or auto (the cores this process may run on)."""
+    """--workers: a count >= 1, or auto (the cores this process may use: config/cores.py)."""
     if _is_int(value):
         count = value
     elif str(value).strip().lower() == "auto":
-        return len(os.sched_getaffinity(0))
+        return usable_cores()
     else:
         try:
             count = int(str(value))
