@@ -31,12 +31,15 @@ def cgroup_cpu_quota() -> float | None:
     except OSError:
         return None
     limits = []
-    for line in memberships:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # v2: the unified hierarchy
-            limits += _walk(_dir(mounts, "cgroup2", None, path), _v2_quota)
-        elif "cpu" in controllers.split(","):
-            limits += _walk(_dir(mounts, "cgroup", "cpu", path), _v1_quota)
+    try:
+        for line in memberships:
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":  # v2: the unified hierarchy
+                limits += _walk(_dir(mounts, "cgroup2", None, path), _v2_quota)
+            elif "cpu" in controllers.split(","):
+                limits += _walk(_dir(mounts, "cgroup", "cpu", path), _v1_quota)
+    except (OSError, ValueError):  # a line not in the kernel's format: as if no quota
+        return None
     return min(limits, default=None)
 
 
