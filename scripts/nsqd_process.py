@@ -25,6 +25,7 @@ from reference import ReferenceInstallError, ensure_reference
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
+SIGTERM_AFTER_S = 0.25  # see terminate()
 
 __all__ = [
     "HOST",
@@ -162,8 +163,16 @@ def terminate(
     proc: subprocess.Popen[bytes], timeout: float, kill_timeout: float | None = None
 ) -> int | None:
     """SIGTERM and wait up to ``timeout`` seconds: the exit status, or None when it had to be
-    killed (then waited for up to ``kill_timeout``, default ``timeout``)."""
+    killed (then waited for up to ``kill_timeout``, default ``timeout``).
+
+    Not before the process has run SIGTERM_AFTER_S: the Go nsqd listens before it handles
+    SIGTERM (go-svc's Run calls Start, which opens the listeners, and only then
+    signal.Notify), so a SIGTERM as soon as its port answers could kill it with the signal's
+    default action (exit -15, nothing persisted): seen once beside CPU hogs."""
     if proc.poll() is None:
+        early = SIGTERM_AFTER_S - _running_for(proc.pid)
+        if early > 0:
+            time.sleep(early)
         proc.send_signal(signal.SIGTERM)
     try:
         return proc.wait(timeout)
@@ -171,6 +180,16 @@ def terminate(
         proc.kill()
         proc.wait(timeout if kill_timeout is None else kill_timeout)
         return None
+
+
+def _running_for(pid: int) -> float:
+    """Seconds since the process started (/proc: its start time in clock ticks since boot)."""
+    try:
+        started = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return SIGTERM_AFTER_S  # gone or unreadable: no wait
+    return uptime - started / os.sysconf("SC_CLK_TCK")
 
 
 def kill(proc: subprocess.Popen[bytes], timeout: float) -> None:
