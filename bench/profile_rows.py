@@ -65,14 +65,17 @@ def sampled(daemon: Daemon, py_spy: str, out: Path, rate: int, idle: bool) -> It
     pids = daemon.pids()
     serving = pids[1:] or pids  # with workers the first is the supervisor, which serves nothing
     flags = ["--nonblocking", "-r", str(rate), "-f", "raw"] + (["--idle"] if idle else [])
-    spies = [
-        subprocess.Popen(
-            [py_spy, "record", *flags, "-p", str(pid), "-o", str(out / f"raw-{pid}.txt")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for pid in serving
-    ]
+    spies = []
+    for pid in serving:
+        # its complaints kept beside its samples: "no samples" alone said nothing of why
+        with open(out / f"spy-{pid}.err", "wb") as err:
+            spies.append(
+                subprocess.Popen(
+                    [py_spy, "record", *flags, "-p", str(pid), "-o", str(out / f"raw-{pid}.txt")],
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
     time.sleep(0.5)  # attached before the row's clients start
     try:
         yield
@@ -116,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_workload("ours", workload, settings, watch)
         result = outcome["error"] or describe(outcome["metrics"])
         text = f"row {workload.name} (--workers {args.workers or 1}): {result}\n"
-        text += summarize(sorted(rawdir.glob("raw-*.txt")))
+        summary = summarize(sorted(rawdir.glob("raw-*.txt")))
+        if summary.startswith("no samples"):
+            for err in sorted(rawdir.glob("spy-*.err")):
+                summary += f"{err.name}: {err.read_text(errors='replace')[-500:]}\n"
+        text += summary
         (args.out / f"profile-{workload.name}.txt").write_text(text)
         print(text, flush=True)
     return 0
