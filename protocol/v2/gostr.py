@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .goprint import is_print
+
 _ESCAPES = {
     "\a": "\\a",
     "\b": "\\b",
@@ -21,6 +23,7 @@ def go_quote(raw: bytes) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return _quote_invalid(raw)
+    # Python's isprintable agrees with Go on ASCII; past it, Go's tables (goprint) decide.
     if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         return f'"{text}"'
     return '"' + "".join(_quote_rune(ch) for ch in text) + '"'
@@ -29,9 +32,9 @@ def go_quote(raw: bytes) -> str:
 def _quote_rune(ch: str) -> str:
     if ch in _ESCAPES:
         return _ESCAPES[ch]
-    if ch.isprintable():
-        return ch
     code = ord(ch)
+    if is_print(code):
+        return ch
     if code < 0x80:
         return f"\\x{code:02x}"
     if code < 0x10000:

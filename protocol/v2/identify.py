@@ -4,6 +4,7 @@ and negotiate the reply and the stream upgrades."""
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -93,6 +94,21 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
+class _DeepDecoder(json.JSONDecoder):
+    """The pure-Python scanner: its recursion is in Python frames, which sys.setrecursionlimit
+    bounds on every version. The C scanner's is bounded by the C recursion limit since Python
+    3.12 (3.13 refuses 10,000 levels whatever the recursion limit says)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            object_pairs_hook=_Object, parse_constant=_reject_constant, parse_int=_parse_int
+        )
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+
+_FRAMES_PER_LEVEL = 2  # the scanner's _scan_once, then parse_array or parse_object
+
+
 def _loads_deep(text: str) -> Any:
     """Go's decoder accepts nesting up to 10,000 levels, Python's stops near 1,000: measure
     the depth ourselves, refuse past Go's limit, else parse with room on the stack."""
@@ -101,9 +117,9 @@ def _loads_deep(text: str) -> Any:
     if depth > _GO_MAX_DEPTH:
         raise ValueError("exceeded max depth")
     old = sys.getrecursionlimit()
-    sys.setrecursionlimit(old + depth + 100)
+    sys.setrecursionlimit(old + _FRAMES_PER_LEVEL * depth + 100)
     try:
-        return _loads(text)
+        return _DeepDecoder().decode(text)
     finally:
         sys.setrecursionlimit(old)
 

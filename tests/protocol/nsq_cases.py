@@ -1287,10 +1287,11 @@ GO_QUOTE_CASES: list[tuple[bytes, str]] = [
     ("\u0378".encode(), '"\\u0378"'),  # unassigned
     ("\U000e0001".encode(), '"\\U000e0001"'),
     ("\U0010ffff".encode(), '"\\U0010ffff"'),
-    # SHAKING FACE (Unicode 15.0) is printable for nsqd built with a recent Go, which quotes it
-    # as is; Python 3.11's Unicode 14 tables don't know it, so we escape it. A documented
-    # difference (README): only error texts quoting such characters differ.
-    ("\U0001fae8".encode(), '"\\U0001fae8"'),
+    # SHAKING FACE (Unicode 15.0): Go since 1.21 prints it; Python 3.11's own tables (Unicode
+    # 14) would escape it, 3.13's (15.1) would print U+1FAE9 too, which Go escapes.
+    ("\U0001fae8".encode(), '"\U0001fae8"'),
+    ("\U0001fae9".encode(), '"\\U0001fae9"'),
+    ("\u0cf3\U0001f6dc\U00031350".encode(), '"\u0cf3\U0001f6dc\U00031350"'),
     (b"\xff", '"\\xff"'),
     (b"a\xc3", '"a\\xc3"'),  # truncated sequence
     (b"\xc3(", '"\\xc3("'),

@@ -1,0 +1,3 @@
+module goprint
+
+go 1.21
