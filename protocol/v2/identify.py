@@ -4,7 +4,6 @@ and negotiate the reply and the stream upgrades."""
 from __future__ import annotations
 
 import json
-import json.scanner
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -92,21 +91,22 @@ def _loads(text: str) -> Any:
 _GO_MAX_DEPTH = 10_000
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-
-
-class _DeepDecoder(json.JSONDecoder):
-    """The pure-Python scanner: its recursion is in Python frames, which sys.setrecursionlimit
-    bounds on every version. The C scanner's is bounded by the C recursion limit since Python
-    3.12 (3.13 refuses 10,000 levels whatever the recursion limit says)."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            object_pairs_hook=_Object, parse_constant=_reject_constant, parse_int=_parse_int
-        )
-        self.scan_once = json.scanner.py_make_scanner(self)
-
-
 _FRAMES_PER_LEVEL = 2  # the scanner's _scan_once, then parse_array or parse_object
+
+
+def _deep_decoder() -> json.JSONDecoder:
+    """A decoder on the pure-Python scanner: its recursion is in Python frames, which
+    sys.setrecursionlimit bounds on every version. The C scanner's is bounded by the C
+    recursion limit since Python 3.12 (3.13 refuses 10,000 levels whatever the recursion limit
+    says). Made here, not at import: json.scanner, or json.JSONDecoder read at import, would
+    load json at start, which nsqd/lazy.py defers (and deep bodies are rare)."""
+    from json.scanner import py_make_scanner
+
+    decoder = json.JSONDecoder(
+        object_pairs_hook=_Object, parse_constant=_reject_constant, parse_int=_parse_int
+    )
+    decoder.scan_once = py_make_scanner(decoder)
+    return decoder
 
 
 def _loads_deep(text: str) -> Any:
@@ -119,7 +119,7 @@ def _loads_deep(text: str) -> Any:
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(old + _FRAMES_PER_LEVEL * depth + 100)
     try:
-        return _DeepDecoder().decode(text)
+        return _deep_decoder().decode(text)
     finally:
         sys.setrecursionlimit(old)
 
