@@ -5,9 +5,9 @@ Spark finds Python data sources by scanning sys.path with pkgutil.iter_modules()
 `pyspark_*` modules with a `DefaultSource` (pyspark/sql/worker/lookup_data_sources.py), which
 cannot see setuptools' editable import hook; pyproject.toml's `package-dir` makes an editable
 install a plain path entry instead. Each case (the two side by side) copies the project's
-sources to a temporary folder, installs them into a fresh virtualenv (--system-site-packages,
-for pyspark and pyarrow), and runs a real job with that interpreter (driver and workers) from
-another folder.
+sources to a temporary folder, installs them into a fresh virtualenv (which sees the test
+environment's site-packages, for pyspark and pyarrow), and runs a real job with that
+interpreter (driver and workers) from another folder.
 The build runs in pip's isolated build environment, with the build backend pyproject.toml asks
 for fetched from the package index, as a user's `pip install` does: nothing depends on which
 setuptools or wheel the machine's Python happens to have (building without isolation failed
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from collections import Counter
@@ -63,16 +64,33 @@ def _venv_with(tmp: Path, project: Path, editable: bool) -> Path:
     an isolated environment with the backend from pyproject.toml's [build-system]."""
     venv = tmp / "venv"
     subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-        check=True,
-        timeout=120,
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
     )
     python = venv / "bin" / "python"
+    _see_our_packages(python)
     target = ["-e", str(project)] if editable else [str(project)]
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
     done = subprocess.run([*pip, *target], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return python
+
+
+def _see_our_packages(python: Path) -> None:
+    """pyspark and pyarrow for the new virtualenv: the site-packages of the environment the
+    tests run in, as plain path entries behind its own (its .pth files are not read, so the
+    checkout's own install stays out). Not --system-site-packages: from a virtualenv (as
+    scripts/test.sh runs in a fresh clone) that gives the base interpreter's, which lack them."""
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    ours = [*site.getsitepackages(), site.getusersitepackages()]
+    Path(purelib, "tests-site-packages.pth").write_text(
+        "".join(f"{path}\n" for path in dict.fromkeys(ours) if Path(path).is_dir())
+    )
 
 
 def _job_env(python: Path) -> dict[str, str]:
