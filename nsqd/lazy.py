@@ -57,9 +57,10 @@ class _Deferred(types.ModuleType):
 
 
 def defer(names: tuple[str, ...] = DEFERRED) -> None:
-    """Put a stand-in in sys.modules for each name not imported yet."""
+    """Put a stand-in in sys.modules for each name not imported yet and not built into the
+    interpreter (Debian's Python has `array` built in: nothing to load, nothing to save)."""
     for name in names:
-        if name in sys.modules:
+        if name in sys.modules or name in sys.builtin_module_names:
             continue
         spec = importlib.util.find_spec(name)
         if spec is None:
