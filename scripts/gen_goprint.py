@@ -20,7 +20,13 @@ from pathlib import Path
 from gobuild import go_binary
 
 OUT = Path(__file__).resolve().parent.parent / "protocol" / "v2" / "goprint.py"
-TABLES = ("isPrint16", "isNotPrint16", "isPrint32", "isNotPrint32")
+# Go's table -> ours, and what its line says after the closing parenthesis
+TABLES = {
+    "isPrint16": ("_PRINT16", ""),
+    "isNotPrint16": ("_NOT_PRINT16", ""),
+    "isPrint32": ("_PRINT32", ""),
+    "isNotPrint32": ("_NOT_PRINT32", "  # less 0x10000, as Go keeps them"),
+}
 
 TEMPLATE = '''"""Go's strconv.IsPrint, from the tables of Go {go} (Unicode {unicode}).
 
@@ -85,23 +91,16 @@ def main() -> None:
     unicode = re.search(
         r'Version = "([0-9.]+)"', Path(path.parent.parent, "unicode/tables.go").read_text()
     )
-    names = {
-        "isPrint16": "_PRINT16",
-        "isNotPrint16": "_NOT_PRINT16",
-        "isPrint32": "_PRINT32",
-        "isNotPrint32": "_NOT_PRINT32",
-    }
     text = TEMPLATE.format(
         go=go_env("GOVERSION").removeprefix("go"), unicode=unicode.group(1) if unicode else "?"
     )
-    for name in TABLES:
+    tables = []
+    for name, (ours, comment) in TABLES.items():
         body = textwrap.fill(
             " ".join(words(source, name)), 95, initial_indent="    ", subsequent_indent="    "
         )
-        text += f'{names[name]} = _table(\n    """\n{body}\n"""\n)\n'
-        if name == "isNotPrint32":
-            text = text.removesuffix("\n)\n") + "\n)  # less 0x10000, as Go keeps them\n"
-        text += "\n" if name != TABLES[-1] else ""
+        tables.append(f'{ours} = _table(\n    """\n{body}\n"""\n){comment}\n')
+    text += "\n".join(tables)
     OUT.write_text(text)
     print(f"wrote {OUT}")
 
