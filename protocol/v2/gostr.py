@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .goprint import is_print
+from bisect import bisect_left
+
+from .goprint import NOT_PRINT16, NOT_PRINT32, PRINT16, PRINT32
 
 _ESCAPES = {
     "\a": "\\a",
@@ -58,3 +60,22 @@ def _quote_invalid(raw: bytes) -> str:
             out.append(f"\\x{raw[i]:02x}")
             i += 1
     return '"' + "".join(out) + '"'
+
+
+def is_print(code: int) -> bool:
+    """Go's strconv.IsPrint(rune(code)), on Go's tables (goprint): what %q leaves as it is."""
+    if code <= 0xFF:
+        if 0x20 <= code <= 0x7E:
+            return True
+        return 0xA1 <= code <= 0xFF and code != 0xAD
+    if code < 0x10000:
+        ranges, holes, hole = PRINT16, NOT_PRINT16, code
+    else:
+        ranges, holes, hole = PRINT32, NOT_PRINT32, code - 0x10000
+    i = bisect_left(ranges, code)
+    if i >= len(ranges) or code < ranges[i & ~1] or ranges[i | 1] < code:
+        return False
+    if code >= 0x20000:
+        return True
+    j = bisect_left(holes, hole)
+    return j >= len(holes) or holes[j] != hole

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.v2.goprint import UNICODE_VERSION, is_print
+from protocol.v2.goprint import UNICODE_VERSION
+from protocol.v2.gostr import is_print
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import gobuild
