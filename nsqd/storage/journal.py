@@ -18,13 +18,19 @@ the same write; releases (FIN runs) are gathered and written once per scheduler 
 store's flusher (at once with --sync-every=1). fsync follows --sync-every (counted in writes)
 and --sync-timeout, through the store's syncer. The file is rewritten from the live set at
 start, at a clean stop, and when it has grown to twice its live size (past 32 MiB), so it stays
-bounded. go-diskqueue's files and nsqd.dat are never touched: the Go nsqd ignores these."""
+bounded. go-diskqueue's files and nsqd.dat are never touched: the Go nsqd ignores these.
+
+nsqd.dat is written a moment after a channel is made (as nsqd writes it), so a kill -9 in that
+moment leaves a journal whose channel nsqd.dat does not list: `written_after` finds those (a
+journal written after nsqd.dat was), and the store makes their channels again at start."""
 
 from __future__ import annotations
 
 import os
 import struct
 from collections.abc import Callable
+
+from protocol.v2 import is_ephemeral, is_valid_name
 
 from ..engine.message import Message
 from ..engine.ports import StoreError
@@ -38,6 +44,9 @@ _MSG = struct.Struct(">16sqHI")  # id, timestamp, attempts, body length
 _COUNT = struct.Struct(">I")
 _DUE = struct.Struct(">q")
 _COMPACT_FLOOR = 32 << 20
+# a file's time is the kernel's coarse clock (up to a tick behind time.time_ns, which stamps
+# nsqd.dat): a journal written just after nsqd.dat's snapshot may look older by that much
+_CLOCK_TICK_NS = 20_000_000
 
 
 def _messages(msgs: list[Message]) -> bytes:
@@ -96,6 +105,25 @@ def replay(records: list[bytes], name: str) -> dict[bytes, tuple[Message, int | 
         except (struct.error, ValueError) as exc:
             log.error("JOURNAL(%s): malformed record - skipped (%s)", name, exc)
     return live
+
+
+def written_after(data_path: str, since_ns: int) -> list[tuple[str, str]]:
+    """(topic, channel) of each journal in `data_path` last written at or after `since_ns`
+    (st_mtime_ns; nsqd.dat's). One written before it belongs to a channel nsqd.dat has listed
+    or a run since has deleted (a run without --durable-inflight leaves the file behind), so
+    only these may be adopted. A name that is no channel's is skipped with a log line."""
+    found = []
+    with os.scandir(data_path) as entries:
+        for entry in entries:
+            if not entry.name.endswith(SUFFIX) or not entry.is_file():
+                continue
+            topic, _, channel = entry.name[: -len(SUFFIX)].partition(":")
+            if not all(is_valid_name(n.encode()) and not is_ephemeral(n) for n in (topic, channel)):
+                log.error("JOURNAL: %s is no channel's journal - skipped", entry.name)
+                continue
+            if entry.stat().st_mtime_ns >= since_ns - _CLOCK_TICK_NS:
+                found.append((topic, channel))
+    return sorted(found)
 
 
 class ChannelJournal:

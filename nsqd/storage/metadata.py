@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.v2 import is_valid_name
 
 from ..log import log
-from .atomic import replace_file
+from .atomic import rename_into, write_file
 
 if TYPE_CHECKING:
     from ..engine.topic import Topic
@@ -49,9 +49,23 @@ def snapshot(all_topics: Iterable[Topic], version: str) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def write(data_path: str, data: bytes) -> None:
+def write(data_path: str, data: bytes, taken_ns: int) -> None:
+    """`data` (a `snapshot` taken at `taken_ns`, time.time_ns()) as nsqd.dat. The file's time is
+    the snapshot's, not the write's: a channel made while the write was under way is not in
+    it, and its journal is then newer than the file (journal.written_after)."""
     path = os.path.join(data_path, FILE_NAME)
-    replace_file(path, data, 0o600, tmp=f"{path}.{random.getrandbits(63)}.tmp")
+    tmp = f"{path}.{random.getrandbits(63)}.tmp"
+    write_file(tmp, data, 0o600)
+    os.utime(tmp, ns=(taken_ns, taken_ns))
+    rename_into(tmp, path)
+
+
+def written_ns(data_path: str) -> int:
+    """When nsqd.dat was last written (st_mtime_ns); 0 when there is none."""
+    try:
+        return os.stat(os.path.join(data_path, FILE_NAME)).st_mtime_ns
+    except FileNotFoundError:
+        return 0
 
 
 def load(data_path: str) -> list[TopicRecord]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from typing import TYPE_CHECKING
 
 import trio
@@ -91,6 +92,7 @@ class Storage:
     def load(self) -> None:
         """Recreate the topics and channels of nsqd.dat; their disk queues reopen themselves."""
         broker = self.broker
+        written_ns = metadata.written_ns(self.data_path)
         try:
             records = metadata.load(self.data_path)
         except metadata.MetadataError as exc:
@@ -104,6 +106,8 @@ class Storage:
                     channel = topic.get_channel(name)
                     if paused:
                         channel.pause()
+            if self.options.durable_inflight:
+                self._adopt_journals(written_ns)
             doc = attributes.read(self.data_path)
             self._has_attributes = bool(doc["topics"])
             attributes.restore(self.broker, doc)
@@ -117,6 +121,25 @@ class Storage:
             self._logs.append(self._key_file)
             broker.deduper.attach(self._key_file)
         self.persist_now()
+
+    def _adopt_journals(self, since_ns: int) -> None:
+        """The channels of journals nsqd.dat does not list but which were written after it: a
+        kill -9 came between the channel's making and nsqd.dat's write. Made again here, their
+        messages are in /stats and nsqd.dat at once, not only when a consumer SUBs."""
+        from .journal import written_after  # that flag only (start time, memory)
+
+        broker = self.broker
+        for topic_name, channel_name in written_after(self.data_path, since_ns):
+            topic = broker.topics.get(topic_name)
+            if topic is not None and channel_name in topic.channels:
+                continue
+            log.info(
+                "JOURNAL(%s:%s): channel not in %s - made again",
+                topic_name,
+                channel_name,
+                metadata.FILE_NAME,
+            )
+            broker.topic(topic_name).get_channel(channel_name)
 
     def close(self) -> None:
         """Clean shutdown: nsqd.dat, then every queue flushed and closed, then the lock."""
@@ -265,7 +288,9 @@ class Storage:
 
     def persist_now(self) -> None:
         self._metadata_dirty = False
-        metadata.write(self.data_path, metadata.snapshot(self.broker.topics.values(), VERSION))
+        taken = time.time_ns()
+        data = metadata.snapshot(self.broker.topics.values(), VERSION)
+        metadata.write(self.data_path, data, taken)
 
     async def metadata_writer(self) -> None:
         while True:
@@ -273,8 +298,9 @@ class Storage:
             if not self._metadata_dirty:
                 await self._metadata_wakeup.wait()
             self._metadata_dirty = False
+            taken = time.time_ns()
             data = metadata.snapshot(self.broker.topics.values(), VERSION)
             try:
-                await trio.to_thread.run_sync(metadata.write, self.data_path, data)
+                await trio.to_thread.run_sync(metadata.write, self.data_path, data, taken)
             except OSError as exc:
                 log.error("failed to persist metadata - %s", exc)

@@ -7,6 +7,7 @@ the takeover, which runs the Go nsqd on our directory."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -357,3 +358,45 @@ def test_deliveries_of_one_pass_share_one_journal_write(data_dir: Path) -> None:
         conn.sub("pass", "ch", rdy=100)
         back = conn.messages(51, timeout=30)
     assert sorted(m.body for m in back) == sorted([b"first", *bodies])
+
+
+def test_a_channel_nsqd_dat_had_not_listed_yet_comes_back_from_its_journal(
+    data_dir: Path,
+) -> None:
+    """nsqd.dat is written a moment after a channel is made (as nsqd writes it): a kill -9 in
+    that moment leaves the channel's journal but not the channel. The files here are that
+    moment's: nsqd.dat as the daemon wrote it before the topic existed, its time kept. At the
+    restart the channel is back, its messages counted, before any consumer SUBs; a journal
+    older than nsqd.dat (a channel a run without the flag deleted) is left alone."""
+    dat = data_dir / "nsqd.dat"
+    daemon = helpers.start("ours", data_dir, *DURABLE)
+    before, before_ns = dat.read_bytes(), dat.stat().st_mtime_ns  # written at start: no topics
+    with daemon.client() as consumer, daemon.client() as producer:
+        consumer.sub("late", "ch", rdy=10)
+        for i in range(3):
+            producer.pub("late", b"held-%d" % i)
+        assert sorted(m.body for m in consumer.messages(3)) == [b"held-0", b"held-1", b"held-2"]
+        dpub(producer, "late", 60_000, b"deferred")
+        producer.expect_ok()
+        helpers.sleep(0.3)
+        daemon.kill()
+    journal = data_dir / "late:ch.inflight.journal"
+    stale = data_dir / "gone:ch.inflight.journal"
+    stale.write_bytes(journal.read_bytes())
+    os.utime(stale, ns=(before_ns - 10**9, before_ns - 10**9))
+    dat.write_bytes(before)
+    os.utime(dat, ns=(before_ns, before_ns))
+    assert journal.stat().st_mtime_ns > before_ns
+
+    with helpers.running("ours", data_dir, *DURABLE) as daemon2:
+        _, body = daemon2.http("GET", "/stats?format=json")
+        log = daemon2.log_tail()
+    topics = {t["topic_name"]: t for t in json.loads(body)["topics"]}
+    assert set(topics) == {"late"}, (sorted(topics), log)
+    (channel,) = topics["late"]["channels"]
+    assert channel["channel_name"] == "ch"
+    assert (channel["depth"], channel["deferred_count"]) == (3, 1), channel
+    assert "JOURNAL(late:ch): channel not in nsqd.dat - made again" in log, log
+    listed = json.loads(dat.read_bytes())["topics"]
+    assert [(t["name"], [c["name"] for c in t["channels"]]) for t in listed] == [("late", ["ch"])]
+    assert stale.exists()  # not ours to delete: a later run with it listed would want it
