@@ -14,44 +14,45 @@ from typing import Any
 from protocol.resp.codec import OK, bulk, integer, string2ll
 from protocol.resp.replies import RESP2
 
+from .. import lua_sandbox
 from .registry import TABLE, Block, ReplyError, Session, command, container, run
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
 
 
 class _Lua:
-    """One Lua state for the daemon (Redis has one too): the scripts by SHA1 and the session
-    the running script's redis.call acts for."""
+    """One Lua state for the daemon (Redis has one too), fenced as Redis fences it
+    (nsqd/resp/lua_sandbox.py): the scripts by SHA1 and the session the running script's
+    redis.call acts for."""
 
     def __init__(self) -> None:
         try:
-            from lupa import lua51
+            from lupa.lua51 import lua_type
+
+            self.rt, box = lua_sandbox.new_runtime(
+                lambda *args: self._call(args, raise_errors=True),
+                lambda *args: self._call(args, raise_errors=False),
+                lambda text: hashlib.sha1(_arg(text)).hexdigest().encode(),
+                self._killed,
+            )
         except ImportError:
             raise ReplyError(
                 "ERR scripts need the lupa package here (pip install 'lupa>=2.4')"
             ) from None
-        self.rt = lua51.LuaRuntime(encoding=None, unpack_returned_tuples=False)
+        self._lib, self._loader, self._raise = box[b"lib"], box[b"loader"], box[b"raise"]
+        self._line, self._arm, self._disarm = box[b"line"], box[b"arm"], box[b"disarm"]
+        self._rawget, self._lua_type, self._run = box[b"rawget"], lua_type, box[b"run"]
         self.session: Session | None = None
         self.funcs: dict[str, Any] = {}
-        lua_redis = self.rt.eval("{}")
-        lua_redis.call = lambda *args: self._call(args, raise_errors=True)
-        lua_redis.pcall = lambda *args: self._call(args, raise_errors=False)
-        lua_redis.status_reply = lambda text: self.rt.table_from({b"ok": text})
-        lua_redis.error_reply = lambda text: self.rt.table_from({b"err": text})
-        lua_redis.sha1hex = lambda text: hashlib.sha1(_arg(text)).hexdigest().encode()
-        lua_redis.log = lambda *args: None
-        for i, name in enumerate((b"LOG_DEBUG", b"LOG_VERBOSE", b"LOG_NOTICE", b"LOG_WARNING")):
-            lua_redis[name] = i
-        self.rt.globals()[b"redis"] = lua_redis
-        self._raise = self.rt.eval("function(e) error(e, 0) end")
-        self._loader = self.rt.eval("function(b) return loadstring(b, '@user_script') end")
-        self.rt.execute(
-            'setmetatable(_G, {__index = function(_, name) error("Script attempted to access '
-            'nonexistent global variable \'" .. tostring(name) .. "\'", 2) end})'
-        )
-        # the script's line that called redis.call: level 3 past this function and the call
-        self._line = self.rt.eval("function() return debug.getinfo(3, 'l').currentline end")
         self.error: tuple[bytes, int] | None = None  # a redis.call error ending the script
+
+    def _killed(self, line: int) -> None:
+        limit = round(lua_sandbox.TIME_LIMIT_S * 1000)
+        self.error = (
+            b"ERR Script killed: it ran past %d ms (Redis's busy-reply-threshold); every "
+            b"client of this daemon waits while a script runs" % limit,
+            line,
+        )
 
     def _call(self, args: tuple, raise_errors: bool) -> Any:
         s = self.session
@@ -95,29 +96,31 @@ class _Lua:
         return sha
 
     def run(self, s: Session, sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
-        g = self.rt.globals()
-        g[b"KEYS"] = self.rt.table_from(keys)
-        g[b"ARGV"] = self.rt.table_from(args)
+        lib = self._lib
+        lib[b"KEYS"] = self.rt.table_from(keys)
+        lib[b"ARGV"] = self.rt.table_from(args)
         enc, s.enc = s.enc, RESP2  # a script sees RESP2 replies, as Redis's default
         self.session, self.error = s, None
+        self._arm()
         try:
-            value = self.funcs[sha]()
-        except Exception as exc:
-            raise ReplyError(self._script_error(exc, sha)) from None
+            ok, value, line, as_is = self._run(self.funcs[sha])
+        except Exception as exc:  # the time limit, raised again past the sandbox's xpcall
+            ok, value, line, as_is = False, _text(exc).encode(), 0, False
         finally:
+            self._disarm()
             self.session = None
             s.enc = enc
-        return _reply(s, value)
+        if not ok:
+            raise ReplyError(self._script_error(value, line, as_is, sha))
+        return _reply(s, value, self._rawget, self._lua_type)
 
-    def _script_error(self, exc: Exception, sha: str) -> bytes:
-        """Redis 7.0's text: the error, the script's SHA1 and the line that raised it."""
-        if self.error is not None:  # a redis.call error: its own text goes on
+    def _script_error(self, message: bytes, line: int, as_is: bool, sha: str) -> bytes:
+        """Redis 7.0's text: the error, the script's SHA1 and the line that raised it. A
+        redis.call error and the time limit's have their own; error({err=...}) is as given."""
+        if self.error is not None:
             text, line = self.error
         else:
-            message = _text(exc).split("\nstack traceback:", 1)[0]
-            text = b"ERR " + message.encode()
-            head = message.split(":", 2)
-            line = int(head[1]) if len(head) > 2 and head[1].isdigit() else 0
+            text = message if as_is else b"ERR " + message.split(b"\nstack traceback:", 1)[0]
         return text + b" script: %b, on @user_script:%d." % (sha.encode(), line)
 
 
@@ -181,27 +184,65 @@ def _parse_at(rt: Any, data: bytes, pos: int) -> tuple[Any, int]:
     return rt.table_from(items), nxt
 
 
-def _reply(s: Session, value: Any) -> bytes:
-    """A script's Lua value as the client's reply, by Redis's conversion rules."""
+# a value inside this many arrays is replaced by Redis's error (its Lua stack's limit, as a
+# fresh redis-server 7.0 has it: each such error leaves a slot used there, and lowers it)
+_STACK_LIMIT = 7995
+_STACK_ERROR = b"-ERR reached lua stack limit\r\n"
+_LLONG_MIN = b":-9223372036854775808\r\n"  # what (long long) makes of NaN, inf, 1e300
+
+
+def _reply(s: Session, value: Any, rawget: Any, lua_type: Any) -> bytes:
+    """A script's Lua value as the client's reply, by Redis's conversion rules: a table is an
+    error ({err=...}; inside an array, an error element), a status ({ok=...}) or an array of
+    its items 1, 2, ... up to the first nil, read raw (no metamethod runs); a function,
+    coroutine or userdata is a nil. Iterative: a table may hold itself."""
+    out: list[bytes] = []
+    frames: list[list[Any]] = []  # per open array: [table, next index, its header's slot]
+    while True:
+        if len(frames) >= _STACK_LIMIT:
+            out.append(_STACK_ERROR)
+        elif lua_type(value) == "table":
+            err, ok = rawget(value, b"err"), rawget(value, b"ok")
+            if err is not None:
+                text = _arg(err)
+                if not frames:
+                    raise ReplyError(text)
+                out.append(b"-" + _one_line(text) + b"\r\n")
+            elif ok is not None:
+                out.append(b"+" + _one_line(_arg(ok)) + b"\r\n")
+            else:
+                frames.append([value, 1, len(out)])
+                out.append(b"")  # the header, once the count is known
+        else:
+            out.append(_scalar(s, value))
+        while frames:  # the next item of the innermost open array; ended ones get their count
+            frame = frames[-1]
+            value = rawget(frame[0], frame[1])
+            if value is not None:
+                frame[1] += 1
+                break
+            out[frame[2]] = b"*%d\r\n" % (frame[1] - 1)
+            frames.pop()
+        else:
+            return b"".join(out)
+
+
+def _scalar(s: Session, value: Any) -> bytes:
     if value is None or value is False:
         return s.enc.null
     if value is True:
         return integer(1)
-    if isinstance(value, int | float):
-        return integer(int(value))  # truncated, as (long long) of a Lua number
     if isinstance(value, bytes):
         return bulk(value)
-    ok, err = value[b"ok"], value[b"err"]
-    if err is not None:
-        raise ReplyError(_arg(err) if not isinstance(err, bytes) else err)
-    if ok is not None:
-        return b"+" + _arg(ok).replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
-    items = []
-    i = 1
-    while value[i] is not None:
-        items.append(_reply(s, value[i]))
-        i += 1
-    return b"*%d\r\n" % len(items) + b"".join(items)
+    if isinstance(value, int | float):  # truncated, as (long long) of a Lua number
+        if value != value or not -(2**63) <= value < 2**63:
+            return _LLONG_MIN
+        return integer(int(value))
+    return s.enc.null  # a function, a coroutine, a userdata
+
+
+def _one_line(text: bytes) -> bytes:
+    return text.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 _LUA: list[_Lua] = []

@@ -1,0 +1,236 @@
+"""The Lua that EVAL runs, fenced as Redis 7.0 fences it: one client's script must not reach
+the machine, stop the daemon or stall it (the same loop serves NSQ).
+
+- Globals: a script runs in an environment of its own that holds what Redis 7.0 exposes (the
+  base library less dofile/loadfile/print/getfenv/setfenv/newproxy/module/require, and
+  coroutine, math, string, table), `redis`, KEYS and ARGV. No os, io, debug, package, and none
+  of lupa's `python` bridge (the runtime is made without eval and builtins). The only Python
+  objects a script holds are redis.call and redis.pcall: every attribute of theirs is refused,
+  and `getmetatable` gives nil for them (lupa's metatable has a __gc a script could call). A
+  chunk that `loadstring` or `load` makes gets the script's environment too.
+- Read only, as in Redis 7.0: the environment and the library tables refuse writes
+  ("Attempt to modify a readonly table"), `rawset` on them included, and reading a global that
+  does not exist is an error ("Script attempted to access nonexistent global variable"), so a
+  script cannot leave anything behind for the next one.
+- `loadstring` and `load` refuse precompiled chunks (Lua 5.1 does not verify bytecode: a
+  crafted one corrupts memory; Redis refuses them too).
+- Time: a script that runs past `time_limit` seconds (Redis's busy-reply-threshold, 5 s) is
+  killed: from then on every line it reaches raises, as Redis's SCRIPT KILL does, and the
+  client gets an error. Redis keeps serving other clients with -BUSY meanwhile and refuses to
+  kill a script that wrote; here every front-end waits for the script, so it always ends, and
+  what it wrote before stays written.
+- Memory: the Lua state may use at most `MAX_MEMORY` bytes; past it the script fails with
+  "not enough memory"."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+MAX_MEMORY = 256 << 20
+TIME_LIMIT_S = 5.0
+HOOK_EVERY = 100_000  # instructions between two looks at the clock (~1 ms of Lua)
+
+# Run once in a fresh state with (call, pcall, sha1hex, now, killed, time_limit, hook_every);
+# returns the sandbox's own functions and the table KEYS and ARGV go in.
+_SANDBOX = r"""
+local call, pcall_, sha1hex, now, killed, time_limit, hook_every = ...
+local G = _G
+local error, getmetatable, setmetatable, rawset, type, select, tostring, pairs = error,
+    getmetatable, setmetatable, rawset, type, select, tostring, pairs
+local loadstring, setfenv, unpack, concat, byte = loadstring, setfenv, unpack, table.concat,
+    string.byte
+local sethook, getinfo = debug.sethook, debug.getinfo
+local create, resume, status = coroutine.create, coroutine.resume, coroutine.status
+local xpcall, maxn, huge = xpcall, table.maxn, math.huge
+
+local protected = setmetatable({}, {__mode = "k"})
+local function readonly() error("Attempt to modify a readonly table", 2) end
+local function fenced(t)
+  local p = setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
+  protected[p] = true
+  return p
+end
+
+-- the time limit: a count hook looks at the clock; past the limit a line hook raises at
+-- every line (a pcall that catches it is left at its next line)
+local deadline, dead = huge, false
+local hook
+hook = function()
+  if dead or now() > deadline then
+    if not dead then
+      dead = true
+      killed((getinfo(2, "l") or {}).currentline or 0)
+    end
+    sethook(hook, "l")
+    error("Script killed", 0)
+  end
+end
+local function arm()
+  deadline, dead = now() + time_limit, false
+  sethook(hook, "", hook_every)
+end
+
+local env
+local function load_text(text, name)
+  if type(text) == "string" and byte(text, 1) == 27 then
+    return nil, "bytecode loading is not allowed"
+  end
+  local f, problem = loadstring(text, name)
+  if f == nil then return nil, problem end
+  return setfenv(f, env)  -- (a chunk's own environment would be the state's globals)
+end
+
+local lib = {}
+for _, name in pairs({"assert", "collectgarbage", "error", "gcinfo", "getmetatable",
+    "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "select", "setmetatable",
+    "tonumber", "tostring", "type", "unpack", "_VERSION"}) do
+  lib[name] = G[name]
+end
+lib.loadstring = load_text
+lib.load = function(reader, name)
+  local parts = {}
+  while true do
+    local part = reader()
+    if part == nil or part == "" then break end
+    if type(part) ~= "string" then return nil, "reader function must return a string" end
+    parts[#parts + 1] = part
+  end
+  return load_text(concat(parts), name or "=(load)")
+end
+lib.getmetatable = function(value)  -- a Python object's metatable (lupa's) is not the script's:
+  if type(value) == "userdata" then return nil end  -- its __gc would free the object twice
+  return getmetatable(value)
+end
+lib.rawset = function(t, k, v)
+  if protected[t] then error("Attempt to modify a readonly table", 0) end
+  return rawset(t, k, v)
+end
+lib.xpcall = function(f, handler)  -- a killed script's error skips the handler (it would run
+  return xpcall(f, function(e)     -- with hooks off)
+    if dead then return e end
+    return handler(e)
+  end)
+end
+local function hooked(f)
+  local co = create(f)
+  sethook(co, hook, "", hook_every)
+  return co
+end
+lib.coroutine = fenced({
+  create = hooked,
+  resume = resume,
+  running = coroutine.running,
+  status = status,
+  yield = coroutine.yield,
+  wrap = function(f)
+    local co = hooked(f)
+    return function(...)
+      local out = {resume(co, ...)}
+      if not out[1] then error(out[2], 2) end
+      return unpack(out, 2, maxn(out))
+    end
+  end,
+})
+lib.math = fenced(math)
+lib.string = fenced(string)
+lib.table = fenced(table)
+lib.redis = fenced({
+  -- the two Python callables themselves: a call of a C function keeps the script's frame
+  -- (a Lua function around them would not, where the script ends in `return redis.call(..)`),
+  -- and the error's line is read from it
+  call = call,
+  pcall = pcall_,
+  status_reply = function(text) return {ok = text} end,
+  error_reply = function(text) return {err = text} end,
+  sha1hex = function(text) local r = sha1hex(text) return r end,
+  log = function() end,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+})
+-- a script's environment: its reads go to `lib`, its writes are refused. lupa itself keeps
+-- the state's real globals (it reads `debug` from there), which no script can name
+env = setmetatable({}, {
+  __index = function(_, name)
+    local value = lib[name]
+    if value == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = readonly,
+  __metatable = false,
+})
+protected[env] = true
+lib._G = env
+
+-- methods on strings ("x"):rep(3) go through the fenced string table too
+local string_mt = getmetatable("")
+string_mt.__index = lib.string
+string_mt.__metatable = fenced(string_mt)
+
+local function line()  -- the script's line that is running (for a redis.call error)
+  local level = 2
+  while true do
+    local info = getinfo(level, "Sl")
+    if info == nil then return 0 end
+    if info.source == "@user_script" then return info.currentline end
+    level = level + 1
+  end
+end
+
+-- a script's run: (true, its first value) or (false, the error's text, the script's line
+-- that raised it, whether the text is the reply as it stands: error({err = ...}))
+local function run(f)
+  local where = 0
+  local ok, value = xpcall(f, function(e) where = line() return e end)
+  if ok then return true, value, 0, false end
+  if type(value) == "table" then
+    local text = rawget(value, "err")
+    if type(text) == "string" then return false, text, where, true end
+  end
+  if type(value) == "number" then value = tostring(value) end
+  if type(value) ~= "string" then value = "(error object is a " .. type(value) .. " value)" end
+  return false, value, where, false
+end
+
+return {
+  run = run,
+  lib = lib,
+  loader = function(body) return load_text(body, "@user_script") end,
+  raise = function(e) error(e, 0) end,
+  line = line,
+  rawget = rawget,
+  arm = arm,
+  disarm = sethook,  -- called with nothing: no hook (a C function: no line of it is hooked)
+}
+"""
+
+
+def _no_attribute(obj: Any, name: Any, *value: Any) -> Any:
+    raise AttributeError("not reachable from a script")
+
+
+def new_runtime(
+    call: Callable[..., Any],
+    pcall: Callable[..., Any],
+    sha1hex: Callable[[Any], bytes],
+    killed: Callable[[int], None],
+    time_limit: float | None = None,
+) -> tuple[Any, Any]:
+    """A fenced Lua 5.1 state and its sandbox's functions (`lib`, where KEYS and ARGV go;
+    `loader`, `raise`, `line`, `arm`, `disarm`). `killed(line)` is told when the time limit
+    ends a script. ImportError without lupa."""
+    from lupa import lua51
+
+    rt = lua51.LuaRuntime(
+        encoding=None,
+        unpack_returned_tuples=False,
+        register_eval=False,
+        register_builtins=False,
+        attribute_handlers=(_no_attribute, _no_attribute),
+        max_memory=MAX_MEMORY,
+    )
+    limit = TIME_LIMIT_S if time_limit is None else time_limit
+    box = rt.execute(_SANDBOX, call, pcall, sha1hex, time.monotonic, killed, limit, HOOK_EVERY)
+    return rt, box

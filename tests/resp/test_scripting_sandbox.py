@@ -1,0 +1,125 @@
+"""EVAL's sandbox (nsqd/resp/lua_sandbox.py): a script cannot reach the machine, stop the
+daemon or stall it. The names a script sees and the read-only tables are compared with
+redis-server 7 in conformance/resp/scripts/23_scripts.txt; here what a differential cannot
+show: that escape attempts leave the daemon running and the machine untouched, deep and
+self-referencing replies (beside redis-server, byte for byte), the time limit (the NSQ side
+answers again once it ends the script) and the memory limit."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+from conformance.resp import servers
+
+HOST = "127.0.0.1"
+
+
+def command(*args: str | bytes) -> bytes:
+    parts = [a.encode() if isinstance(a, str) else a for a in args]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+def exchange(port: int, data: bytes, expect_end: bytes, timeout: float = 20.0) -> bytes:
+    """Send `data`; what comes back until it ends with `expect_end` (or `timeout`)."""
+    with socket.create_connection((HOST, port), timeout=5) as sock:
+        sock.sendall(data)
+        out = b""
+        deadline = time.monotonic() + timeout
+        while not out.endswith(expect_end) and time.monotonic() < deadline:
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            try:
+                chunk = sock.recv(1 << 20)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+def ping_http(server: servers.Server) -> bytes:
+    url = f"http://{HOST}:{server.http_port}/ping"  # type: ignore[attr-defined]
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.read()
+
+
+def test_escape_attempts_leave_the_daemon_running_and_the_machine_alone(
+    ours, tmp_path: Path
+) -> None:
+    server = ours.start()
+    marker = tmp_path / "marker"
+    attempts = [
+        f"os.execute('touch {marker}')",
+        "os.exit(7)",
+        f"io.open('{marker}', 'w')",
+        f"python.eval(\"open('{marker}', 'w')\")",
+        "return redis.call.__globals__",
+        "getmetatable(redis.call).__gc(redis.call)",
+        "return loadstring(string.dump(function() return 1 end))()",
+        "setfenv(1, {})",
+        "redis = nil",
+        "string.rep = nil",
+        "rawset(_G, 'KEYS', 1)",
+    ]
+    data = b"".join(command("EVAL", a, "0") for a in attempts) + command("PING")
+    replies = exchange(server.port, data, b"+PONG\r\n")
+    assert replies.endswith(b"+PONG\r\n"), replies
+    assert replies.count(b"\r\n-ERR ") + replies.startswith(b"-ERR ") == len(attempts), replies
+    assert not marker.exists()
+    assert server.proc.poll() is None, server.log()
+    # nothing a script did is left for the next one
+    script = command("EVAL", "return string.rep(KEYS[1], 2)", "1", "ab")
+    after = exchange(server.port, script, b"\r\n")
+    assert after == b"$4\r\nabab\r\n", after
+    assert "Traceback" not in server.log() and "unexpected error" not in server.log()
+
+
+def test_deep_and_self_referencing_tables_answer_as_redis_does(ours, tmp_path: Path) -> None:
+    # a redis-server of its own: 7.0's limit drifts down as its scripts' errors leave slots
+    # used on its Lua stack, so the shared one of the differential suite would not do
+    redis = servers.start_redis(tmp_path)
+    try:
+        _compare_deep(redis, ours.start())
+    finally:
+        redis.kill()
+
+
+def _compare_deep(redis: servers.Server, ours: servers.Server) -> None:
+    for script in (
+        "local a = 1 for i = 1, 7994 do a = {a} end return a",
+        "local a = 1 for i = 1, 7995 do a = {a} end return a",
+        "local t = {} t[1] = t return t",
+    ):
+        data = command("EVAL", script, "0") + command("PING")
+        want = exchange(redis.port, data, b"+PONG\r\n")
+        got = exchange(ours.port, data, b"+PONG\r\n")
+        assert got == want, (script, got[-80:], want[-80:])
+    assert b"-ERR reached lua stack limit\r\n" in want  # the last two went past the limit
+    # (not compared: what follows such an error in the same array; redis-server 7.0 leaves
+    # the element on its Lua stack then, and answers the items after it with more errors)
+
+
+def test_a_script_that_never_ends_is_killed_and_the_daemon_serves_again(ours) -> None:
+    server = ours.start()
+    started = time.monotonic()
+    data = command("EVAL", "while true do pcall(function() while true do end end) end", "0")
+    reply = exchange(server.port, data + command("PING"), b"+PONG\r\n", timeout=30)
+    took = time.monotonic() - started
+    assert reply.startswith(b"-ERR Script killed: it ran past 5000 ms"), reply
+    assert reply.endswith(b"+PONG\r\n"), reply
+    assert 4.5 < took < 15, took
+    assert ping_http(server) == b"OK"
+    again = exchange(server.port, command("EVAL", "return 1", "0"), b"\r\n")
+    assert again == b":1\r\n", again  # the next script is not killed
+
+
+def test_a_script_past_the_memory_limit_fails_alone(ours) -> None:
+    server = ours.start()
+    data = command("EVAL", "return #string.rep('x', 2^28)", "0") + command("PING")
+    reply = exchange(server.port, data, b"+PONG\r\n")
+    assert reply.startswith(b"-ERR not enough memory script: "), reply
+    assert reply.endswith(b"+PONG\r\n"), reply
+    assert server.proc.poll() is None, server.log()
