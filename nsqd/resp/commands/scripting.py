@@ -301,11 +301,18 @@ def _script_flush(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
+def _script_kill(s: Session, argv: list[bytes]) -> bytes:
+    """A script never runs while a command is read here (one runs to its end or its time
+    limit before the loop reads on), so there is never one to kill."""
+    raise ReplyError("NOTBUSY No scripts in execution right now.")
+
+
 container(
     "script",
     {
         "load": (_script_load, 3),
         "exists": (_script_exists, -3),
         "flush": (_script_flush, -2),
+        "kill": (_script_kill, 2),
     },
 )
