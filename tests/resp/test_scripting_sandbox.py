@@ -7,6 +7,7 @@ answers again once it ends the script) and the memory limit."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import time
 import urllib.request
@@ -123,3 +124,28 @@ def test_a_script_past_the_memory_limit_fails_alone(ours) -> None:
     assert reply.startswith(b"-ERR not enough memory script: "), reply
     assert reply.endswith(b"+PONG\r\n"), reply
     assert server.proc.poll() is None, server.log()
+
+
+def test_evals_own_scripts_are_kept_up_to_500_and_script_load_keeps_one(ours) -> None:
+    """Scripts made up on the fly must not fill the Lua state: those EVAL alone brought are
+    forgotten past 500, oldest use first (Redis 7.4's rule); a SCRIPT LOAD keeps its script;
+    SCRIPT FLUSH starts a new state."""
+    server = ours.start()
+    loaded = "return 'loaded'"
+    bodies = [f"return {i}" for i in range(501)]
+    data = command("SCRIPT", "LOAD", loaded)
+    data += b"".join(command("EVAL", body, "0") for body in bodies)
+    data += command("EVALSHA", hashlib.sha1(b"return 1").hexdigest(), "0")  # used: kept
+    data += command("EVAL", "return 501", "0")  # the 502nd: "return 0" and "return 2" go
+    shas = [hashlib.sha1(b.encode()).hexdigest() for b in (loaded, *bodies[:3], bodies[-1])]
+    data += command("SCRIPT", "EXISTS", *shas)
+    replies = exchange(server.port, data, b"*5\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n")
+    assert replies.endswith(b"*5\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n"), replies[-120:]
+    flushed = exchange(
+        server.port,
+        command("SCRIPT", "FLUSH")
+        + command("SCRIPT", "EXISTS", shas[0])
+        + command("EVAL", "return 7", "0"),
+        b":7\r\n",
+    )
+    assert flushed == b"+OK\r\n*1\r\n:0\r\n:7\r\n", flushed

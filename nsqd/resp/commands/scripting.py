@@ -9,6 +9,7 @@ is answered with an error that says so."""
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from typing import Any
 
 from protocol.resp.codec import OK, bulk, integer, string2ll
@@ -18,6 +19,15 @@ from .. import lua_sandbox
 from .registry import TABLE, Block, ReplyError, Session, command, container, run
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
+EVAL_KEPT = 500
+# Redis 7.0's `noscript` commands among ours: a script cannot open a transaction, subscribe,
+# block, run a script or change the connection (SCRIPT FLUSH inside a script would drop the
+# Lua state it runs in)
+NOT_IN_SCRIPTS = frozenset(
+    b"auth blmove blpop brpop brpoplpush client config debug discard eval evalsha exec "
+    b"function hello multi psubscribe punsubscribe quit script subscribe unsubscribe unwatch "
+    b"watch".split()
+)
 
 
 class _Lua:
@@ -29,11 +39,13 @@ class _Lua:
         try:
             from lupa.lua51 import lua_type
 
+            # the callbacks find the state through _LUA, not `self`: a cycle through Lua's
+            # registry would keep a flushed state alive (Python's collector cannot see it)
             self.rt, box = lua_sandbox.new_runtime(
-                lambda *args: self._call(args, raise_errors=True),
-                lambda *args: self._call(args, raise_errors=False),
+                lambda *args: _LUA[0]._call(args, raise_errors=True),
+                lambda *args: _LUA[0]._call(args, raise_errors=False),
                 lambda text: hashlib.sha1(_arg(text)).hexdigest().encode(),
-                self._killed,
+                lambda line: _LUA[0]._killed(line),
             )
         except ImportError:
             raise ReplyError(
@@ -44,6 +56,7 @@ class _Lua:
         self._rawget, self._lua_type, self._run = box[b"rawget"], lua_type, box[b"run"]
         self.session: Session | None = None
         self.funcs: dict[str, Any] = {}
+        self._evaled: OrderedDict[str, None] = OrderedDict()  # EVAL's own, oldest first
         self.error: tuple[bytes, int] | None = None  # a redis.call error ending the script
 
     def _killed(self, line: int) -> None:
@@ -59,12 +72,21 @@ class _Lua:
         assert s is not None
         if not args:
             return self._fail("Please specify at least one argument for this redis lib call")
-        argv = [_arg(a) for a in args]
-        cmd = TABLE.get(argv[0].lower())
-        if cmd is None:
+        try:
+            argv = [_arg(a) for a in args]
+        except ReplyError as exc:
+            argv, error = [], exc.args[0]
+        cmd = TABLE.get(argv[0].lower()) if argv else None
+        if not argv:
+            pass  # an argument that is no string or number
+        elif cmd is None:
             error = b"ERR Unknown Redis command called from script"
+        elif not _arity_ok(cmd.arity, len(argv)):
+            error = b"ERR Wrong number of args calling Redis command from script"
+        elif argv[0].lower() in NOT_IN_SCRIPTS:
+            error = b"ERR This Redis command is not allowed from script"
         else:
-            reply = run(s, cmd, argv) if _arity_ok(cmd.arity, len(argv)) else None
+            reply = run(s, cmd, argv)
             if reply is None:
                 error = b"ERR Wrong number of args calling Redis command from script"
             else:
@@ -83,17 +105,33 @@ class _Lua:
         self.error = (error, self._line())
         return self._raise(self.rt.table_from({b"err": error}))
 
-    def load(self, body: bytes) -> str:
+    def load(self, body: bytes, by_eval: bool = False) -> str:
+        """The script's SHA1, compiled if new. Those EVAL alone brought are forgotten past
+        EVAL_KEPT, oldest use first (as Redis 7.4 does; a SCRIPT LOAD keeps one): scripts
+        made up on the fly would fill the Lua state's memory."""
         sha = hashlib.sha1(body).hexdigest()
-        if sha not in self.funcs:
-            func = self._loader(body)  # the function, or (nil, the error) as a tuple
-            if isinstance(func, tuple):
-                problem = func[1]
-                raise ReplyError(
-                    b"ERR Error compiling script (new function): " + _arg(problem)
-                ) from None
-            self.funcs[sha] = func
+        if sha in self.funcs:
+            if sha in self._evaled:
+                if by_eval:
+                    self._evaled.move_to_end(sha)
+                else:
+                    del self._evaled[sha]
+            return sha
+        func = self._loader(body)  # the function, or (nil, the error) as a tuple
+        if isinstance(func, tuple):
+            problem = _arg(func[1])
+            raise ReplyError(b"ERR Error compiling script (new function): " + problem) from None
+        self.funcs[sha] = func
+        if by_eval:
+            self._evaled[sha] = None
+            if len(self._evaled) > EVAL_KEPT:
+                del self.funcs[self._evaled.popitem(last=False)[0]]
         return sha
+
+    def used(self, sha: str) -> None:
+        """EVALSHA of an EVAL'd script: used now."""
+        if sha in self._evaled:
+            self._evaled.move_to_end(sha)
 
     def run(self, s: Session, sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
         lib = self._lib
@@ -269,7 +307,7 @@ def _keys_args(argv: list[bytes]) -> tuple[list[bytes], list[bytes]]:
 def eval_(s: Session, argv: list[bytes]) -> bytes:
     keys, args = _keys_args(argv)
     lua = _lua()
-    return lua.run(s, lua.load(argv[1]), keys, args)
+    return lua.run(s, lua.load(argv[1], by_eval=True), keys, args)
 
 
 @command("evalsha", -3)
@@ -279,6 +317,7 @@ def evalsha(s: Session, argv: list[bytes]) -> bytes:
     sha = argv[1].decode("latin-1").lower()
     if sha not in lua.funcs:
         raise ReplyError(NOSCRIPT)
+    lua.used(sha)
     return lua.run(s, sha, keys, args)
 
 
@@ -296,8 +335,7 @@ def _script_exists(s: Session, argv: list[bytes]) -> bytes:
 def _script_flush(s: Session, argv: list[bytes]) -> bytes:
     if len(argv) > 3 or (len(argv) == 3 and argv[2].lower() not in (b"sync", b"async")):
         raise ReplyError("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
-    if _LUA:
-        _LUA[0].funcs.clear()
+    _LUA.clear()  # a new Lua state at the next script, as Redis makes one: memory given back
     return OK
 
 
