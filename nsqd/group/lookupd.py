@@ -23,6 +23,7 @@ import math
 import os
 import socket
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -136,8 +137,11 @@ class GroupLookupd:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.peers.run(task_status=task_status)
 
-    async def serve(self, index: int, sock: socket.socket) -> None:
-        """One start of worker `index`: its reports until it exits."""
+    async def serve(
+        self, index: int, sock: socket.socket, reported: Callable[[], None] = lambda: None
+    ) -> None:
+        """One start of worker `index`: its reports until it exits (`reported` told of the
+        first: the worker has loaded its data and is to serve)."""
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
         send, receive = trio.open_memory_channel[bytes](math.inf)
         self._workers[index] = send
@@ -146,6 +150,7 @@ class GroupLookupd:
             nursery.start_soon(_write, stream, receive)
             reader = _Reader(stream)
             while (message := await reader.message()) is not None:
+                reported()
                 try:
                     self._take(index, message)
                 except (IndexError, KeyError, TypeError, AttributeError, ValueError) as exc:

@@ -77,6 +77,7 @@ class Worker:
         self.restart_at: float | None = 0.0  # start now
         self.pause = FIRST_PAUSE
         self.refused = 0  # starts in a row it did not make (exited with a status within EARLY)
+        self.serving = False  # this start reported its state: it loaded and is to serve
         self.reports: socket.socket | None = None  # this start's lookupd reports, not yet served
 
     def forget_link(self) -> None:
@@ -103,7 +104,12 @@ class Worker:
             )
         self.started_at = time.monotonic()
         self.restart_at = None
+        self.serving = False
         log.info("group: worker %d started (pid %d)", self.index, self.proc.pid)
+
+    def reported(self) -> None:
+        """Its first report came (its state, sent once it has loaded, before it listens)."""
+        self.serving = True
 
     def exited(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
@@ -159,7 +165,9 @@ class Supervisor:
             while True:
                 for worker in self.workers:
                     if worker.reports is not None:
-                        nursery.start_soon(lookupd.serve, worker.index, worker.reports)
+                        nursery.start_soon(
+                            lookupd.serve, worker.index, worker.reports, worker.reported
+                        )
                         worker.reports = None
                 await trio.sleep(0.05)
                 if self._tend_all() == 0 and self.stopping is not None:
@@ -189,8 +197,11 @@ class Supervisor:
         ran = now - worker.started_at
         # a start it did not make: a refusal (a bad flag, a port in use) is made again by the
         # next start, so the group stops after REFUSALS in a row; a cause that passes (a port
-        # still held by an exiting process) costs a few pauses, not the whole group
-        worker.refused = worker.refused + 1 if code > 0 and ran < EARLY else 0
+        # still held by an exiting process) costs a few pauses, not the whole group. A worker
+        # that reported its state had started: its death, however soon (a client's doing),
+        # is a crash, and it is started again
+        early = code > 0 and ran < EARLY and not worker.serving
+        worker.refused = worker.refused + 1 if early else 0
         if worker.refused >= REFUSALS:
             log.critical("group: worker %d could not start (exit status %d)", worker.index, code)
             self.status = code

@@ -8,6 +8,8 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,31 @@ def test_the_shared_ports_listen_only_once_every_worker_is_up(workdir) -> None:
         assert up == [0, 1, 2, 3]
     finally:
         assert group.stop() in (0, -signal.SIGTERM), group.log_text()[-3000:]
+
+
+def test_a_worker_that_dies_soon_after_it_started_serving_is_started_again(tmp_path) -> None:
+    """What counts as "could not start" is a start that never reported its state (it loads
+    its data before it reports, and reports before it listens): a worker that a client makes
+    exit within EARLY of its start, REFUSALS times in a row, is a crash and is started again;
+    the group does not stop. (The worker processes here are stand-ins that exit with status
+    1 at once, the supervisor's rule run on them as on a real worker's exit.)"""
+    from nsqd.config.options import Options
+    from nsqd.group import supervisor
+
+    sup = supervisor.Supervisor([], Options.build(workers=2), str(tmp_path))
+    worker = sup.workers[0]
+
+    def died_soon(reported: bool) -> int:
+        worker.proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+        worker.proc.wait()
+        worker.started_at, worker.restart_at, worker.serving = time.monotonic(), None, reported
+        return sup._tend(worker, time.monotonic())
+
+    for _ in range(supervisor.REFUSALS + 1):
+        assert died_soon(reported=True) == 1  # to be started again
+        assert worker.restart_at is not None and sup.stopping is None
+    assert worker.refused == 0
+    for _ in range(supervisor.REFUSALS - 1):
+        assert died_soon(reported=False) == 1
+    assert died_soon(reported=False) == 0  # a refusal made again: the group stops
+    assert sup.stopping == signal.SIGTERM and sup.status == 1
