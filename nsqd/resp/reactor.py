@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import select
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 import trio
@@ -37,14 +38,19 @@ if TYPE_CHECKING:
 READ_SIZE = 65536
 QUERY_MAX = 1 << 30  # Redis's client-query-buffer-limit: a client past it is closed
 BATCH = 256  # commands of one client per pass, so a long pipeline cannot starve the others
+# a client whose commands took this long in a pass (a script: up to its time limit) has the
+# rest run after a pause of PAUSE_S, in which the loop and trio serve every other connection
+# (NSQ's included: an accept, a TLS handshake, a request are several rounds of trio's)
+PASS_TIME_S = 0.05
+PAUSE_S = 0.005
 _OUT = select.EPOLLOUT
 _read, _write = os.read, os.write
 
 
 class Client:
     __slots__ = (
-        "block", "close_after_send", "closed", "due", "fd", "out", "parser", "queued", "remote",
-        "replies", "session", "socket", "timed_out",
+        "block", "close_after_send", "closed", "due", "fd", "out", "parser", "paused", "queued",
+        "remote", "replies", "session", "socket", "timed_out",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
@@ -60,6 +66,7 @@ class Client:
         # of a bytearray is cheap: a slow reader of a big reply costs no quadratic copying)
         self.block: Block | None = None  # parked on a blocking command
         self.timed_out = False
+        self.paused = False  # its commands wait out the reactor's PAUSE_S (a slow one ran)
         self.queued = False  # in the reactor's send list this pass
         self.close_after_send = False
         self.closed = False
@@ -78,6 +85,7 @@ class Reactor(EpollReactor):
         self.fe = fe
         self.clients: dict[int, Client] = self.conns
         self.runnable: list[Client] = []  # resumed, or with commands left over
+        self.paused: list[Client] = []  # those that used PASS_TIME_S in this pass
         self.to_send: list[Client] = []
 
     # -- clients in and out --------------------------------------------------------------
@@ -148,7 +156,7 @@ class Reactor(EpollReactor):
             log.warning("RESP: [%s] closing: query buffer over %d bytes", client.remote, QUERY_MAX)
             self._close(client)
             return
-        if client.block is None and not client.out and not client.close_after_send:
+        if client.block is None and not (client.out or client.close_after_send or client.paused):
             self._process(client)
 
     def _expire(self, client: Client, now: float) -> None:
@@ -169,6 +177,9 @@ class Reactor(EpollReactor):
                 except Exception as exc:  # one client must never take the others down
                     log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
                     self._close(client)
+        if self.paused:
+            self.fe.spawn(self._after_pause, self.paused)
+            self.paused = []
         self._commit()
 
     # -- commands ------------------------------------------------------------------------
@@ -177,6 +188,7 @@ class Reactor(EpollReactor):
         """Run the client's complete commands (up to BATCH) until one blocks."""
         fe, s, parser, replies = self.fe, client.session, client.parser, client.replies
         ks = fe.ks
+        started = perf_counter()
         for _ in range(BATCH):
             try:
                 argv = parser.next()
@@ -197,6 +209,10 @@ class Reactor(EpollReactor):
             replies.append(reply)  # type: ignore[arg-type]
             if s.close_after:
                 client.close_after_send = True
+                break
+            if perf_counter() - started > PASS_TIME_S:
+                client.paused = True
+                self.paused.append(client)
                 break
         else:
             self.runnable.append(client)  # more may be buffered: next pass
@@ -274,6 +290,13 @@ class Reactor(EpollReactor):
             reply = ReplyError(f"ERR {describe(exc)}").reply
         deferred.waiter.finish(reply)
 
+    async def _after_pause(self, clients: list[Client]) -> None:
+        await trio.sleep(PAUSE_S)
+        for client in clients:
+            client.paused = False
+        self.runnable.extend(clients)
+        self.wake()
+
     def _resume(self, client: Client) -> None:
         blk = client.block
         if blk is not None:
@@ -287,7 +310,7 @@ class Reactor(EpollReactor):
             if not client.queued:
                 client.queued = True
                 self.to_send.append(client)
-        if not client.out and not client.close_after_send:
+        if not (client.out or client.close_after_send or client.paused):
             self._process(client)
 
     # -- output --------------------------------------------------------------------------

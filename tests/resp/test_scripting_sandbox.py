@@ -149,3 +149,27 @@ def test_evals_own_scripts_are_kept_up_to_500_and_script_load_keeps_one(ours) ->
         b":7\r\n",
     )
     assert flushed == b"+OK\r\n*1\r\n:0\r\n:7\r\n", flushed
+
+
+def test_the_loop_serves_everyone_else_between_two_long_scripts(ours) -> None:
+    """A client that sends scripts that each run to the time limit does not hold NSQ's clients
+    for all of them: after one, the loop and trio serve every other connection before the
+    next (an HTTP /ping sent meanwhile is answered after the first script, not the last)."""
+    server = ours.start()
+    loop = command("EVAL", "while true do end", "0")
+    started = time.monotonic()
+    with socket.create_connection((HOST, server.port), timeout=5) as sock:
+        sock.sendall(loop)
+        time.sleep(0.2)
+        sock.sendall(loop)  # read while the first runs: it waits out the pause too
+        time.sleep(0.3)
+        assert ping_http(server) == b"OK"
+        answered = time.monotonic() - started
+        replies = b""
+        sock.settimeout(30)
+        while replies.count(b"Script killed") < 2:
+            chunk = sock.recv(65536)
+            assert chunk, replies
+            replies += chunk
+    assert answered < 8, f"/ping answered {answered:.1f}s after two 5 s scripts were sent"
+    assert replies.count(b"-ERR Script killed") == 2, replies
