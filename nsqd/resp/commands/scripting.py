@@ -74,12 +74,10 @@ class _Lua:
             return self._fail("Please specify at least one argument for this redis lib call")
         try:
             argv = [_arg(a) for a in args]
-        except ReplyError as exc:
-            argv, error = [], exc.args[0]
-        cmd = TABLE.get(argv[0].lower()) if argv else None
-        if not argv:
-            pass  # an argument that is no string or number
-        elif cmd is None:
+        except ReplyError as exc:  # an argument that is no string or number
+            return self._error(exc.args[0], raise_errors)
+        cmd = TABLE.get(argv[0].lower())
+        if cmd is None:
             error = b"ERR Unknown Redis command called from script"
         elif not _arity_ok(cmd.arity, len(argv)):
             error = b"ERR Wrong number of args calling Redis command from script"
@@ -94,6 +92,10 @@ class _Lua:
                 if not (isinstance(value, _Error)):
                     return value
                 error = value.text
+        return self._error(error, raise_errors)
+
+    def _error(self, error: bytes, raise_errors: bool) -> Any:
+        """redis.pcall's error table; redis.call's error, raised in the script."""
         table = self.rt.table_from({b"err": error})
         if not raise_errors:
             return table
