@@ -24,13 +24,14 @@ the machine, stop the daemon or stall it (the same loop serves NSQ).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 MAX_MEMORY = 256 << 20
 TIME_LIMIT_S = 5.0
-HOOK_EVERY = 100_000  # instructions between two looks at the clock (~1 ms of Lua)
+# instructions between two looks at the clock: ~10 us of plain Lua (the look costs ~0.5 us),
+# and bounded where each instruction is a costly string operation (copies of megabytes)
+HOOK_EVERY = 1_000
 
 # Run once in a fresh state with (call, pcall, sha1hex, now, killed, time_limit, hook_every);
 # returns the sandbox's own functions and the table KEYS and ARGV go in.
@@ -135,7 +136,18 @@ lib.coroutine = fenced({
 })
 lib.math = fenced(math)
 lib.string = fenced(string)
-lib.table = fenced(table)
+-- the table library writes raw: on a fenced table that would get past its __newindex
+local function writes(f)
+  return function(t, ...)
+    if protected[t] then error("Attempt to modify a readonly table", 0) end  -- (as Redis:
+    return f(t, ...)  -- no position, raised in C there)
+  end
+end
+lib.table = fenced({
+  concat = table.concat, foreach = table.foreach, foreachi = table.foreachi,
+  getn = table.getn, maxn = table.maxn, setn = table.setn,
+  insert = writes(table.insert), remove = writes(table.remove), sort = writes(table.sort),
+})
 lib.redis = fenced({
   -- the two Python callables themselves: a call of a C function keeps the script's frame
   -- (a Lua function around them would not, where the script ends in `return redis.call(..)`),
@@ -201,6 +213,7 @@ return {
   raise = function(e) error(e, 0) end,
   line = line,
   rawget = rawget,
+  collect = function() collectgarbage("collect") end,
   arm = arm,
   disarm = sethook,  -- called with nothing: no hook (a C function: no line of it is hooked)
 }
@@ -215,12 +228,14 @@ def new_runtime(
     call: Callable[..., Any],
     pcall: Callable[..., Any],
     sha1hex: Callable[[Any], bytes],
+    now: Callable[[], float],
     killed: Callable[[int], None],
     time_limit: float | None = None,
 ) -> tuple[Any, Any]:
     """A fenced Lua 5.1 state and its sandbox's functions (`lib`, where KEYS and ARGV go;
-    `loader`, `raise`, `line`, `arm`, `disarm`). `killed(line)` is told when the time limit
-    ends a script. ImportError without lupa."""
+    `run`, `loader`, `raise`, `line`, `rawget`, `arm`, `disarm`, `collect`). `now()` is the
+    clock the time limit reads (the hook's call: the owner also sets the memory limit back
+    there); `killed(line)` is told when the limit ends a script. ImportError without lupa."""
     from lupa import lua51
 
     rt = lua51.LuaRuntime(
@@ -232,5 +247,5 @@ def new_runtime(
         max_memory=MAX_MEMORY,
     )
     limit = TIME_LIMIT_S if time_limit is None else time_limit
-    box = rt.execute(_SANDBOX, call, pcall, sha1hex, time.monotonic, killed, limit, HOOK_EVERY)
+    box = rt.execute(_SANDBOX, call, pcall, sha1hex, now, killed, limit, HOOK_EVERY)
     return rt, box

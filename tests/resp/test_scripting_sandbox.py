@@ -173,3 +173,47 @@ def test_the_loop_serves_everyone_else_between_two_long_scripts(ours) -> None:
             replies += chunk
     assert answered < 8, f"/ping answered {answered:.1f}s after two 5 s scripts were sent"
     assert replies.count(b"-ERR Script killed") == 2, replies
+
+
+FILL = (
+    "local t = {} "
+    "local function fill(n) while true do t[#t+1] = string.rep('x', n) .. #t end end "
+    "pcall(fill, 1000000) pcall(fill, 10000) pcall(fill, 100) "
+)
+
+
+def test_a_script_that_fills_the_lua_state_to_the_brim_harms_nothing_after_it(ours) -> None:
+    """Lua's allocator failing outside Lua code (a table lupa makes for KEYS, a reply pushed
+    back from redis.call or redis.sha1hex) aborted the process or hung it waiting for the GIL:
+    the limit holds only while a script's own code runs."""
+    server = ours.start()
+    for then in ("return #t", "return redis.sha1hex('abc')", "return redis.call('ping')"):
+        reply = exchange(server.port, command("EVAL", FILL + then, "0"), b"\r\n", timeout=30)
+        assert reply.startswith((b":", b"$40\r\n", b"+PONG")), (then, reply)
+        after = exchange(server.port, command("EVAL", "return redis.sha1hex('abc')", "0"), b"\r\n")
+        assert after == b"$40\r\na9993e364706816aba3e25717850c26c9cd0d89d\r\n", (then, after)
+    assert ping_http(server) == b"OK"
+    assert server.proc.poll() is None, server.log()
+    assert "PANIC" not in server.log() and "unexpected error" not in server.log()
+
+
+def test_what_the_table_library_writes_is_refused_on_the_fenced_tables(ours) -> None:
+    server = ours.start()
+    data = b"".join(
+        command("EVAL", f"table.insert({t}, 'x') return 1", "0")
+        for t in ("_G", "string", "redis", "table")
+    ) + command("EVAL", "return {rawget(_G, 1), rawget(string, 1)}", "0")
+    replies = exchange(server.port, data, b"*0\r\n")
+    assert replies.count(b"-ERR Attempt to modify a readonly table script: ") == 4, replies
+    assert replies.endswith(b"*0\r\n"), replies  # nothing was left for the next script
+
+
+def test_a_reply_that_doubles_at_every_level_is_an_error_not_a_stall(ours) -> None:
+    """Redis converts `t = {t, t}` for ever; here the conversion is bounded like the script."""
+    server = ours.start()
+    started = time.monotonic()
+    data = command("EVAL", "local t = {} t[1] = t t[2] = t return t", "0") + command("PING")
+    reply = exchange(server.port, data, b"+PONG\r\n", timeout=30)
+    assert reply.startswith(b"-ERR the script's reply is too large"), reply[:200]
+    assert time.monotonic() - started < 15
+    assert ping_http(server) == b"OK"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from time import monotonic, perf_counter
 from typing import Any
 
 from protocol.resp.codec import OK, bulk, integer, string2ll
@@ -20,6 +21,7 @@ from .registry import TABLE, Block, ReplyError, Session, command, container, run
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
 EVAL_KEPT = 500
+ROOM = 1 << 20  # what a callback's own work may allocate past the limit
 # Redis 7.0's `noscript` commands among ours: a script cannot open a transaction, subscribe,
 # block, run a script or change the connection (SCRIPT FLUSH inside a script would drop the
 # Lua state it runs in)
@@ -44,7 +46,8 @@ class _Lua:
             self.rt, box = lua_sandbox.new_runtime(
                 lambda *args: _LUA[0]._call(args, raise_errors=True),
                 lambda *args: _LUA[0]._call(args, raise_errors=False),
-                lambda text: hashlib.sha1(_arg(text)).hexdigest().encode(),
+                lambda text: _LUA[0]._sha1hex(text),
+                lambda: _LUA[0]._tick(),
                 lambda line: _LUA[0]._killed(line),
             )
         except ImportError:
@@ -54,10 +57,37 @@ class _Lua:
         self._lib, self._loader, self._raise = box[b"lib"], box[b"loader"], box[b"raise"]
         self._line, self._arm, self._disarm = box[b"line"], box[b"arm"], box[b"disarm"]
         self._rawget, self._lua_type, self._run = box[b"rawget"], lua_type, box[b"run"]
+        self._collect = box[b"collect"]
+        self._lifted = False  # a callback lifted the limit: the hook's next tick sets it
+        self.rt.set_max_memory(0)  # MAX_MEMORY only while a script's own code runs (_limit)
         self.session: Session | None = None
         self.funcs: dict[str, Any] = {}
         self._evaled: OrderedDict[str, None] = OrderedDict()  # EVAL's own, oldest first
         self.error: tuple[bytes, int] | None = None  # a redis.call error ending the script
+
+    # Lua's allocator must never fail outside Lua code: from lupa's Python-side calls (a
+    # table made, a value pushed back from a callback) the error would jump over Python's
+    # frames (the process aborts, or waits for the GIL for ever). So the limit holds while a
+    # script's code runs, and a callback lifts it (with room for what it hands back) until
+    # the hook's next look at the clock sets it again.
+
+    def _limit(self) -> None:
+        self.rt.set_max_memory(lua_sandbox.MAX_MEMORY)
+        self._lifted = False
+
+    def _room(self, size: int = 0) -> None:
+        used = self.rt.get_memory_used() or 0
+        self.rt.set_max_memory(max(used, lua_sandbox.MAX_MEMORY) + 2 * size + ROOM)
+        self._lifted = True
+
+    def _tick(self) -> float:
+        if self._lifted:
+            self._limit()
+        return monotonic()
+
+    def _sha1hex(self, text: Any) -> bytes:
+        self._room()
+        return hashlib.sha1(_arg(text)).hexdigest().encode()
 
     def _killed(self, line: int) -> None:
         limit = round(lua_sandbox.TIME_LIMIT_S * 1000)
@@ -70,6 +100,8 @@ class _Lua:
     def _call(self, args: tuple, raise_errors: bool) -> Any:
         s = self.session
         assert s is not None
+        self.rt.set_max_memory(0)  # (a reply's table is made here)
+        self._lifted = True
         if not args:
             return self._fail("Please specify at least one argument for this redis lib call")
         try:
@@ -90,12 +122,14 @@ class _Lua:
             else:
                 value = _parse(self.rt, reply.now() if isinstance(reply, Block) else reply)
                 if not (isinstance(value, _Error)):
+                    self._room(len(value) if isinstance(value, bytes) else 0)  # pushed back
                     return value
                 error = value.text
         return self._error(error, raise_errors)
 
     def _error(self, error: bytes, raise_errors: bool) -> Any:
         """redis.pcall's error table; redis.call's error, raised in the script."""
+        self._room(len(error))
         table = self.rt.table_from({b"err": error})
         if not raise_errors:
             return table
@@ -104,6 +138,7 @@ class _Lua:
 
     def _fail(self, text: str) -> Any:
         error = b"ERR " + text.encode()
+        self._room(len(error))
         self.error = (error, self._line())
         return self._raise(self.rt.table_from({b"err": error}))
 
@@ -136,17 +171,22 @@ class _Lua:
             self._evaled.move_to_end(sha)
 
     def run(self, s: Session, sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
-        lib = self._lib
-        lib[b"KEYS"] = self.rt.table_from(keys)
-        lib[b"ARGV"] = self.rt.table_from(args)
+        rt, lib = self.rt, self._lib
+        rt.set_max_memory(0)
+        if (rt.get_memory_used() or 0) > lua_sandbox.MAX_MEMORY // 2:
+            self._collect()  # what the last script left (Lua 5.1 does not collect on failure)
+        lib[b"KEYS"] = rt.table_from(keys)
+        lib[b"ARGV"] = rt.table_from(args)
         enc, s.enc = s.enc, RESP2  # a script sees RESP2 replies, as Redis's default
         self.session, self.error = s, None
         self._arm()
+        self._limit()
         try:
             ok, value, line, as_is = self._run(self.funcs[sha])
         except Exception as exc:  # the time limit, raised again past the sandbox's xpcall
             ok, value, line, as_is = False, _text(exc).encode(), 0, False
         finally:
+            rt.set_max_memory(0)
             self._disarm()
             self.session = None
             s.enc = enc
@@ -229,32 +269,43 @@ def _parse_at(rt: Any, data: bytes, pos: int) -> tuple[Any, int]:
 _STACK_LIMIT = 7995
 _STACK_ERROR = b"-ERR reached lua stack limit\r\n"
 _LLONG_MIN = b":-9223372036854775808\r\n"  # what (long long) makes of NaN, inf, 1e300
+_REPLY_MAX = 512 << 20  # Redis's proto-max-bulk-len
 
 
 def _reply(s: Session, value: Any, rawget: Any, lua_type: Any) -> bytes:
     """A script's Lua value as the client's reply, by Redis's conversion rules: a table is an
-    error ({err=...}; inside an array, an error element), a status ({ok=...}) or an array of
-    its items 1, 2, ... up to the first nil, read raw (no metamethod runs); a function,
-    coroutine or userdata is a nil. Iterative: a table may hold itself."""
+    error ({err="..."}; inside an array, an error element), a status ({ok="..."}) or an array
+    of its items 1, 2, ... up to the first nil, read raw (no metamethod runs); a function,
+    coroutine or userdata is a nil. Iterative: a table may hold itself. Bounded, as the script
+    was: a table that holds itself twice would double at every level (Redis converts it for
+    ever), so past the script time limit, or 512 MiB, the reply is an error."""
     out: list[bytes] = []
     frames: list[list[Any]] = []  # per open array: [table, next index, its header's slot]
+    deadline, size, count = perf_counter() + lua_sandbox.TIME_LIMIT_S, 0, 0
     while True:
         if len(frames) >= _STACK_LIMIT:
             out.append(_STACK_ERROR)
         elif lua_type(value) == "table":
             err, ok = rawget(value, b"err"), rawget(value, b"ok")
-            if err is not None:
-                text = _arg(err)
+            if type(err) is bytes:
                 if not frames:
-                    raise ReplyError(text)
-                out.append(b"-" + _one_line(text) + b"\r\n")
-            elif ok is not None:
-                out.append(b"+" + _one_line(_arg(ok)) + b"\r\n")
+                    raise ReplyError(err)
+                out.append(b"-" + _one_line(err) + b"\r\n")
+            elif type(ok) is bytes:
+                out.append(b"+" + _one_line(ok) + b"\r\n")
             else:
                 frames.append([value, 1, len(out)])
                 out.append(b"")  # the header, once the count is known
         else:
             out.append(_scalar(s, value))
+        count += 1
+        if not count & 4095:
+            size += sum(map(len, out[-4096:]))
+            if perf_counter() > deadline or size > _REPLY_MAX:
+                limit_ms, limit_mib = round(lua_sandbox.TIME_LIMIT_S * 1000), _REPLY_MAX >> 20
+                raise ReplyError(
+                    f"ERR the script's reply is too large (past {limit_ms} ms or {limit_mib} MiB)"
+                )
         while frames:  # the next item of the innermost open array; ended ones get their count
             frame = frames[-1]
             value = rawget(frame[0], frame[1])
