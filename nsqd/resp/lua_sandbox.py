@@ -5,13 +5,14 @@ the machine, stop the daemon or stall it (the same loop serves NSQ).
   base library less dofile/loadfile/print/getfenv/setfenv/newproxy/module/require, and
   coroutine, math, string, table), `redis`, KEYS and ARGV. No os, io, debug, package, and none
   of lupa's `python` bridge (the runtime is made without eval and builtins). The only Python
-  objects a script holds are redis.call and redis.pcall: every attribute of theirs is refused,
+  objects a script holds are redis.call, redis.pcall and redis.sha1hex (and the exception a
+  pcall of them catches, where Redis gives a string): every attribute of theirs is refused,
   and `getmetatable` gives nil for them (lupa's metatable has a __gc a script could call). A
   chunk that `loadstring` or `load` makes gets the script's environment too.
 - Read only, as in Redis 7.0: the environment and the library tables refuse writes
-  ("Attempt to modify a readonly table"), `rawset` on them included, and reading a global that
-  does not exist is an error ("Script attempted to access nonexistent global variable"), so a
-  script cannot leave anything behind for the next one.
+  ("Attempt to modify a readonly table"), `rawset` and table.insert/remove/sort included,
+  and reading a global that does not exist is an error ("Script attempted to access
+  nonexistent global variable"), so a script cannot leave anything behind for the next one.
 - `loadstring` and `load` refuse precompiled chunks (Lua 5.1 does not verify bytecode: a
   crafted one corrupts memory; Redis refuses them too).
 - Time: a script that runs past `time_limit` seconds (Redis's busy-reply-threshold, 5 s) is
@@ -19,8 +20,10 @@ the machine, stop the daemon or stall it (the same loop serves NSQ).
   client gets an error. Redis keeps serving other clients with -BUSY meanwhile and refuses to
   kill a script that wrote; here every front-end waits for the script, so it always ends, and
   what it wrote before stays written.
-- Memory: the Lua state may use at most `MAX_MEMORY` bytes; past it the script fails with
-  "not enough memory"."""
+- Memory: while a script's own code runs the Lua state may use at most `MAX_MEMORY` bytes;
+  past it the script fails with "not enough memory". Outside it (the owner's tables, a
+  callback's reply) the limit is lifted: an allocation failing there would abort the process.
+  The clock is read every HOOK_EVERY instructions."""
 
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ local create, resume, status = coroutine.create, coroutine.resume, coroutine.sta
 local xpcall, maxn, huge = xpcall, table.maxn, math.huge
 
 local protected = setmetatable({}, {__mode = "k"})
+local function bad_arguments() return {err = "ERR wrong number or type of arguments"} end
 local function readonly() error("Attempt to modify a readonly table", 2) end
 local function fenced(t)
   local p = setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
@@ -149,14 +153,25 @@ lib.table = fenced({
   insert = writes(table.insert), remove = writes(table.remove), sort = writes(table.sort),
 })
 lib.redis = fenced({
-  -- the two Python callables themselves: a call of a C function keeps the script's frame
-  -- (a Lua function around them would not, where the script ends in `return redis.call(..)`),
-  -- and the error's line is read from it
+  -- the Python callables themselves: a call of a C function keeps the script's frame (a Lua
+  -- function around them would not, where the script ends in `return redis.call(..)`), and
+  -- the error's line is read from it
   call = call,
   pcall = pcall_,
-  status_reply = function(text) return {ok = text} end,
-  error_reply = function(text) return {err = text} end,
-  sha1hex = function(text) local r = sha1hex(text) return r end,
+  -- Redis 7.0's helpers, their argument checks and texts included
+  status_reply = function(...)
+    local text = ...
+    if select("#", ...) ~= 1 or type(text) ~= "string" then return bad_arguments() end
+    return {ok = text}
+  end,
+  error_reply = function(...)
+    local text = ...
+    if select("#", ...) ~= 1 or type(text) ~= "string" then return bad_arguments() end
+    if byte(text, 1) == 45 then text = text:sub(2) end  -- "-CODE message", or "message":
+    if not text:find(" ", 1, true) then text = "ERR " .. text end  -- then the code is ERR
+    return {err = text}
+  end,
+  sha1hex = sha1hex,  -- a Python callable too: its argument error names the script's line
   log = function() end,
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
 })

@@ -46,7 +46,7 @@ class _Lua:
             self.rt, box = lua_sandbox.new_runtime(
                 lambda *args: _LUA[0]._call(args, raise_errors=True),
                 lambda *args: _LUA[0]._call(args, raise_errors=False),
-                lambda text: _LUA[0]._sha1hex(text),
+                lambda *args: _LUA[0]._sha1hex(args),
                 lambda: _LUA[0]._tick(),
                 lambda line: _LUA[0]._killed(line),
             )
@@ -85,8 +85,12 @@ class _Lua:
             self._limit()
         return monotonic()
 
-    def _sha1hex(self, text: Any) -> bytes:
+    def _sha1hex(self, args: tuple) -> Any:
+        """Redis 7.0's: one argument, a string or a number; anything else reads as ""."""
         self._room()
+        if len(args) != 1:
+            return self._fail("wrong number of arguments")
+        text = args[0] if type(args[0]) in (bytes, int, float) else b""
         return hashlib.sha1(_arg(text)).hexdigest().encode()
 
     def _killed(self, line: int) -> None:
