@@ -39,7 +39,7 @@ HOOK_EVERY = 1_000
 # Run once in a fresh state with (call, pcall, sha1hex, now, killed, time_limit, hook_every);
 # returns the sandbox's own functions and the table KEYS and ARGV go in.
 _SANDBOX = r"""
-local call, pcall_, sha1hex, now, killed, time_limit, hook_every = ...
+local call, pcall_, sha1hex, now, killed, caught, time_limit, hook_every = ...
 local G = _G
 local error, getmetatable, setmetatable, rawset, type, select, tostring, pairs = error,
     getmetatable, setmetatable, rawset, type, select, tostring, pairs
@@ -89,7 +89,7 @@ end
 
 local lib = {}
 for _, name in pairs({"assert", "collectgarbage", "error", "gcinfo", "getmetatable",
-    "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "select", "setmetatable",
+    "ipairs", "next", "pairs", "rawequal", "rawget", "select", "setmetatable",
     "tonumber", "tostring", "type", "unpack", "_VERSION"}) do
   lib[name] = G[name]
 end
@@ -112,9 +112,23 @@ lib.rawset = function(t, k, v)
   if protected[t] then error("Attempt to modify a readonly table", 0) end
   return rawset(t, k, v)
 end
+-- An error raised by redis.call (or another Python callable) reaches Lua as the Python
+-- exception; a script that catches one gets Redis's value instead: its text from pcall, a
+-- table {err = text} in an xpcall handler and from coroutine.resume (as redis-server 7.0.15)
+local function settled(as_table, ok, ...)
+  if ok then return true, ... end
+  local e = ...
+  if type(e) == "userdata" then
+    e = caught(e)
+    if as_table then e = {err = e} end
+  end
+  return false, e
+end
+lib.pcall = function(f, ...) return settled(false, pcall(f, ...)) end
 lib.xpcall = function(f, handler)  -- a killed script's error skips the handler (it would run
   return xpcall(f, function(e)     -- with hooks off)
     if dead then return e end
+    if type(e) == "userdata" then e = {err = caught(e)} end
     return handler(e)
   end)
 end
@@ -125,14 +139,14 @@ local function hooked(f)
 end
 lib.coroutine = fenced({
   create = hooked,
-  resume = resume,
+  resume = function(co, ...) return settled(true, resume(co, ...)) end,
   running = coroutine.running,
   status = status,
   yield = coroutine.yield,
   wrap = function(f)
     local co = hooked(f)
     return function(...)
-      local out = {resume(co, ...)}
+      local out = {settled(true, resume(co, ...))}
       if not out[1] then error(out[2], 2) end
       return unpack(out, 2, maxn(out))
     end
@@ -245,12 +259,15 @@ def new_runtime(
     sha1hex: Callable[[Any], bytes],
     now: Callable[[], float],
     killed: Callable[[int], None],
+    caught: Callable[[Any], bytes],
     time_limit: float | None = None,
 ) -> tuple[Any, Any]:
     """A fenced Lua 5.1 state and its sandbox's functions (`lib`, where KEYS and ARGV go;
     `run`, `loader`, `raise`, `line`, `rawget`, `arm`, `disarm`, `collect`). `now()` is the
     clock the time limit reads (the hook's call: the owner also sets the memory limit back
-    there); `killed(line)` is told when the limit ends a script. ImportError without lupa."""
+    there); `killed(line)` is told when the limit ends a script; `caught(exception)` gives the
+    text of an error a Python callable raised that the script caught. ImportError without
+    lupa."""
     from lupa import lua51
 
     rt = lua51.LuaRuntime(
@@ -262,5 +279,5 @@ def new_runtime(
         max_memory=MAX_MEMORY,
     )
     limit = TIME_LIMIT_S if time_limit is None else time_limit
-    box = rt.execute(_SANDBOX, call, pcall, sha1hex, now, killed, limit, HOOK_EVERY)
+    box = rt.execute(_SANDBOX, call, pcall, sha1hex, now, killed, caught, limit, HOOK_EVERY)
     return rt, box

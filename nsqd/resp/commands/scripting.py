@@ -49,6 +49,7 @@ class _Lua:
                 lambda *args: _LUA[0]._sha1hex(args),
                 lambda: _LUA[0]._tick(),
                 lambda line: _LUA[0]._killed(line),
+                lambda exc: _LUA[0]._caught(exc),
             )
         except ImportError:
             raise ReplyError(
@@ -92,6 +93,15 @@ class _Lua:
             return self._fail("wrong number of arguments")
         text = args[0] if type(args[0]) in (bytes, int, float) else b""
         return hashlib.sha1(_arg(text)).hexdigest().encode()
+
+    def _caught(self, exc: Any) -> bytes:
+        """The text of the error a callback raised, which the script caught (pcall): the
+        script goes on, so that error is no longer the one that may end it."""
+        self._room()
+        error, self.error = self.error, None
+        if error is not None:
+            return error[0]
+        return str(exc).encode()
 
     def _killed(self, line: int) -> None:
         limit = round(lua_sandbox.TIME_LIMIT_S * 1000)
