@@ -239,7 +239,6 @@ return {
   run = run,
   lib = lib,
   loader = function(body) return load_text(body, "@user_script") end,
-  raise = function(e) error(e, 0) end,
   line = line,
   rawget = rawget,
   collect = function() collectgarbage("collect") end,
@@ -263,7 +262,7 @@ def new_runtime(
     time_limit: float | None = None,
 ) -> tuple[Any, Any]:
     """A fenced Lua 5.1 state and its sandbox's functions (`lib`, where KEYS and ARGV go;
-    `run`, `loader`, `raise`, `line`, `rawget`, `arm`, `disarm`, `collect`). `now()` is the
+    `run`, `loader`, `line`, `rawget`, `arm`, `disarm`, `collect`). `now()` is the
     clock the time limit reads (the hook's call: the owner also sets the memory limit back
     there); `killed(line)` is told when the limit ends a script; `caught(exception)` gives the
     text of an error a Python callable raised that the script caught. ImportError without

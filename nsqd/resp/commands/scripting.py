@@ -32,6 +32,13 @@ NOT_IN_SCRIPTS = frozenset(
 )
 
 
+class CallError(Exception):
+    """Raised by redis.call (and the other callables) into the script: no Lua function is
+    called from inside the callback to raise it (the callback may run in the script's
+    coroutine, and Lua's state is not for re-entering there). A script that catches it gets
+    its text (lua_sandbox's `settled`)."""
+
+
 class _Lua:
     """One Lua state for the daemon (Redis has one too), fenced as Redis fences it
     (nsqd/resp/lua_sandbox.py): the scripts by SHA1 and the session the running script's
@@ -55,7 +62,7 @@ class _Lua:
             raise ReplyError(
                 "ERR scripts need the lupa package here (pip install 'lupa>=2.4')"
             ) from None
-        self._lib, self._loader, self._raise = box[b"lib"], box[b"loader"], box[b"raise"]
+        self._lib, self._loader = box[b"lib"], box[b"loader"]
         self._line, self._arm, self._disarm = box[b"line"], box[b"arm"], box[b"disarm"]
         self._rawget, self._lua_type, self._run = box[b"rawget"], lua_type, box[b"run"]
         self._collect = box[b"collect"]
@@ -144,17 +151,13 @@ class _Lua:
     def _error(self, error: bytes, raise_errors: bool) -> Any:
         """redis.pcall's error table; redis.call's error, raised in the script."""
         self._room(len(error))
-        table = self.rt.table_from({b"err": error})
         if not raise_errors:
-            return table
+            return self.rt.table_from({b"err": error})
         self.error = (error, self._line())
-        return self._raise(table)
+        raise CallError  # the script's error: its text is self.error's (see `_caught`)
 
     def _fail(self, text: str) -> Any:
-        error = b"ERR " + text.encode()
-        self._room(len(error))
-        self.error = (error, self._line())
-        return self._raise(self.rt.table_from({b"err": error}))
+        return self._error(b"ERR " + text.encode(), raise_errors=True)
 
     def load(self, body: bytes, by_eval: bool = False) -> str:
         """The script's SHA1, compiled if new. Those EVAL alone brought are forgotten past
