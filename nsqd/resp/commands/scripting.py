@@ -1,22 +1,24 @@
 """Lua scripts as Redis 7.0 runs them (what Celery's Redis transport loads at worker start):
-EVAL, EVALSHA, SCRIPT LOAD/EXISTS/FLUSH, with KEYS and ARGV, `redis.call`/`redis.pcall` into
-the same command table (a script runs to its end before any other command, as in Redis),
-`redis.status_reply`/`error_reply`/`sha1hex`/`log`, and Redis's conversions between Lua values
-and replies. The Lua is lupa's embedded Lua 5.1 (the version Redis embeds), imported on the
-first script: a daemon that never runs one never loads it, and without lupa installed a script
-is answered with an error that says so."""
+EVAL, EVALSHA, SCRIPT LOAD/EXISTS/FLUSH/KILL, with KEYS and ARGV, `redis.call`/`redis.pcall`
+into the same command table (a script runs to its end before any other command, as in
+Redis), `redis.status_reply`/`error_reply`/`sha1hex`/`log`. Redis's conversions between Lua
+values and replies are nsqd/resp/lua_values.py; the fence around the Lua (names, read-only
+tables, time and memory limits) nsqd/resp/lua_sandbox.py. The Lua is lupa's embedded Lua 5.1
+(the version Redis embeds), imported on the first script: a daemon that never runs one never
+loads it, and without lupa installed a script is answered with an error that says so."""
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from time import monotonic, perf_counter
+from time import monotonic
 from typing import Any
 
 from protocol.resp.codec import OK, bulk, integer, string2ll
 from protocol.resp.replies import RESP2
 
 from .. import lua_sandbox
+from ..lua_values import Error, arg, parse, reply
 from .registry import TABLE, Block, ReplyError, Session, command, container, run
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
@@ -99,7 +101,7 @@ class _Lua:
         if len(args) != 1:
             return self._fail("wrong number of arguments")
         text = args[0] if type(args[0]) in (bytes, int, float) else b""
-        return hashlib.sha1(_arg(text)).hexdigest().encode()
+        return hashlib.sha1(arg(text)).hexdigest().encode()
 
     def _caught(self, exc: Any) -> bytes:
         """The text of the error a callback raised, which the script caught (pcall): the
@@ -126,7 +128,7 @@ class _Lua:
         if not args:
             return self._fail("Please specify at least one argument for this redis lib call")
         try:
-            argv = [_arg(a) for a in args]
+            argv = [arg(a) for a in args]
         except ReplyError as exc:  # an argument that is no string or number
             return self._error(exc.args[0], raise_errors)
         cmd = TABLE.get(argv[0].lower())
@@ -137,12 +139,12 @@ class _Lua:
         elif argv[0].lower() in NOT_IN_SCRIPTS:
             error = b"ERR This Redis command is not allowed from script"
         else:
-            reply = run(s, cmd, argv)
-            if reply is None:
+            answer = run(s, cmd, argv)
+            if answer is None:
                 error = b"ERR Wrong number of args calling Redis command from script"
             else:
-                value = _parse(self.rt, reply.now() if isinstance(reply, Block) else reply)
-                if not (isinstance(value, _Error)):
+                value = parse(self.rt, answer.now() if isinstance(answer, Block) else answer)
+                if not (isinstance(value, Error)):
                     self._room(len(value) if isinstance(value, bytes) else 0)  # pushed back
                     return value
                 error = value.text
@@ -173,7 +175,7 @@ class _Lua:
             return sha
         func = self._loader(body)  # the function, or (nil, the error) as a tuple
         if isinstance(func, tuple):
-            problem = _arg(func[1])
+            problem = arg(func[1])
             raise ReplyError(b"ERR Error compiling script (new function): " + problem) from None
         self.funcs[sha] = func
         if by_eval:
@@ -209,7 +211,7 @@ class _Lua:
             s.enc = enc
         if not ok:
             raise ReplyError(self._script_error(value, line, as_is, sha))
-        return _reply(s, value, self._rawget, self._lua_type)
+        return reply(s, value, self._rawget, self._lua_type)
 
     def _script_error(self, message: bytes, line: int, as_is: bool, sha: str) -> bytes:
         """Redis 7.0's text: the error, the script's SHA1 and the line that raised it. A
@@ -228,129 +230,6 @@ def _text(exc: Exception) -> str:
 
 def _arity_ok(arity: int, argc: int) -> bool:
     return argc == arity if arity > 0 else argc >= -arity
-
-
-def _arg(value: Any) -> bytes:
-    """A redis.call argument: strings as they are, numbers as Lua writes them (%.14g)."""
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bool) or value is None:
-        raise ReplyError("ERR Lua redis lib command arguments must be strings or integers")
-    if isinstance(value, int):
-        return b"%d" % value
-    if isinstance(value, float):
-        return (b"%d" % value) if value.is_integer() else (b"%.14g" % value)
-    raise ReplyError("ERR Lua redis lib command arguments must be strings or integers")
-
-
-class _Error:
-    __slots__ = ("text",)
-
-    def __init__(self, text: bytes) -> None:
-        self.text = text
-
-
-def _parse(rt: Any, data: bytes) -> Any:
-    value, _ = _parse_at(rt, data, 0)
-    return value
-
-
-def _parse_at(rt: Any, data: bytes, pos: int) -> tuple[Any, int]:
-    """A RESP2 reply as Redis hands it to Lua: integers as numbers, bulk strings as strings,
-    nulls as false, arrays as tables, +status as {ok=...}, -errors as errors."""
-    end = data.index(b"\r\n", pos)
-    kind, head, nxt = data[pos : pos + 1], data[pos + 1 : end], end + 2
-    if kind == b":":
-        return int(head), nxt
-    if kind == b"+":
-        return rt.table_from({b"ok": head}), nxt
-    if kind == b"-":
-        return _Error(head), nxt
-    if kind == b"$":
-        n = int(head)
-        if n < 0:
-            return False, nxt
-        return data[nxt : nxt + n], nxt + n + 2
-    n = int(head)  # '*'
-    if n < 0:
-        return False, nxt
-    items = []
-    for _ in range(n):
-        item, nxt = _parse_at(rt, data, nxt)
-        items.append(item.text if isinstance(item, _Error) else item)
-    return rt.table_from(items), nxt
-
-
-# a value inside this many arrays is replaced by Redis's error (its Lua stack's limit, as a
-# fresh redis-server 7.0 has it: each such error leaves a slot used there, and lowers it)
-_STACK_LIMIT = 7995
-_STACK_ERROR = b"-ERR reached lua stack limit\r\n"
-_LLONG_MIN = b":-9223372036854775808\r\n"  # what (long long) makes of NaN, inf, 1e300
-_REPLY_MAX = 512 << 20  # Redis's proto-max-bulk-len
-
-
-def _reply(s: Session, value: Any, rawget: Any, lua_type: Any) -> bytes:
-    """A script's Lua value as the client's reply, by Redis's conversion rules: a table is an
-    error ({err="..."}; inside an array, an error element), a status ({ok="..."}) or an array
-    of its items 1, 2, ... up to the first nil, read raw (no metamethod runs); a function,
-    coroutine or userdata is a nil. Iterative: a table may hold itself. Bounded, as the script
-    was: a table that holds itself twice would double at every level (Redis converts it for
-    ever), so past the script time limit, or 512 MiB, the reply is an error."""
-    out: list[bytes] = []
-    frames: list[list[Any]] = []  # per open array: [table, next index, its header's slot]
-    deadline, size, count = perf_counter() + lua_sandbox.TIME_LIMIT_S, 0, 0
-    while True:
-        if len(frames) >= _STACK_LIMIT:
-            out.append(_STACK_ERROR)
-        elif lua_type(value) == "table":
-            err, ok = rawget(value, b"err"), rawget(value, b"ok")
-            if type(err) is bytes:
-                if not frames:
-                    raise ReplyError(err)
-                out.append(b"-" + _one_line(err) + b"\r\n")
-            elif type(ok) is bytes:
-                out.append(b"+" + _one_line(ok) + b"\r\n")
-            else:
-                frames.append([value, 1, len(out)])
-                out.append(b"")  # the header, once the count is known
-        else:
-            out.append(_scalar(s, value))
-        count += 1
-        if not count & 4095:
-            size += sum(map(len, out[-4096:]))
-            if perf_counter() > deadline or size > _REPLY_MAX:
-                limit_ms, limit_mib = round(lua_sandbox.TIME_LIMIT_S * 1000), _REPLY_MAX >> 20
-                raise ReplyError(
-                    f"ERR the script's reply is too large (past {limit_ms} ms or {limit_mib} MiB)"
-                )
-        while frames:  # the next item of the innermost open array; ended ones get their count
-            frame = frames[-1]
-            value = rawget(frame[0], frame[1])
-            if value is not None:
-                frame[1] += 1
-                break
-            out[frame[2]] = b"*%d\r\n" % (frame[1] - 1)
-            frames.pop()
-        else:
-            return b"".join(out)
-
-
-def _scalar(s: Session, value: Any) -> bytes:
-    if value is None or value is False:
-        return s.enc.null
-    if value is True:
-        return integer(1)
-    if isinstance(value, bytes):
-        return bulk(value)
-    if isinstance(value, int | float):  # truncated, as (long long) of a Lua number
-        if value != value or not -(2**63) <= value < 2**63:
-            return _LLONG_MIN
-        return integer(int(value))
-    return s.enc.null  # a function, a coroutine, a userdata
-
-
-def _one_line(text: bytes) -> bytes:
-    return text.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 _LUA: list[_Lua] = []
