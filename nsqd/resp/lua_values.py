@@ -29,6 +29,9 @@ def arg(value: Any) -> bytes:
 
 
 class Error:
+    """A -error reply in what a command answered (redis.call raises it, redis.pcall returns
+    it as {err=...}; inside an array, its text)."""
+
     __slots__ = ("text",)
 
     def __init__(self, text: bytes) -> None:
