@@ -286,11 +286,14 @@ class Storage:
         if self._metadata_wakeup is not None:
             self._metadata_wakeup.set()
 
+    def _snapshot(self) -> tuple[bytes, int]:
+        """nsqd.dat's bytes now, and when they were taken (the file's time: metadata.write)."""
+        taken = time.time_ns()
+        return metadata.snapshot(self.broker.topics.values(), VERSION), taken
+
     def persist_now(self) -> None:
         self._metadata_dirty = False
-        taken = time.time_ns()
-        data = metadata.snapshot(self.broker.topics.values(), VERSION)
-        metadata.write(self.data_path, data, taken)
+        metadata.write(self.data_path, *self._snapshot())
 
     async def metadata_writer(self) -> None:
         while True:
@@ -298,8 +301,7 @@ class Storage:
             if not self._metadata_dirty:
                 await self._metadata_wakeup.wait()
             self._metadata_dirty = False
-            taken = time.time_ns()
-            data = metadata.snapshot(self.broker.topics.values(), VERSION)
+            data, taken = self._snapshot()
             try:
                 await trio.to_thread.run_sync(metadata.write, self.data_path, data, taken)
             except OSError as exc:

@@ -90,6 +90,10 @@ class _Lua:
         self.rt.set_max_memory(max(used, lua_sandbox.MAX_MEMORY) + 2 * size + ROOM)
         self._lifted = True
 
+    def _unlimited(self) -> None:
+        self.rt.set_max_memory(0)
+        self._lifted = True
+
     def _tick(self) -> float:
         if self._lifted:
             self._limit()
@@ -123,8 +127,7 @@ class _Lua:
     def _call(self, args: tuple, raise_errors: bool) -> Any:
         s = self.session
         assert s is not None
-        self.rt.set_max_memory(0)  # (a reply's table is made here)
-        self._lifted = True
+        self._unlimited()  # (a reply's table is made here)
         if not args:
             return self._fail("Please specify at least one argument for this redis lib call")
         try:
@@ -190,8 +193,7 @@ class _Lua:
             self._evaled.move_to_end(sha)
 
     def run(self, s: Session, sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
-        rt, lib = self.rt, self._lib
-        rt.set_max_memory(0)
+        rt, lib = self.rt, self._lib  # (no limit between scripts: __init__, the finally below)
         if (rt.get_memory_used() or 0) > lua_sandbox.MAX_MEMORY // 2:
             self._collect()  # what the last script left (Lua 5.1 does not collect on failure)
         lib[b"KEYS"] = rt.table_from(keys)
@@ -205,7 +207,7 @@ class _Lua:
         except Exception as exc:  # the time limit, raised again past the sandbox's xpcall
             ok, value, line, as_is = False, _text(exc).encode(), 0, False
         finally:
-            rt.set_max_memory(0)
+            self._unlimited()
             self._disarm()
             self.session = None
             s.enc = enc
