@@ -15,10 +15,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from protocol.resp.codec import OK, bulk, integer, string2ll
 
+from .. import glob
 from ..zset import ZSet
 from .registry import SYNTAX, ReplyError, Session, command, container, integer_arg, wrong_arity
 
@@ -113,7 +113,7 @@ def _config_get(s: Session, argv: list[bytes]) -> bytes:
     found: dict[bytes, bytes] = {}  # the name as replied -> its value
     for pattern in argv[2:]:
         if any(c in pattern for c in b"*?["):
-            names = [(n, n) for n in BY_NAME if fnmatchcase(n, pattern.lower())]
+            names = [(n, n) for n in BY_NAME if glob.match(pattern, n, nocase=True)]
         else:
             names = [(pattern, pattern.lower())] if pattern.lower() in BY_NAME else []
         for shown, name in names:

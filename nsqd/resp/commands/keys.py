@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left
-from fnmatch import fnmatchcase
+from collections.abc import Callable
 from zlib import crc32
 
 from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple, string2ll
 
+from .. import glob
 from ..bridge import is_bridged
 from ..keyspace import now_ms, type_name
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
@@ -42,9 +43,13 @@ def type_(s: Session, argv: list[bytes]) -> bytes:
 
 @command("keys", 2)
 def keys(s: Session, argv: list[bytes]) -> bytes:
-    pattern = argv[1].decode("latin-1")
     ks = s.ks
-    found = [k for k in list(ks.data) if fnmatchcase(k.decode("latin-1"), pattern)]
+    if argv[1] == b"*":  # every key, the empty one too (Redis's allkeys: its glob matches
+        # no empty text)
+        found = list(ks.data)
+    else:
+        matches = glob.matcher(argv[1])
+        found = [k for k in list(ks.data) if matches(k)]
     return array([k for k in found if ks.get(k) is not None])
 
 
@@ -202,8 +207,9 @@ def pexpiretime(s: Session, argv: list[bytes]) -> bytes:
 
 def scan_options(
     argv: list[bytes], at: int, typed: bool
-) -> tuple[int, str | None, int, str | None]:
-    """The cursor at `at`, then MATCH, COUNT and (SCAN only) TYPE."""
+) -> tuple[int, Callable[[bytes], bool] | None, int, str | None]:
+    """The cursor at `at`, then MATCH (its test: None for every element, as a lone *),
+    COUNT and (SCAN only) TYPE."""
     cursor = string2ll(argv[at])
     if cursor is None or cursor < 0 or cursor > 2**32:
         raise ReplyError("ERR invalid cursor")
@@ -216,7 +222,7 @@ def scan_options(
             if count < 1:
                 raise ReplyError(SYNTAX)
         elif opt == b"match" and more:
-            pattern = argv[j + 1].decode("latin-1")
+            pattern = None if argv[j + 1] == b"*" else glob.matcher(argv[j + 1])
         elif opt == b"type" and more and typed:
             kind = argv[j + 1].decode("latin-1").lower()
         else:
@@ -230,12 +236,7 @@ def scan_all(argv: list[bytes], items: list[tuple[bytes, list[bytes]]]) -> bytes
     a small (listpack or intset) one; `items` are (the element MATCH looks at, what is
     replied for it)."""
     _, pattern, _, _ = scan_options(argv, 2, False)
-    out = [
-        x
-        for element, reply in items
-        if pattern is None or fnmatchcase(element.decode("latin-1"), pattern)
-        for x in reply
-    ]
+    out = [x for element, reply in items if pattern is None or pattern(element) for x in reply]
     return raw_array([bulk(b"0"), array(out)])
 
 
@@ -258,7 +259,7 @@ def scan(s: Session, argv: list[bytes]) -> bytes:
         value = ks.get(key)
         if value is None:
             continue
-        if pattern is not None and not fnmatchcase(key.decode("latin-1"), pattern):
+        if pattern is not None and not pattern(key):
             continue
         if kind is not None and type_name(value) != kind:
             continue

@@ -7,10 +7,9 @@ dispatches through a table where every other command refuses, as processCommand 
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
-
 from protocol.resp.codec import array, bulk, integer
 
+from .. import glob
 from .registry import TABLE, Command, ReplyError, Session, command, container
 
 ALLOWED = {b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe", b"ping", b"quit",
@@ -143,9 +142,8 @@ def publish(s: Session, argv: list[bytes]) -> bytes:
         if _alive(sub):
             sub.fe.deliver(sub.id, sub.enc.push([bulk(b"message"), bulk(channel), bulk(message)]))
             receivers += 1
-    text = channel.decode("latin-1")
     for pattern, subs in list(s.fe.patterns.items()):
-        if fnmatchcase(text, pattern.decode("latin-1")):
+        if glob.match(pattern, channel):
             for sub in list(subs):
                 if _alive(sub):
                     frame = [bulk(b"pmessage"), bulk(pattern), bulk(channel), bulk(message)]
@@ -156,10 +154,8 @@ def publish(s: Session, argv: list[bytes]) -> bytes:
 
 def _channels(s: Session, argv: list[bytes]) -> bytes:
     _prune(s)
-    pattern = argv[2].decode("latin-1") if len(argv) > 2 else None
-    names = [
-        c for c in s.fe.channels if pattern is None or fnmatchcase(c.decode("latin-1"), pattern)
-    ]
+    matches = glob.matcher(argv[2]) if len(argv) > 2 else None
+    names = [c for c in s.fe.channels if matches is None or matches(c)]
     return array(names)
 
 
