@@ -8,6 +8,7 @@ from bisect import bisect_left, bisect_right
 
 StreamID = tuple[int, int]
 MAX_SEQ = 2**64 - 1
+MAX_ID = MAX_SEQ  # the milliseconds' maximum too
 
 
 class Stream:
@@ -22,8 +23,13 @@ class Stream:
         return len(self.ids)
 
     def next_id(self, now: int) -> StreamID:
+        """XADD *'s ID: the clock's millisecond, or the last ID's next (the sequence carries
+        into the milliseconds past its maximum, as Redis's streamIncrID; the caller refuses
+        the last possible ID's next)."""
         ms, seq = self.last
-        return (now, 0) if now > ms else (ms, seq + 1)
+        if now > ms:
+            return (now, 0)
+        return (ms, seq + 1) if seq < MAX_SEQ else (ms + 1, 0)
 
     def add(self, sid: StreamID, fields: list[bytes]) -> None:
         self.ids.append(sid)

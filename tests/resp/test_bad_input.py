@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import redis
+
 from conformance.resp.wire import CLOSED, NO_REPLY, Conn, encode
 
 SEED_COMMANDS = [
@@ -59,3 +61,22 @@ def test_max_bulk_flag(ours) -> None:
     c.send(encode([b"SET", b"k", b"x" * 1025]))
     assert c.until_closed(5) == b"-ERR Protocol error: invalid bulk length\r\n" + CLOSED
     c.close()
+
+
+def test_memory_usage_answers_for_every_type(pair) -> None:
+    """MEMORY USAGE of a stream raised TypeError in the handler, which closed the connection
+    (found by fuzzing); every type answers a size, as Redis does."""
+    _, ours = pair.by_kind["plain"]
+    r = redis.Redis(port=ours.port, db=8)
+    r.flushdb()
+    r.set("str", "v")
+    r.rpush("list", "a", "b")
+    r.hset("hash", "f", "v")
+    r.sadd("set", "m")
+    r.zadd("zset", {"m": 1})
+    r.xadd("stream", {"f": "v"})
+    for key in ("str", "list", "hash", "set", "zset", "stream"):
+        size = r.memory_usage(key)
+        assert isinstance(size, int) and size > 0, key
+    assert r.ping()
+    r.flushdb()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from protocol.resp.codec import OK, bulk, integer, string2ll
 
 from .. import glob
+from ..stream import Stream
 from ..zset import ZSet
 from .registry import SYNTAX, ReplyError, Session, command, container, integer_arg, wrong_arity
 
@@ -265,6 +266,9 @@ def _size(value: object) -> int:
         )
     if isinstance(value, ZSet):
         return _size(value.scores) + sys.getsizeof(value.order) + 72 * len(value.order)
+    if isinstance(value, Stream):
+        ids = sys.getsizeof(value.ids) + 72 * len(value.ids)  # the list and its ID tuples
+        return sys.getsizeof(value) + ids + sum(map(_size, value.entries))
     return sys.getsizeof(value) + sum(map(sys.getsizeof, value))  # a list (deque)
 
 

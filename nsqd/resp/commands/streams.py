@@ -8,7 +8,7 @@ from __future__ import annotations
 from protocol.resp.codec import ZERO, array, bulk, integer, string2ll
 
 from ..keyspace import now_ms
-from ..stream import MAX_SEQ, Stream, StreamID, format_id
+from ..stream import MAX_ID, MAX_SEQ, Stream, StreamID, format_id
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
@@ -74,6 +74,9 @@ def _maxlen(argv: list[bytes], j: int) -> tuple[int | None, int]:
     return n, j
 
 
+XADD_ARITY = "ERR wrong number of arguments for 'xadd' command"
+
+
 @command("xadd", -5)
 def xadd(s: Session, argv: list[bytes]) -> bytes:
     j, maxlen, nomk = 2, None, False
@@ -85,20 +88,27 @@ def xadd(s: Session, argv: list[bytes]) -> bytes:
             maxlen, j = _maxlen(argv, j)
         else:
             break
+    if j >= len(argv):  # the options used up the arguments: no ID left
+        raise ReplyError(XADD_ARITY)
     raw_id, fields = argv[j], argv[j + 1 :]
+    sid = None if raw_id == b"*" else _parse_id(raw_id.removesuffix(b"-*"), 0)  # (first, as Redis)
     if not fields or len(fields) % 2:
-        raise ReplyError("ERR wrong number of arguments for 'xadd' command")
-    auto = raw_id == b"*"
-    sid = None if auto else _parse_id(raw_id.removesuffix(b"-*"), 0)
+        raise ReplyError(XADD_ARITY)
     ks, key = s.ks, argv[1]
     st = ks.get_stream(key)
     if st is None and nomk:
         return s.enc.null
     last = st.last if st is not None else (0, 0)
+    if last == (MAX_ID, MAX_SEQ):
+        raise ReplyError(
+            "ERR The stream has exhausted the last possible ID, unable to add more items"
+        )
     if sid is None:
         sid = (st or Stream()).next_id(now_ms())
-    elif raw_id.endswith(b"-*"):
-        sid = (sid[0], last[1] + 1) if sid[0] == last[0] else sid
+    elif raw_id.endswith(b"-*") and sid[0] == last[0]:  # the next sequence
+        if last[1] == MAX_SEQ:  # (Redis's text for its overflow there)
+            raise ReplyError("ERR Elements are too large to be stored")
+        sid = (sid[0], last[1] + 1)
     if sid == (0, 0):
         raise ReplyError("ERR The ID specified in XADD must be greater than 0-0")
     if sid <= last and (st is not None):
