@@ -108,8 +108,8 @@ def _stats(fe: Frontend) -> Fields:
         "evicted_keys": 0,
         "keyspace_hits": 0,
         "keyspace_misses": 0,
-        "pubsub_channels": 0,
-        "pubsub_patterns": 0,
+        "pubsub_channels": len(fe.channels),
+        "pubsub_patterns": len(fe.patterns),
         "total_blocking_keys": sum(len(ks.watched) for ks in fe.ks.dbs),
     }
 

@@ -30,6 +30,7 @@ from ..net.boundary import describe
 from ..net.reactor import EpollReactor, Loop
 from ..net.transport import SocketTransport, write_now
 from .commands import Block, Deferred, ReplyError, Session, dispatch
+from .commands.pubsub import forget
 from .keyspace import WRONGTYPE, WrongType
 
 if TYPE_CHECKING:
@@ -43,14 +44,20 @@ BATCH = 256  # commands of one client per pass, so a long pipeline cannot starve
 # (NSQ's included: an accept, a TLS handshake, a request are several rounds of trio's)
 PASS_TIME_S = 0.05
 PAUSE_S = 0.005
+# Redis's client-output-buffer-limit for subscribers (pubsub 32mb 8mb 60): one whose unsent
+# output passes HARD_LIMIT, or stays past SOFT_LIMIT for SOFT_SECONDS, is closed (a subscriber
+# that never reads would hold every message published to it, once per matching pattern)
+PUBSUB_HARD_LIMIT = 32 << 20
+PUBSUB_SOFT_LIMIT = 8 << 20
+PUBSUB_SOFT_SECONDS = 60.0
 _OUT = select.EPOLLOUT
 _read, _write = os.read, os.write
 
 
 class Client:
     __slots__ = (
-        "block", "close_after_send", "closed", "due", "fd", "out", "parser", "paused", "queued",
-        "remote", "replies", "session", "socket", "timed_out",
+        "block", "close_after_send", "closed", "due", "fd", "later", "out", "over_since", "parser",
+        "paused", "queued", "remote", "replies", "session", "socket", "timed_out",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
@@ -70,6 +77,8 @@ class Client:
         self.queued = False  # in the reactor's send list this pass
         self.close_after_send = False
         self.closed = False
+        self.later = 0  # bytes of pub/sub messages among `replies`
+        self.over_since = math.inf  # when its unsent output went past PUBSUB_SOFT_LIMIT
 
     def __repr__(self) -> str:
         return f"RESP: {self.remote}"
@@ -103,11 +112,39 @@ class Reactor(EpollReactor):
     def send_later(self, client: Client, data: bytes) -> None:
         """`data` goes out with this pass's replies, after its log write (a pub/sub message
         for another connection)."""
+        client.later += len(data)
+        if len(client.out) + client.later > PUBSUB_HARD_LIMIT:
+            self._over_limit(client, PUBSUB_HARD_LIMIT)
+            return
         client.replies.append(data)
         if not client.queued:
             client.queued = True
             self.to_send.append(client)
             self.wake()  # from outside a pass: one comes soon
+
+    def _over_limit(self, client: Client, limit: int) -> None:
+        log.warning(
+            "RESP: [%s] closing: its unsent output passed %d bytes (client-output-buffer-limit"
+            " pubsub)",
+            client.remote,
+            limit,
+        )
+        self._close(client)
+
+    def _check_soft_limit(self, client: Client) -> None:
+        """A subscriber's unsent output past PUBSUB_SOFT_LIMIT for PUBSUB_SOFT_SECONDS: closed
+        (looked at when output is added, as Redis does)."""
+        if len(client.out) <= PUBSUB_SOFT_LIMIT:
+            client.over_since = math.inf
+            return
+        s = client.session
+        if not (s.channels or s.patterns):
+            return
+        now = trio.current_time()
+        if client.over_since == math.inf:
+            client.over_since = now
+        elif now - client.over_since >= PUBSUB_SOFT_SECONDS:
+            self._over_limit(client, PUBSUB_SOFT_LIMIT)
 
     def end(self, client: Client) -> None:
         """Close a connection at once, unanswered (CLIENT KILL)."""
@@ -121,6 +158,7 @@ class Reactor(EpollReactor):
             self._unpark(client)
         fe = self.fe
         fe.ks.unwatch(client.session)
+        forget(client.session)  # its channels and patterns (else kept until a PUBLISH)
         fe.connections.pop(client.session.id, None)
         self.unwatch(client)
         client.parser.release()
@@ -335,8 +373,10 @@ class Reactor(EpollReactor):
                 continue
             data = b"".join(replies)
             replies.clear()
+            client.later = 0
             if client.out:
                 client.out += data
+                self._check_soft_limit(client)
                 continue
             try:
                 sent = _write(client.fd, data)  # write_now written out: every reply
@@ -348,6 +388,7 @@ class Reactor(EpollReactor):
             if sent < len(data):
                 client.out += memoryview(data)[sent:]
                 self.want_output(client, True)
+                self._check_soft_limit(client)
             elif client.close_after_send:
                 self._close(client)
 
