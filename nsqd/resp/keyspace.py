@@ -350,6 +350,8 @@ class Keyspace:
         self.expires.pop(key, None)
 
     def flush(self) -> None:
+        if self.watchers and not self.loading:  # only watched keys that existed are spoiled
+            watch.touch(self, (b"DEL", *(k for k in self.watchers if k in self.data)))
         self.data.clear()
         self.expires.clear()
         self._heap.clear()

@@ -1,7 +1,7 @@
 """WATCH's bookkeeping: each keyspace maps a watched key to its sessions, each session holds
 its (keyspace, key) pairs, and a logged change to a watched key (a write, a pop, a DEL, an
-expiry, a FLUSHALL, a RENAME's two keys) marks those sessions dirty, so their EXEC answers
-the null array."""
+expiry, a FLUSHALL of a key that existed, a RENAME's two keys) marks those sessions dirty, so
+their EXEC answers the null array."""
 
 from __future__ import annotations
 
@@ -33,9 +33,10 @@ def unwatch(session: Any) -> None:
 def touch(ks: Keyspace, rec: Record) -> None:
     """A change to a WATCHed key spoils its watchers' next EXEC."""
     op = rec[0]
-    if op == b"FLUSHALL":
-        keys: Iterable[bytes] = list(ks.watchers)
-    elif op == b"DEL":
+    if op == b"FLUSHALL":  # Keyspace.flush touched the watched keys that existed (as Redis's
+        return  # touchAllWatchedKeysInDb: a watched key that was not there is not spoiled)
+    keys: Iterable[bytes]
+    if op == b"DEL":
         keys = rec[1:]
     elif op == b"RENAME":
         keys = rec[1:3]

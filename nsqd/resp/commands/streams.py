@@ -131,11 +131,13 @@ def _range(s: Session, argv: list[bytes], rev: bool) -> bytes:
     if len(argv) > 4:
         if len(argv) != 6 or argv[4].lower() != b"count":
             raise ReplyError(SYNTAX)
-        count = integer_arg(argv[5])
-    if count == 0:
-        return s.enc.null_array  # as Redis 7.0 answers COUNT 0
+        count = max(0, integer_arg(argv[5]))
     st = s.ks.get_stream(argv[1])
-    if st is None or lo > hi:
+    if st is None:
+        return array([])
+    if count == 0:
+        return s.enc.null_array  # as Redis 7.0 answers COUNT 0 (or below) of a stream
+    if lo > hi:
         return array([])
     span = list(st.span(lo, hi))
     if rev:
