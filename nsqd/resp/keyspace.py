@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Union
 
 from . import records, watch
+from .scan_order import NO_ORDER, NoOrder, ScanOrder
 from .stream import Stream, StreamID, format_id
 from .zset import ZSet
 
@@ -68,6 +69,7 @@ class Keyspace:
         self.ready: list[tuple[Keyspace, bytes]] = []
         self.loading = False  # replaying the log: nothing expires, nothing is recorded
         self.watchers: dict[bytes, set] = {}  # WATCHed key -> sessions (transactions.py)
+        self.order: NoOrder | ScanOrder = NO_ORDER  # SCAN's, from the first SCAN on
 
     def _log(self, rec: Record) -> None:
         if self.loading:
@@ -133,6 +135,7 @@ class Keyspace:
                 if not create:
                     return 0
                 lst = self.data[key] = deque()
+                self.order.add(key)
         if left:
             lst.extendleft(elems)
         else:
@@ -220,6 +223,7 @@ class Keyspace:
     def set_string(self, key: bytes, value: bytes, when: int | None, keep_ttl: bool) -> None:
         """SET: the value, then the expiry (`when` unix ms), or none unless `keep_ttl`."""
         self.data[key] = value
+        self.order.add(key)
         if keep_ttl:
             self._log((b"SETK", key, value))
             return
@@ -232,6 +236,7 @@ class Keyspace:
         h = self.get_hash(key)
         if h is None:
             h = self.data[key] = {}
+            self.order.add(key)
         added = 0
         for i in range(0, len(pairs), 2):
             if pairs[i] not in h:
@@ -258,6 +263,7 @@ class Keyspace:
         s = self.data.get(key)
         if s is None:
             s = self.data[key] = set()
+            self.order.add(key)
         assert isinstance(s, set)
         before = len(s)
         s.update(members)
@@ -281,6 +287,7 @@ class Keyspace:
         st = self.data.get(key)
         if st is None:
             st = self.data[key] = Stream()
+            self.order.add(key)
         assert isinstance(st, Stream)
         st.add(sid, fields)
         self._log((b"XADD", key, format_id(sid), *fields))
@@ -308,6 +315,7 @@ class Keyspace:
         z = self.data.get(key)
         if z is None:
             z = self.data[key] = ZSet()
+            self.order.add(key)
         assert isinstance(z, ZSet)
         for score, member in pairs:
             z.add(member, score)
@@ -332,6 +340,7 @@ class Keyspace:
         self.data.pop(dst, None)
         self.expires.pop(dst, None)
         self.data[dst] = value
+        self.order.add(dst)
         if when is not None:
             self.expires[dst] = when
             heapq.heappush(self._heap, (when, dst))
@@ -345,6 +354,14 @@ class Keyspace:
             self._log((b"DEL", *gone))
         return len(gone)
 
+    def scan_order(self) -> ScanOrder:
+        """SCAN's order of the keys (made at the first SCAN; made again once the deleted keys
+        it still holds could outnumber the live ones)."""
+        order = self.order
+        if not isinstance(order, ScanOrder) or len(order) > 2 * len(self.data) + 1024:
+            self.order = order = ScanOrder(self.data)
+        return order
+
     def _remove(self, key: bytes) -> None:
         del self.data[key]
         self.expires.pop(key, None)
@@ -353,6 +370,7 @@ class Keyspace:
         if self.watchers and not self.loading:  # only watched keys that existed are spoiled
             watch.touch(self, (b"DEL", *(k for k in self.watchers if k in self.data)))
         self.data.clear()
+        self.order = NO_ORDER
         self.expires.clear()
         self._heap.clear()
         self._log((b"FLUSHALL",))

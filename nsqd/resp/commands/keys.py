@@ -6,9 +6,7 @@ options."""
 from __future__ import annotations
 
 import random
-from bisect import bisect_left
 from collections.abc import Callable
-from zlib import crc32
 
 from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple, string2ll
 
@@ -243,19 +241,13 @@ def scan_all(argv: list[bytes], items: list[tuple[bytes, list[bytes]]]) -> bytes
 @command("scan", -2)
 def scan(s: Session, argv: list[bytes]) -> bytes:
     """A cursor is the crc32 to go on from (+1; 0: done): a key present for the whole scan is
-    returned at least once, as Redis promises, whatever else is added or deleted meanwhile."""
+    returned at least once, as Redis promises, whatever else is added or deleted meanwhile
+    (nsqd/resp/scan_order.py: a call costs O(log N + COUNT))."""
     cursor, pattern, count, kind = scan_options(argv, 1, True)
     ks = s.ks
-    ordered = sorted((crc32(k), k) for k in ks.data)
-    start = bisect_left(ordered, (cursor - 1 if cursor else 0, b""))
-    batch = ordered[start : start + count]
-    end = start + len(batch)
-    while end < len(ordered) and batch and ordered[end][0] == batch[-1][0]:
-        batch.append(ordered[end])  # a crc32 shared by several keys is never split
-        end += 1
-    nxt = 0 if end >= len(ordered) else ordered[end][0] + 1
+    batch, nxt = ks.scan_order().batch(ks.data, cursor, count)
     found = []
-    for _, key in batch:
+    for key in batch:
         value = ks.get(key)
         if value is None:
             continue
