@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode
 
 import trio
 
 from protocol.v2.message import DecodedMessage, decode_message
 
+from ..http.v1 import query_string
 from ..log import log
 from .fanout import ASK_ERRORS, ASK_TIMEOUT
 from .messages import split_messages
@@ -60,7 +60,7 @@ class PeerLists:
         query = {"format": "json", "topic": topic, "include_clients": "false"}
         if channel is not None:
             query["channel"] = channel
-        target = b"/stats?" + urlencode(query).encode()
+        target = b"/stats?" + query_string(query)
         total = 0
         for status, body in await self._fanout.ask_all("GET", target):
             if status != 200:
@@ -89,7 +89,7 @@ class PeerLists:
     ) -> list[DecodedMessage]:
         """A peer's answer to a pop or receive: its messages (none when it has none, lacks
         the channel, or did not answer)."""
-        target = path + b"?" + urlencode(query).encode()
+        target = path + b"?" + query_string(query)
         try:
             with trio.fail_after(ASK_TIMEOUT):
                 status, body = await self._fanout.ask(address, "POST", target, _FRAMES)
@@ -117,7 +117,7 @@ class PeerMessage:
         in flight until its timeout, then delivers it again: a move may then be made twice,
         never lost."""
         path = b"/message/fin?" if done else b"/message/req?"
-        target = path + urlencode(self._query).encode()
+        target = path + query_string(self._query)
         try:
             with trio.fail_after(ASK_TIMEOUT):
                 status, body = await self._fanout.ask(self._address, "POST", target)

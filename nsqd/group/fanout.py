@@ -21,7 +21,6 @@ import select
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 import trio
 
@@ -32,6 +31,7 @@ from ..http.v1 import (
     Request,
     as_http_error,
     json_headers,
+    query_string,
     raw_headers,
     read_params,
     render_v1,
@@ -240,7 +240,7 @@ class FanOut:
         mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
         with_memory = "true" if memory else "false"
         ask = {"format": "json", "topic": topic, "channel": channel, "include_mem": with_memory}
-        target = path + b"?" + urlencode({k: v for k, v in ask.items() if v}).encode()
+        target = path + b"?" + query_string({k: v for k, v in ask.items() if v})
         docs = []
         for status, body in await self.ask_all("GET", target):
             if status == 200:

@@ -24,14 +24,13 @@ from __future__ import annotations
 import base64
 import json
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 import trio
 
 from ..engine.api import Refused
 from ..gocompat.json import go_json
 from ..http.messages import accepts_frames
-from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request, refused
+from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request, query_string, refused
 from ..log import log
 from .fanout import ASK_ERRORS, ASK_TIMEOUT
 
@@ -187,4 +186,4 @@ def _bytes(messages: list[Any], binary: bool) -> int:
 def _with(req: Request, **changed: str) -> bytes:
     """The request's target with some query values changed."""
     query = {**req.query(), **{k: [v] for k, v in changed.items()}}
-    return f"{req.path}?{urlencode(query, doseq=True)}".encode()
+    return req.raw_path + b"?" + query_string(query, doseq=True)

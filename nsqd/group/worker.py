@@ -16,7 +16,6 @@ import json
 import os
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 import trio
 
@@ -24,7 +23,7 @@ from protocol.v2 import encoders
 
 from ..engine.api import Refused
 from ..http import server as http_server
-from ..http.v1 import V1, HTTPError, JSONBody, Request, read_params
+from ..http.v1 import V1, HTTPError, JSONBody, Request, query_string, read_params
 from ..log import LEVELS, log
 from ..net import listeners
 from .attributes import GroupAttributes
@@ -159,8 +158,8 @@ class Worker:
         """/topic/create then /channel/create in each peer (nsqd makes no topic for the
         latter)."""
         targets = (
-            b"/topic/create?" + urlencode({"topic": topic}).encode(),
-            b"/channel/create?" + urlencode({"topic": topic, "channel": channel}).encode(),
+            b"/topic/create?" + query_string({"topic": topic}),
+            b"/channel/create?" + query_string({"topic": topic, "channel": channel}),
         )
         for address in self._peer_http():
             try:

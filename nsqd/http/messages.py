@@ -145,7 +145,7 @@ class MessageHandlers:
         query = req.query()
         values = query.get("id")
         if values:
-            raw = values[0].encode()
+            raw = values[0].encode("utf-8", "surrogateescape")
             if not _ID.fullmatch(raw):
                 raise HTTPError(400, "INVALID_ID")
             return channel, [raw], True

@@ -3,13 +3,16 @@
 `HTTPError` carries an error response; `Request` is a request with its query parsed as Go's
 url.ParseQuery does; `render_v1` renders a handler's result as nsqd's V1 format: a string as a
 raw body, None as an empty 200, anything else as JSON, an error as {"message":"..."}, always
-with `X-NSQ-Content-Type: nsq; version=1.0`. `config_value` is an option as /config shows it."""
+with `X-NSQ-Content-Type: nsq; version=1.0`. `config_value` is an option as /config shows it;
+`query_string` a parsed query written back."""
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from protocol.v2.names import is_valid_name
 
@@ -68,6 +71,12 @@ def _unescape(raw: bytes) -> str:
             raise ValueError("invalid URL escape")
         raw = _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), raw)
     return raw.decode("utf-8", "surrogateescape")
+
+
+def query_string(query: Mapping[str, Any], doseq: bool = False) -> bytes:
+    """`parse_query`'s inverse, for a request passed on to a peer: the bytes a value was
+    escaped from come back as they were (surrogateescape: a %ff is not UTF-8)."""
+    return urlencode(query, doseq=doseq, encoding="utf-8", errors="surrogateescape").encode()
 
 
 def parse_query(qs: bytes) -> dict[str, list[str]]:

@@ -159,3 +159,17 @@ def test_a_topic_only_a_peer_has_is_read_from_that_peer(group: Group) -> None:
     assert status == 200 and answer.endswith(b"there")
     status, answer = _ask(group, 0, "/channel/peek?topic=none&channel=c")
     assert (status, json.loads(answer)) == (404, {"message": "TOPIC_NOT_FOUND"})
+
+
+def test_a_query_value_that_is_not_utf8_is_passed_on_as_it_came(group: Group) -> None:
+    """A %ff in a request a worker passes on to its peers was written back with urlencode's
+    strict UTF-8: 500 and "error in ..." (found by fuzzing). As one nsqd: answered."""
+    group.start()
+    bodies = _fill(group, 1)
+    status, answer = _ask(group, 0, "/stats?format=json&topic=%ff")
+    assert status == 200 and json.loads(answer)["topics"] in (None, [])
+    status, answer = _ask(group, 1, f"/channel/receive?{Q}&n=5&vt=60000&x=%ff")
+    assert status == 200 and set(_bodies(answer).values()) == bodies  # its own and its peer's
+    status, answer = _ask(group, 0, f"/message/fin?{Q}&id=%ff")
+    assert (status, json.loads(answer)) == (400, {"message": "INVALID_ID"})
+    assert "error in" not in group.log_text()
