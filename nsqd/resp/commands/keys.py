@@ -264,7 +264,10 @@ def randomkey(s: Session, argv: list[bytes]) -> bytes:
     ks = s.ks
     keys = list(ks.data)
     while keys:
-        key = keys.pop(random.randrange(len(keys)))
+        i = random.randrange(len(keys))
+        key = keys[i]
+        keys[i] = keys[-1]  # (not pop(i): a database of expired keys made that quadratic)
+        keys.pop()
         if ks.get(key) is not None:  # an expired one goes, as Redis's lookup does
             return bulk(key)
     return s.enc.null
