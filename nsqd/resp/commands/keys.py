@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple, string2ll
+from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple
 
 from .. import glob
 from ..bridge import is_bridged
@@ -203,14 +203,22 @@ def pexpiretime(s: Session, argv: list[bytes]) -> bytes:
     return _ttl(s, argv[1], True, absolute=True)
 
 
+def _cursor(text: bytes) -> int:
+    """A cursor as Redis reads it (C's strtoul: an optional sign, digits, up to 2**64 - 1; a
+    negative one wraps, so -1 is the largest). Ours are below 2**32 + 1: a larger one ends the
+    scan at once, as a cursor past Redis's table does."""
+    sign, digits = (text[:1], text[1:]) if text[:1] in (b"-", b"+") else (b"", text)
+    if not digits.isdigit() or not digits.isascii() or int(digits) > 2**64 - 1:
+        raise ReplyError("ERR invalid cursor")
+    return -int(digits) % 2**64 if sign == b"-" else int(digits)
+
+
 def scan_options(
     argv: list[bytes], at: int, typed: bool
 ) -> tuple[int, Callable[[bytes], bool] | None, int, str | None]:
     """The cursor at `at`, then MATCH (its test: None for every element, as a lone *),
     COUNT and (SCAN only) TYPE."""
-    cursor = string2ll(argv[at])
-    if cursor is None or cursor < 0 or cursor > 2**32:
-        raise ReplyError("ERR invalid cursor")
+    cursor = _cursor(argv[at])
     pattern, count, kind = None, 10, None
     j = at + 1
     while j < len(argv):
