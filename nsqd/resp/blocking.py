@@ -4,24 +4,37 @@ between the pop and the reply being fixed), the earliest waiter first; one push 
 elements serves several waiters. A waiter on a bridge key (channel:<t>:<c>) is also a channel
 consumer (bridge.py) and is served by whichever comes first.
 
+A waiter's move can be refused when its element arrives (its destination became another type,
+or the bridge will not publish the element: empty, over --max-msg-size, a full queue): that
+waiter alone gets the error LMOVE would have given and the element goes back where it was, for
+the next waiter; the command that pushed it is answered as always (one client's blocked command
+never closes another's connection). A move that can never be served (to a channel: key) is
+refused before it waits (bridge.py `watch`).
+
 A waiter is removed from every queue when it is served, times out, or its connection closes."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .keyspace import Keyspace
+from protocol.resp.codec import ReplyError
+
+from ..log import log
+from ..net.boundary import describe
+from .keyspace import WRONGTYPE, Keyspace, WrongType
 
 
 class Waiter:
     """One blocked client: the database it waits in, its keys in the caller's order, how it
     pops (`left`) and what it does with the element (`deliver`: the encoded reply; a move
-    pushes it on first)."""
+    pushes it on first, and raises ReplyError or WrongType, having pushed nothing, where it
+    cannot). `moves_to` is a move's destination (b"" for a pop), for the check that refuses
+    a move that can never be served before it waits."""
 
-    __slots__ = ("consumers", "deliver", "done", "keys", "ks", "left", "notify", "reply")
+    __slots__ = (
+        "consumers", "deliver", "done", "keys", "ks", "left", "moves_to", "notify", "reply",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -29,21 +42,49 @@ class Waiter:
         keys: list[bytes],
         left: bool,
         deliver: Callable[[bytes, bytes], bytes],
+        moves_to: bytes = b"",
     ) -> None:
         self.ks = ks
         self.keys = keys
         self.left = left
         self.deliver = deliver
+        self.moves_to = moves_to
         self.done = False
         self.reply = b""
         self.notify: Callable[[], None] | None = None  # the reactor's wake-up for its client
         self.consumers: list = []  # bridge consumers to leave once done (bridge.py)
+
+    def attempt(self, key: bytes, elem: bytes) -> tuple[bytes, bool]:
+        """`deliver`'s reply for `elem`, popped from `key`, and whether the element was taken.
+        Not taken: the move was refused (the reply is its error, as LMOVE gives it) and the
+        caller puts the element back where it was. The error is this waiter's alone: it is
+        never raised into the command (another client's push, a publish) that served it."""
+        try:
+            return self.deliver(key, elem), True
+        except WrongType:
+            return WRONGTYPE, False
+        except ReplyError as exc:
+            return exc.reply, False
+        except Exception as exc:  # a bug: still this waiter's alone, and the element kept
+            log.error(
+                "RESP: blocked client served from %r: unexpected error - %s", key, describe(exc)
+            )
+            return ReplyError(f"ERR {describe(exc)}").reply, False
 
     def finish(self, reply: bytes) -> None:
         self.reply = reply
         self.done = True
         if self.notify is not None:
             self.notify()
+
+
+def put_back(ks: Keyspace, key: bytes, elem: bytes, left: bool, when: int | None) -> None:
+    """A popped element whose move was refused, back at the end of `key` it came from; `when`
+    is the key's expiry before the pop: a last element took the key with it, so its TTL comes
+    back too (Redis, which checks before it pops, never deleted it)."""
+    ks.push(key, [elem], left)
+    if when is not None and key not in ks.expires:
+        ks.set_expire(key, when)
 
 
 class Blocking:
@@ -89,7 +130,11 @@ class Blocking:
                     if waiter.done:
                         continue
                     self.remove(waiter)
+                    when = ks.expires.get(key)
                     elem = ks.pop(key, 1, waiter.left)[0]
-                    waiter.finish(waiter.deliver(key, elem))
+                    reply, taken = waiter.attempt(key, elem)
+                    if not taken:  # back where it was, for the next waiter
+                        put_back(ks, key, elem, waiter.left, when)
+                    waiter.finish(reply)
                 if queue is not None and not queue:
                     queues.pop(key, None)

@@ -25,7 +25,6 @@ from protocol.v2.names import is_valid_name
 
 from ..engine.api import Refused
 from ..engine.broker import Broker
-from .keyspace import WRONGTYPE
 
 if TYPE_CHECKING:
     from ..engine.api import Message
@@ -104,13 +103,15 @@ class PopConsumer:
             self.channel.finish_for(self, ids)
             self.bodies.extend(m.body for m in msgs)
             return
-        reply = waiter.deliver(self.key, msgs[0].body)  # want was 1
-        if reply is WRONGTYPE:
-            # a move whose destination became another type while it waited: as Redis, this
-            # waiter alone gets WRONGTYPE and the element stays where it was (in the channel)
-            self.channel.requeue_for(self, ids)
-        else:
+        reply, taken = waiter.attempt(self.key, msgs[0].body)  # want was 1
+        if taken:
             self.channel.finish_for(self, ids)
+        else:
+            # a move refused (its destination became another type while it waited, or the
+            # bridge would not publish the body): as Redis, this waiter alone gets the error
+            # and the element stays where it was (in the channel); the publisher that served
+            # it is not concerned
+            self.channel.requeue_for(self, ids)
         waiter.finish(reply)
 
     def finished(self, n: int) -> None:
@@ -261,9 +262,16 @@ class Bridge:
             return False
 
     def watch(self, waiter: Waiter, remote: str) -> None:
-        """Make a blocked client a consumer (credit 1) of each channel key it waits on."""
+        """Make a blocked client a consumer (credit 1) of each channel key it waits on; the
+        bridge's error where it cannot wait."""
         keys = [k for k in dict.fromkeys(waiter.keys) if is_bridged(k)]
         names = [self._channel(k) for k in keys]  # every error before anything is joined
+        if is_bridged(waiter.moves_to):
+            # a move to a key that takes no push (channel:, a bad topic name) can never be
+            # served: refused before it waits, with LMOVE's error (its source was empty, so
+            # that was checked first, as Redis does; where nothing waits, in MULTI or a
+            # script, it answers as LMOVE on an empty source does: nil)
+            self.check_push(waiter.moves_to)
         for key, (topic, name) in zip(keys, names, strict=True):
             channel = self.broker.channel_handle(topic, name)
             consumer = PopConsumer(self.broker.next_client_id(), channel, 1, remote)

@@ -13,9 +13,8 @@ from itertools import islice
 
 from protocol.resp.codec import EMPTY_ARRAY, OK, array, bulk, integer
 
-from ..blocking import Waiter
+from ..blocking import Waiter, put_back
 from ..bridge import BRIDGED, is_bridged
-from ..keyspace import WRONGTYPE, WrongType
 from .registry import (
     SYNTAX,
     Block,
@@ -160,14 +159,22 @@ def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) ->
     if is_bridged(src):
         _check_dst(s, dst)
         elem = _take_one(s, src, wherefrom)
-    else:
-        if not s.ks.get_list(src):
+        if elem is None:
             return None
-        _check_dst(s, dst)
-        elem = _take_one(s, src, wherefrom)
-    if elem is None:
+        _put(s, dst, elem, whereto)
+        return elem
+    if not s.ks.get_list(src):
         return None
-    _put(s, dst, elem, whereto)
+    _check_dst(s, dst)
+    when = s.ks.expires.get(src)
+    elem = s.ks.pop(src, 1, wherefrom)[0]
+    try:
+        _put(s, dst, elem, whereto)
+    except ReplyError:
+        # the bridge refused this element (empty, over --max-msg-size, a full queue): the
+        # error is answered and the element stays in the source, as a blocked move's does
+        put_back(s.ks, src, elem, wherefrom, when)
+        raise
     return elem
 
 
@@ -180,19 +187,19 @@ def _blmove(
         return bulk(elem)
 
     def deliver(key: bytes, elem: bytes) -> bytes:
-        # The destination may have become another type while this client waited: as Redis,
-        # this waiter alone gets WRONGTYPE and the element goes back where it was, for the
-        # next waiter (the pusher's reply and the other ready keys are not concerned).
-        try:
-            _check_dst(s, dst)
-        except WrongType:
-            if not is_bridged(src):
-                s.ks.push(src, [elem], wherefrom)
-            return WRONGTYPE
+        # The destination may have become another type while this client waited, or the
+        # bridge may refuse this element (empty, over --max-msg-size, a full queue): raised,
+        # before anything is pushed, so that this waiter alone gets the error and the element
+        # goes back where it was, for the next waiter (Waiter.attempt; the pusher's reply and
+        # the other ready keys are not concerned).
+        _check_dst(s, dst)
         _put(s, dst, elem, whereto)
         return bulk(elem)
 
-    return s.fe.block(Waiter(s.ks, [src], wherefrom, deliver), timeout, s.enc.null_array)
+    # a destination that never takes a push (channel:<t>:<c>) is refused before the client
+    # waits (bridge.watch), with the error LMOVE gives
+    waiter = Waiter(s.ks, [src], wherefrom, deliver, moves_to=dst)
+    return s.fe.block(waiter, timeout, s.enc.null_array)
 
 
 def _move_now(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | Block:
