@@ -39,6 +39,10 @@ __all__ = [
 ]
 
 STATES = ("queued", "in_flight", "deferred")  # what a peek can look at
+# a message's own TTL at most (100 years): its expiry, in ns since 1970, is stored as an
+# int64 (storage/expiries.py); a /pub?ttl= of 9e12 ms passed that, and the next clean stop
+# failed to write the memory queues to disk (found by fuzzing)
+MAX_TTL_MS = 100 * 365 * 86_400_000
 
 
 class _Words(NamedTuple):

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..log import log
-from .api import Refused
+from .api import MAX_TTL_MS, Refused
 from .channel import Channel
 from .handle import ChannelHandle
 from .pending import PendingPublishes
@@ -314,6 +314,8 @@ class Broker:
         ):
             self.pending.add(topic, bodies[0], commit)
             return
+        if ttl_ms and not 0 < ttl_ms <= MAX_TTL_MS:
+            raise Refused("invalid", f"ttl must be 1 to {MAX_TTL_MS} ms", code="INVALID_TTL")
         if topic in self.pending.by_topic:  # what waits for this topic is stored first
             commit.flush()  # (a failure is the commit's: the pass's publishers are refused)
         deduper = self.deduper
@@ -410,3 +412,6 @@ class Broker:
                 topic.close()
             except StoreError as exc:
                 log.error("TOPIC(%s): failed to flush to disk - %s", topic.name, exc)
+            except Exception as exc:  # a bug in one topic must not cost the others their stop
+                kind = type(exc).__name__
+                log.error("TOPIC(%s): failed to close - %s: %s", topic.name, kind, exc)

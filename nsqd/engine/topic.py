@@ -304,6 +304,12 @@ class Topic:
     def close(self) -> None:
         """Clean shutdown: everything still queued goes to disk."""
         self.deleted = True
+        failed: Exception | None = None
         for channel in self.channels.values():
-            channel.close()
+            try:
+                channel.close()
+            except Exception as exc:  # the other channels and the backlog are still written
+                failed = exc
         self.backlog.close()
+        if failed is not None:
+            raise failed

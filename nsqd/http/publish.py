@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from protocol.v2.bodies import PackedBodies
 from protocol.v2.names import is_valid_name
 
-from ..engine.api import Refused
+from ..engine.api import MAX_TTL_MS, Refused
 from ..engine.broker import Broker
 from ..gocompat.strconv import parse_int64
 from ..log import log
@@ -264,6 +264,8 @@ def _ttl(query: dict[str, list[str]]) -> int:
     ttl = parse_int64(values[0])
     if ttl is None or ttl <= 0:
         raise HTTPError(400, "INVALID_TTL")
+    if ttl > MAX_TTL_MS:  # (before /mpub's body is read; the engine refuses it too)
+        raise HTTPError(400, "INVALID_TTL", {"detail": f"ttl must be 1 to {MAX_TTL_MS} ms"})
     return ttl
 
 

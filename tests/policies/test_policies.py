@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from durability import helpers
 
+from nsqd.engine.api import MAX_TTL_MS
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -282,6 +284,31 @@ def test_per_message_ttl_on_pub_and_mpub(daemon: helpers.Daemon) -> None:
         with pytest.raises(TimeoutError):
             conn.message(timeout=0.3)
     assert sorted(m.body for m in got) == [b"long", b"none"]
+
+
+def test_a_ttl_past_a_hundred_years_is_refused_and_the_stop_keeps_everything(
+    data_dir: Path,
+) -> None:
+    """A /pub?ttl= of 9e12 ms was taken, and its expiry (ns since 1970) did not fit the int64
+    the clean stop writes: the stop failed and other topics' messages were lost (found by
+    fuzzing). Past MAX_TTL_MS it is refused; at it, kept across a clean stop."""
+    daemon = helpers.start("ours", data_dir)
+    for topic in ("other", "long"):
+        call(daemon, "POST", f"/topic/create?topic={topic}")
+        call(daemon, "POST", f"/channel/create?topic={topic}&channel=c")
+    for path in ("/pub?topic=long", "/mpub?topic=long"):
+        status, doc = call(daemon, "POST", f"{path}&ttl={MAX_TTL_MS + 1}", b"x")
+        assert (status, doc["message"]) == (400, "INVALID_TTL"), doc
+        assert call(daemon, "POST", f"{path}&ttl=9000000000000", b"x")[0] == 400
+    assert call(daemon, "POST", f"/pub?topic=long&ttl={MAX_TTL_MS}", b"kept") == (200, "OK")
+    assert call(daemon, "POST", "/mpub?topic=other", b"1\n2\n3") == (200, "OK")
+    daemon.stop()  # exit status 0, or it fails here
+    daemon = helpers.start("ours", data_dir)
+    try:
+        assert channel_stats(daemon, "other", "c")["depth"] == 3
+        assert channel_stats(daemon, "long", "c")["depth"] == 1
+    finally:
+        daemon.stop()
 
 
 # -- bounds ------------------------------------------------------------------------------------
