@@ -154,6 +154,32 @@ class PopConsumer:
         }
 
 
+class MoveConsumer(PopConsumer):
+    """LMOVE/RPOPLPUSH from a channel key: one message, handed to `put` (the push into the
+    move's destination) while it is still in flight, then finished; when `put` refuses it
+    (the destination topic's max_msg_size, a full queue) it goes back to the channel and the
+    error is the move's. A pop would have finished it first, and a refusal lost it."""
+
+    def __init__(
+        self, client_id: int, channel: ChannelHandle, remote: str, put: Callable[[bytes], None]
+    ) -> None:
+        super().__init__(client_id, channel, 1, remote)
+        self.put = put
+        self.refused: ReplyError | None = None
+
+    def send(self, msgs: list[Message]) -> None:
+        self.want -= len(msgs)
+        ids = [m.id for m in msgs]
+        try:
+            self.put(msgs[0].body)  # want was 1
+        except ReplyError as exc:
+            self.channel.requeue_for(self, ids)
+            self.refused = exc
+            return
+        self.channel.finish_for(self, ids)
+        self.bodies.append(msgs[0].body)
+
+
 class Bridge:
     def __init__(self, broker: Broker, max_msg_size: int, peers: Peers | None = None) -> None:
         self.broker = broker
@@ -212,6 +238,21 @@ class Bridge:
         finally:
             channel.leave(consumer)
         return consumer.bodies
+
+    def move(self, key: bytes, put: Callable[[bytes], None], remote: str = "resp") -> bytes | None:
+        """One queued message of the channel moved by `put` (MoveConsumer): its body, None
+        when there was none; `put`'s ReplyError, with the message back in the channel."""
+        topic, name = self._channel(key)
+        channel = self.broker.channel_handle(topic, name)
+        consumer = MoveConsumer(self.broker.next_client_id(), channel, remote, put)
+        self._join(channel, consumer)
+        try:
+            channel.offer(consumer)
+        finally:
+            channel.leave(consumer)
+        if consumer.refused is not None:
+            raise consumer.refused
+        return consumer.bodies[0] if consumer.bodies else None
 
     def more(self, key: bytes, n: int) -> Callable[[], Awaitable[list[bytes]]] | None:
         """In a group, where this partition gave fewer than wanted: the ask of the peers for

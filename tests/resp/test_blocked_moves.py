@@ -218,3 +218,37 @@ def test_a_blocked_move_to_a_full_topic(ours) -> None:
     assert r.lmove("fsrc", "topic:full") == b"b"
     assert r.lpop("channel:full:c") == b"b"
     _done(server, r, first_id)
+
+
+@pytest.mark.parametrize("form", ["lmove", "rpoplpush"])
+def test_a_move_from_a_channel_to_a_full_topic_keeps_the_message(ours, form: str) -> None:
+    """LMOVE channel:<t>:<c> topic:<u> finished the message before the publish was tried, so a
+    refusal (u full, overflow=reject) lost it; it is now in flight until u took it."""
+    server = ours.start()
+    url = f"http://127.0.0.1:{server.http_port}/channel/config?topic=dst&channel=c&max_depth=1"
+    req = urllib.request.Request(url, data=b"", method="POST")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+    for path in ("/topic/create?topic=src", "/channel/create?topic=src&channel=c"):
+        req = urllib.request.Request(f"{url.split('/channel')[0]}{path}", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+    r = _pusher(server.port)
+    first_id = r.client_id()
+    assert r.rpush("topic:dst", "filler") == 1
+    assert r.rpush("topic:src", "job") == 1
+
+    def move() -> object:
+        if form == "lmove":
+            return r.lmove("channel:src:c", "topic:dst")
+        return r.rpoplpush("channel:src:c", "topic:dst")
+
+    with pytest.raises(redis.ResponseError) as refused:
+        move()
+    assert "full" in str(refused.value)
+    assert r.llen("channel:src:c") == 1  # back in the channel
+    assert r.lpop("channel:dst:c") == b"filler"  # room again: the move goes through
+    assert move() == b"job"
+    assert r.lpop("channel:dst:c") == b"job"
+    assert r.llen("channel:src:c") == 0
+    _done(server, r, first_id)

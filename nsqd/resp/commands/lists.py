@@ -156,13 +156,9 @@ def _check_dst(s: Session, dst: bytes) -> None:
 
 
 def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | None:
-    if is_bridged(src):
+    if is_bridged(src):  # in flight while it is put: a refused move leaves it in the channel
         _check_dst(s, dst)
-        elem = _take_one(s, src, wherefrom)
-        if elem is None:
-            return None
-        _put(s, dst, elem, whereto)
-        return elem
+        return s.fe.bridge.move(src, lambda elem: _put(s, dst, elem, whereto))
     if not s.ks.get_list(src):
         return None
     _check_dst(s, dst)
