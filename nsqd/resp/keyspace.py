@@ -14,7 +14,7 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Union
+from typing import Any, Union
 
 from . import records, watch
 from .scan_order import NO_ORDER, NoOrder, ScanOrder
@@ -283,7 +283,8 @@ class Keyspace:
             self._log((b"SREM", key, *removed))
         return len(removed)
 
-    def xadd(self, key: bytes, sid: StreamID, fields: list[bytes], maxlen: int | None) -> None:
+    def xadd(self, key: bytes, sid: StreamID, fields: list[bytes], trim: Any = None) -> None:
+        """XADD, then its trim: (b"maxlen", n), (b"minid", an ID) or None."""
         st = self.data.get(key)
         if st is None:
             st = self.data[key] = Stream()
@@ -291,8 +292,20 @@ class Keyspace:
         assert isinstance(st, Stream)
         st.add(sid, fields)
         self._log((b"XADD", key, format_id(sid), *fields))
-        if maxlen is not None:
-            self.xtrim(key, maxlen)
+        if trim is not None:
+            self.trim_stream(key, trim)
+
+    def trim_stream(self, key: bytes, trim: Any) -> int:
+        """XTRIM (and XADD's trim) of an existing stream: how many entries went."""
+        kind, threshold = trim
+        if kind == b"maxlen":
+            return self.xtrim(key, threshold)
+        st = self.data[key]
+        assert isinstance(st, Stream)
+        gone = st.trim_before(threshold)
+        if gone:
+            self._log((b"XTRIMID", key, format_id(threshold)))
+        return gone
 
     def xtrim(self, key: bytes, maxlen: int) -> int:
         st = self.data[key]

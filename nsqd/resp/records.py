@@ -64,6 +64,7 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
     b"ZREM": _if(ZSet, lambda ks, a: ks.zrem(a[0], list(a[1:]))),
     b"XADD": lambda ks, a: ks.xadd(a[0], _sid(a[1]), list(a[2:]), None),
     b"XTRIM": _if(Stream, lambda ks, a: ks.xtrim(a[0], int(a[1]))),
+    b"XTRIMID": _if(Stream, lambda ks, a: ks.trim_stream(a[0], (b"minid", _sid(a[1])))),
     b"XDEL": _if(Stream, lambda ks, a: ks.xdel(a[0], [_sid(x) for x in a[1:]])),
     b"RENAME": _rename,
     b"DEL": lambda ks, a: ks.delete(a),  # nothing expires or is logged while loading

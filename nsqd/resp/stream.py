@@ -43,6 +43,13 @@ class Stream:
         del self.entries[:extra]
         return extra
 
+    def trim_before(self, minid: StreamID) -> int:
+        """Drop the entries whose ID is below `minid` (MINID); how many went."""
+        cut = bisect_left(self.ids, minid)
+        del self.ids[:cut]
+        del self.entries[:cut]
+        return cut
+
     def delete(self, sids: list[StreamID]) -> int:
         gone = 0
         for sid in sids:

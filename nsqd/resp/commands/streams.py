@@ -5,7 +5,7 @@ groups and XREAD BLOCK are not here (see docs/redis.md)."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import ZERO, array, bulk, integer, string2ll
+from protocol.resp.codec import ZERO, array, bulk, integer
 
 from ..keyspace import now_ms
 from ..stream import MAX_ID, MAX_SEQ, Stream, StreamID, format_id
@@ -55,23 +55,59 @@ def _entry(st: Stream, i: int) -> bytes:
     return b"*2\r\n" + bulk(format_id(st.ids[i])) + array(st.entries[i])
 
 
-def _maxlen(argv: list[bytes], j: int) -> tuple[int | None, int]:
-    """MAXLEN [=|~] n [LIMIT c] at j: the length and the index past it."""
-    j += 1
-    if j < len(argv) and argv[j] in (b"=", b"~"):
+Trim = tuple[bytes, object] | None  # (b"maxlen", n) or (b"minid", StreamID); None: no trim
+
+
+def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
+    """Redis 7.0's streamParseAddOrTrimArgsOrReply from j: MAXLEN or MINID [=|~] threshold,
+    LIMIT count and (XADD) NOMKSTREAM, in any order, up to XADD's ID. The trim, NOMKSTREAM,
+    and the index where the ID is (len(argv): none). `~` trims exactly here (Redis may trim
+    less, a node at a time), and LIMIT only bounds that in Redis: it is checked, not used."""
+    trim: Trim = None
+    approx = limit_given = nomk = False
+    limit, n = 0, len(argv)
+    while j < n:
+        more, opt = n - 1 - j, argv[j].lower()
+        if xadd and argv[j] == b"*":
+            break
+        if opt in (b"maxlen", b"minid") and more:
+            if trim is not None:
+                raise ReplyError(
+                    "ERR syntax error, MAXLEN and MINID options at the same time are not compatible"
+                )
+            approx = more >= 2 and argv[j + 1] == b"~"
+            if approx or (more >= 2 and argv[j + 1] == b"="):
+                j += 1
+            if opt == b"maxlen":
+                maxlen = integer_arg(argv[j + 1])
+                if maxlen < 0:
+                    raise ReplyError("ERR The MAXLEN argument must be >= 0.")
+                trim = (opt, maxlen)
+            else:
+                trim = (opt, _parse_id(argv[j + 1], 0))
+            j += 1
+        elif opt == b"limit" and more:
+            limit, limit_given = integer_arg(argv[j + 1]), True
+            if limit < 0:
+                raise ReplyError("ERR The LIMIT argument must be >= 0.")
+            j += 1
+        elif xadd and opt == b"nomkstream":
+            nomk = True
+        elif xadd:  # the ID: a bad one is refused before the options' checks, as Redis
+            _parse_id(argv[j].removesuffix(b"-*"), 0)
+            break
+        else:
+            raise ReplyError(SYNTAX)
         j += 1
-    if j >= len(argv):
-        raise ReplyError(SYNTAX)
-    n = string2ll(argv[j])
-    if n is None:
-        raise ReplyError("ERR value is not an integer or out of range")
-    if n < 0:
-        raise ReplyError("ERR The MAXLEN argument must be >= 0.")
-    j += 1
-    if j + 1 < len(argv) and argv[j].lower() == b"limit":
-        integer_arg(argv[j + 1])
-        j += 2
-    return n, j
+    if limit and trim is None:
+        raise ReplyError(
+            "ERR syntax error, LIMIT cannot be used without specifying a trimming strategy"
+        )
+    if not xadd and trim is None:
+        raise ReplyError("ERR syntax error, XTRIM must be called with a trimming strategy")
+    if limit_given and not approx:
+        raise ReplyError("ERR syntax error, LIMIT cannot be used without the special ~ option")
+    return trim, nomk, j
 
 
 XADD_ARITY = "ERR wrong number of arguments for 'xadd' command"
@@ -79,15 +115,7 @@ XADD_ARITY = "ERR wrong number of arguments for 'xadd' command"
 
 @command("xadd", -5)
 def xadd(s: Session, argv: list[bytes]) -> bytes:
-    j, maxlen, nomk = 2, None, False
-    while j < len(argv):
-        opt = argv[j].lower()
-        if opt == b"nomkstream":
-            nomk, j = True, j + 1
-        elif opt == b"maxlen":
-            maxlen, j = _maxlen(argv, j)
-        else:
-            break
+    trim, nomk, j = _trim_args(argv, 2, xadd=True)
     if j >= len(argv):  # the options used up the arguments: no ID left
         raise ReplyError(XADD_ARITY)
     raw_id, fields = argv[j], argv[j + 1 :]
@@ -115,7 +143,7 @@ def xadd(s: Session, argv: list[bytes]) -> bytes:
         raise ReplyError(
             "ERR The ID specified in XADD is equal or smaller than the target stream top item"
         )
-    ks.xadd(key, sid, fields, maxlen)
+    ks.xadd(key, sid, fields, trim)
     return bulk(format_id(sid))
 
 
@@ -167,14 +195,10 @@ def xdel(s: Session, argv: list[bytes]) -> bytes:
 
 @command("xtrim", -4)
 def xtrim(s: Session, argv: list[bytes]) -> bytes:
-    if argv[2].lower() != b"maxlen":
-        raise ReplyError(SYNTAX)
-    maxlen, j = _maxlen(argv, 2)
-    if j != len(argv):
-        raise ReplyError(SYNTAX)
+    trim, _, _ = _trim_args(argv, 2, xadd=False)
     if s.ks.get_stream(argv[1]) is None:
         return ZERO
-    return integer(s.ks.xtrim(argv[1], maxlen or 0))
+    return integer(s.ks.trim_stream(argv[1], trim))
 
 
 @command("xread", -4)
