@@ -330,6 +330,7 @@ class Keyspace:
             z = self.data[key] = ZSet()
             self.order.add(key)
         assert isinstance(z, ZSet)
+        pairs = [(score + 0.0, member) for score, member in pairs]  # -0 is kept as 0, as Redis
         for score, member in pairs:
             z.add(member, score)
         self._log((b"ZADD", key, *[x for score, m in pairs for x in (repr(score).encode(), m)]))

@@ -34,8 +34,7 @@ def _zadd(s: Session, argv: list[bytes], flags: set[bytes], at: int) -> bytes:
     incr = b"incr" in flags
     if incr and len(pairs) > 2:
         raise ReplyError("ERR INCR option supports a single increment-element pair")
-    # (+ 0.0: a score of -0 is stored as 0, as redis-server 7.0 answers it)
-    scores = [float_arg(pairs[i]) + 0.0 for i in range(0, len(pairs), 2)]
+    scores = [float_arg(pairs[i]) for i in range(0, len(pairs), 2)]
     ks, key = s.ks, argv[1]
     z = ks.get_zset(key)
     if z is None and b"xx" in flags:
