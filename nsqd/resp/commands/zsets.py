@@ -112,6 +112,8 @@ def zcard(s: Session, argv: list[bytes]) -> bytes:
 def _bound(raw: bytes) -> tuple[float, bool]:
     """zslParseRange's one end: a score, `(score` for an open end, +inf/-inf."""
     is_open = raw[:1] == b"("
+    if raw in (b"", b"("):  # strtod of nothing: 0, with nothing left over, which Redis takes
+        return 0.0, is_open
     try:
         value = float_arg(raw[1:] if is_open else raw, "ERR min or max is not a float")
     except ReplyError:
