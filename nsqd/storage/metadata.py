@@ -79,7 +79,10 @@ def load(data_path: str) -> list[TopicRecord]:
     except FileNotFoundError:
         return []
     try:
-        doc = json.loads(raw) if raw.strip() else _truncated()
+        # Go's decoder puts U+FFFD for bytes that are not UTF-8 inside a string (where json.loads
+        # of the bytes refused the whole file and the daemon did not start)
+        text = raw.decode("utf-8", "replace")
+        doc = json.loads(text) if text.strip() else _truncated()
         topics = _struct(doc, _METADATA, "", "nsqd.Metadata").get("topics") or []
     except ValueError as exc:
         raise MetadataError(f"failed to parse metadata in {path} - {_go_syntax(exc)}") from None

@@ -345,6 +345,29 @@ def test_malformed_nsqd_dat_refuses_as_go(case: str, tmp_path: Path, reference: 
         assert said["ours"] == said["reference"], said
 
 
+def test_bytes_that_are_not_utf8_in_nsqd_dat_start_as_go(tmp_path: Path, reference: Path) -> None:
+    """One byte inside a JSON string that is not UTF-8 (a bit flipped in "version", a channel
+    name): the Go nsqd reads it as U+FFFD and starts (skipping the name that is now invalid);
+    json.loads of the bytes refused the whole file, and ours did not start (found by
+    fuzzing)."""
+    dat = (
+        b'{"topics":[{"name":"t","paused":false,"channels":[{"name":"c","paused":false},'
+        b'{"name":"b\xeed","paused":false}]}],"version":"1\xee3.0"}'
+    )
+    seen = {}
+    for kind in ("reference", "ours"):
+        data = tmp_path / kind
+        data.mkdir()
+        (data / "nsqd.dat").write_bytes(dat)
+        with helpers.running(kind, data) as daemon:
+            _, body = daemon.http("GET", "/stats?format=json")
+            topics = json.loads(body)["topics"]
+            seen[kind] = {
+                t["topic_name"]: sorted(c["channel_name"] for c in t["channels"]) for t in topics
+            }
+    assert seen["ours"] == seen["reference"] == {"t": ["c"]}, seen
+
+
 def test_other_refusals_to_start_are_one_fatal_line(tmp_path: Path, reference: Path) -> None:
     holder = helpers.start("ours", tmp_path)  # holds the data path's lock and its ports
     cases = {
