@@ -166,3 +166,38 @@ def test_a_failed_pass_write_is_the_holders_refusal(tmp_path: Path, monkeypatch)
     journal.deferred([msg(2)], 1_800_000_000_000)
     assert commit.release() is None
     assert view(calls.journal(path).recover()) == view(([], [(msg(2), 1_800_000_000_000)]))
+
+
+def test_a_clean_stop_changes_the_file_only_after_the_queues_write(tmp_path: Path) -> None:
+    """The store's close holds the group commit while every channel puts its in-flight
+    messages in its disk queue: a journal emptied before that write, and a kill -9 before it,
+    lost them. Until the release the file still holds them; after it, only the deferred; a
+    failed write keeps them all."""
+    path = tmp_path / ("t:c" + SUFFIX)
+    calls = Calls()
+    journal = calls.journal(path)
+    journal.held([msg(1), msg(2)])
+    calls.commit.hold()
+    journal.close([(msg(3), 1_800_000_000_000)])
+    # (a kill -9 here: the disk queue's records are not written yet)
+    assert view(calls.journal(path).recover()) == view(([msg(1), msg(2)], []))
+    assert calls.commit.release() is None
+    assert view(calls.journal(path).recover()) == view(([], [(msg(3), 1_800_000_000_000)]))
+
+    gone = tmp_path / ("t:d" + SUFFIX)
+    emptied = calls.journal(gone)
+    emptied.held([msg(4)])
+    calls.commit.hold()
+    emptied.close([])
+    assert gone.exists()
+    calls.commit.release()
+    assert not gone.exists()
+
+    failed = tmp_path / ("t:e" + SUFFIX)
+    kept = calls.journal(failed)
+    kept.held([msg(5)])
+    calls.commit.hold()
+    kept.close([])
+    calls.commit.failed("disk full")
+    assert calls.commit.release() == "disk full"
+    assert view(calls.journal(failed).recover()) == view(([msg(5)], []))
