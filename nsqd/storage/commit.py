@@ -26,7 +26,7 @@ class GroupCommit:
     """One per store (a worker's partition). Never held, it writes nothing itself: each
     append goes to its file at once (a DiskQueue built without one gets this)."""
 
-    __slots__ = ("_dirty", "_error", "_later", "appended", "deferring", "depth")
+    __slots__ = ("_after", "_dirty", "_error", "_later", "appended", "deferring", "depth")
 
     def __init__(self) -> None:
         self.depth = 0  # nested holds; > 0: appends are buffered
@@ -35,6 +35,9 @@ class GroupCommit:
         self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
         self._dirty: list[Buffered] = []
+        # journals: written after every queue file, so that a message a journal releases back
+        # to a queue (a REQ, a timeout) is in that queue's file before the journal says so
+        self._after: list[Buffered] = []
         self._later: list[Callable[[str | None], None]] = []
         self._error: str | None = None
 
@@ -44,7 +47,7 @@ class GroupCommit:
     @property
     def buffered(self) -> bool:
         """Some record waits for the release's write (held only)."""
-        return bool(self._dirty)
+        return bool(self._dirty or self._after)
 
     def release(self) -> str | None:
         """End a hold; the outermost writes what was buffered and returns the first write
@@ -80,17 +83,30 @@ class GroupCommit:
         if owner not in self._dirty:
             self._dirty.append(owner)
 
+    def add_after(self, owner: Buffered, answered: bool) -> None:
+        """As `add`, for a file written after every queue's (a journal)."""
+        if answered:
+            self.appended += 1
+        if owner not in self._after:
+            self._after.append(owner)
+
     def flush(self) -> str | None:
-        """Write what is buffered now (the hold goes on); the first failure since the hold
-        began, or None."""
+        """Write what is buffered now (the hold goes on), the queues first, then the journals;
+        the first failure since the hold began, or None."""
         while self._dirty:  # a pending publish's flush appends to the queues it reaches
             dirty, self._dirty = self._dirty, []
             for queue in dirty:
-                try:
-                    queue.flush()
-                except StoreError as exc:  # its records are not on file: the release's refusal
-                    self.failed(str(exc))
+                self._write(queue)
+        after, self._after = self._after, []
+        for journal in after:
+            self._write(journal)
         return self._error
+
+    def _write(self, owner: Buffered) -> None:
+        try:
+            owner.flush()
+        except StoreError as exc:  # its records are not on file: the release's refusal
+            self.failed(str(exc))
 
     def failed(self, reason: str) -> None:
         if self._error is None:

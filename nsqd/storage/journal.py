@@ -15,7 +15,9 @@ batch (H) and a deferral (D) are buffered and written with the pass's one write 
 deliveries leave after it (Consumer.send) and a DPUB is answered after it. Outside one, and for
 a lease answered at once, each is written at once, one write(). The releases before them go in
 the same write; releases (FIN runs) are gathered and written once per scheduler pass by the
-store's flusher (at once with --sync-every=1). fsync follows --sync-every (counted in writes)
+store's flusher (at once with --sync-every=1), or, inside a held pass, with its records. A held
+pass writes the journals after every queue file (a REQ's message is in its queue's file before
+its release is here). fsync follows --sync-every (counted in writes)
 and --sync-timeout, through the store's syncer. The file is rewritten from the live set at
 start, at a clean stop, and when it has grown to twice its live size (past 32 MiB), so it stays
 bounded. go-diskqueue's files and nsqd.dat are never touched: the Go nsqd ignores these.
@@ -173,6 +175,13 @@ class ChannelJournal:
         if self.closed:
             return
         record = b"R" + _COUNT.pack(len(ids)) + b"".join(ids)
+        if self._commit.depth:
+            # in a held pass: with its records, after the queues' write (a REQ's message is in
+            # its queue's file before its release is in this one; written at once, a kill -9
+            # before the pass's write lost it)
+            self._log.append(record)
+            self._commit.add_after(self, False)
+            return
         if self._release_at_once:  # every op synced: a FIN is written before the next command
             self._write(record)
             return
@@ -261,7 +270,7 @@ class ChannelJournal:
             self._write(record)
             return
         self._log.append(record)
-        commit.add(self, answered)
+        commit.add_after(self, answered)
 
     def _write(self, record: bytes) -> None:
         """One write(): the gathered releases first (the file stays in call order), then this."""

@@ -201,3 +201,35 @@ def test_a_clean_stop_changes_the_file_only_after_the_queues_write(tmp_path: Pat
     calls.commit.failed("disk full")
     assert calls.commit.release() == "disk full"
     assert view(calls.journal(failed).recover()) == view(([msg(5)], []))
+
+
+def test_in_a_held_pass_releases_are_written_after_the_queues(tmp_path: Path) -> None:
+    """A REQ in a pass puts its message in the queue (buffered for the pass's write) and
+    releases it here: written at once, the release reached its file before the queue's
+    record did, and a kill -9 in between lost the message (found by a crash-consistency
+    campaign). In a held pass the journals are written last, their records in call order."""
+    path = tmp_path / ("t:c" + SUFFIX)
+    calls = Calls()
+    journal = calls.journal(path)  # --sync-every=1: outside a pass a release is written at once
+    journal.held([msg(1), msg(2)])
+    order: list[str] = []
+
+    def in_flight() -> int:  # read from a copy: recover() rewrites the file it reads
+        copy = tmp_path / ("copy:c" + SUFFIX)
+        copy.write_bytes(path.read_bytes())
+        return len(calls.journal(copy).recover()[0])
+
+    class Queue:
+        def flush(self) -> None:
+            order.append("queue")
+            # what the journal's file says while the queue is written: both still in flight
+            order.append(str(in_flight()))
+
+    commit = calls.commit
+    commit.hold()
+    journal.released([msg(1).id])  # the journal's first record of the pass...
+    commit.add(Queue(), False)  # ...and the queue's after it
+    assert in_flight() == 2  # nothing written yet
+    assert commit.release() is None
+    assert order == ["queue", "2"]
+    assert view(calls.journal(path).recover()) == view(([msg(2)], []))
