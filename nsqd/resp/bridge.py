@@ -232,11 +232,7 @@ class Bridge:
             return []
         channel = self.broker.channel_handle(topic, name)
         consumer = PopConsumer(self.broker.next_client_id(), channel, count, remote)
-        self._join(channel, consumer)
-        try:
-            channel.offer(consumer)
-        finally:
-            channel.leave(consumer)
+        self._offer(channel, consumer)
         return consumer.bodies
 
     def move(self, key: bytes, put: Callable[[bytes], None], remote: str = "resp") -> bytes | None:
@@ -245,11 +241,7 @@ class Bridge:
         topic, name = self._channel(key)
         channel = self.broker.channel_handle(topic, name)
         consumer = MoveConsumer(self.broker.next_client_id(), channel, remote, put)
-        self._join(channel, consumer)
-        try:
-            channel.offer(consumer)
-        finally:
-            channel.leave(consumer)
+        self._offer(channel, consumer)
         if consumer.refused is not None:
             raise consumer.refused
         return consumer.bodies[0] if consumer.bodies else None
@@ -281,6 +273,14 @@ class Bridge:
             return lambda: peers.depth(topic, None)
         topic, channel = self._channel(key)
         return lambda: peers.depth(topic, channel)
+
+    def _offer(self, channel: ChannelHandle, consumer: PopConsumer) -> None:
+        """`consumer` joins the channel for one hand-out of what is queued, then leaves."""
+        self._join(channel, consumer)
+        try:
+            channel.offer(consumer)
+        finally:
+            channel.leave(consumer)
 
     def _join(self, channel: ChannelHandle, consumer: PopConsumer) -> None:
         try:

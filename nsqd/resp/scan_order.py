@@ -24,9 +24,6 @@ class NoOrder:
     def add(self, key: bytes) -> None:
         pass
 
-    def __len__(self) -> int:
-        return 0
-
 
 NO_ORDER = NoOrder()
 

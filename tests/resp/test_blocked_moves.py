@@ -75,6 +75,19 @@ def _done(server, r: redis.Redis, first_id: int) -> None:
     assert "unexpected error" not in text and "Traceback" not in text, text[-3000:]
 
 
+def _blocking_move(
+    form: str, src: str, dst: str, wherefrom: str
+) -> Callable[[redis.Redis], object]:
+    """BLMOVE src dst <wherefrom> LEFT 0, or BRPOPLPUSH src dst 0 (RIGHT LEFT)."""
+
+    def move(c: redis.Redis) -> object:
+        if form == "blmove":
+            return c.blmove(src, dst, 0, wherefrom, "LEFT")
+        return c.brpoplpush(src, dst, 0)
+
+    return move
+
+
 @pytest.mark.parametrize("form", ["blmove", "brpoplpush"])
 def test_a_move_to_a_channel_key_is_refused_before_it_waits(ours, form: str) -> None:
     """A channel:<t>:<c> destination never takes a push: with an empty source the blocked
@@ -85,11 +98,7 @@ def test_a_move_to_a_channel_key_is_refused_before_it_waits(ours, form: str) -> 
     r = _pusher(server.port)
     first_id = r.client_id()
     dst = "channel:bt:bc"
-
-    def move(c: redis.Redis) -> object:
-        if form == "blmove":
-            return c.blmove("bsrc", dst, 0, "LEFT", "LEFT")
-        return c.brpoplpush("bsrc", dst, 0)
+    move = _blocking_move(form, "bsrc", dst, "LEFT")
 
     assert r.lmove("bsrc", dst) is None  # empty source: nil, no error
     started = time.monotonic()
@@ -136,11 +145,7 @@ def test_a_blocked_move_to_a_topic_refused_its_element(
     r = _pusher(server.port)
     first_id = r.client_id()
     dst = "topic:et"
-
-    def move(c: redis.Redis) -> object:
-        if form == "blmove":
-            return c.blmove("esrc", dst, 0, "RIGHT", "LEFT")
-        return c.brpoplpush("esrc", dst, 0)
+    move = _blocking_move(form, "esrc", dst, "RIGHT")
 
     b = _block(server.port, r, move)
     assert not b.result  # it waits: the topic takes pushes
