@@ -30,6 +30,7 @@ from .policies.policy import NO_CHANNEL_POLICY, ChannelPolicy, NoChannelPolicy
 from .ports import NO_JOURNAL, UNBOUNDED
 from .queue import Backlog, messages
 from .settings import Settings
+from .stale import NO_STALE, NoStale, PumpFilter, StaleFilter
 
 # What one round of a hand-out takes from the queue per ready consumer, at most (messages of
 # any size): the round goes on while consumers have credit and room in their output.
@@ -88,6 +89,8 @@ class Channel:
         self.max_consumers = settings.max_channel_consumers
         self.clock = settings.clock
         self.journal = journal  # --durable-inflight: in-flight and deferred state on disk
+        # the topic's pump drops what the journal brought back (stale.py)
+        self.stale: PumpFilter | NoStale = NO_STALE
         self.attributes = ChannelAttributes()
         # set by the topic from the attributes (topic.refresh_policies)
         self.policy: ChannelPolicy | NoChannelPolicy = NO_CHANNEL_POLICY
@@ -107,8 +110,14 @@ class Channel:
 
     def _recover(self, journal: Journal) -> None:
         """What the journal kept from the last run: deferred messages wait for their original
-        due time; in-flight ones go back to the queue at once, attempts kept."""
+        due time; in-flight ones go back to the queue at once, attempts kept; the disk
+        queue's stale copies of them are dropped (stale.py)."""
         in_flight, deferred = journal.recover()
+        ids = {m.id for m in in_flight}
+        ids.update(m.id for m, _ in deferred)
+        StaleFilter.install(f"{self.topic_name}:{self.name}", self.backlog, set(ids))
+        if ids:
+            self.stale = PumpFilter(ids)
         now, wall = self.clock(), time.time_ns() // 1_000_000
         for msg, due_ms in deferred:
             self.deferred.add(msg, now + max(0, due_ms - wall) / 1000)

@@ -33,6 +33,7 @@ from .policies.policy import (
 from .ports import NO_JOURNAL, JournalFactory, OverflowFactory, no_journal
 from .queue import Backlog
 from .settings import Settings
+from .stale import NO_STALE
 
 _PUMP_CHUNK = 1024
 _PUMP_BYTES = 4 << 20  # a chunk of large messages is smaller: the loop runs between chunks
@@ -204,13 +205,16 @@ class Topic:
             self.backlog.extend(msgs)
             self._trim()
 
-    def _fan_out(self, msgs: list[Message], *, deferred: bool) -> None:
+    def _fan_out(self, msgs: list[Message], *, deferred: bool, pumped: bool = False) -> None:
         """Every channel gets every message: the first channel the records themselves, the
         others copies sharing the body. All copies are made before any channel delivers (a
-        delivery counts an attempt on the record it sends)."""
+        delivery counts an attempt on the record it sends). What the pump brings passes each
+        channel's `stale` (a copy its journal holds already)."""
         channels = self._fanout
         batches = [msgs] + [[m.copy() for m in msgs] for _ in channels[1:]]
         for channel, batch in zip(channels, batches, strict=True):
+            if pumped:
+                batch = channel.stale.fresh(batch)
             if deferred:
                 ready_now = []
                 for m in batch:
@@ -273,8 +277,11 @@ class Topic:
                     self, self.backlog.take(_PUMP_CHUNK, _PUMP_BYTES)
                 )
                 self.expired_count += expired
-                self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk))
+                self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk), pumped=True)
                 await trio.lowlevel.checkpoint()
+            if not self.backlog:
+                for channel in self._fanout:  # what was on disk at the start has come
+                    channel.stale = NO_STALE
         finally:
             self._pumping = False
 

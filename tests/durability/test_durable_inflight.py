@@ -400,3 +400,44 @@ def test_a_channel_nsqd_dat_had_not_listed_yet_comes_back_from_its_journal(
     listed = json.loads(dat.read_bytes())["topics"]
     assert [(t["name"], [c["name"] for c in t["channels"]]) for t in listed] == [("late", ["ch"])]
     assert stale.exists()  # not ours to delete: a later run with it listed would want it
+
+
+@pytest.mark.parametrize("path", ["channel_disk", "topic_pump"])
+def test_kill_9_before_the_read_position_is_saved_gives_each_held_message_once(
+    data_dir: Path, path: str
+) -> None:
+    """The disk queues save their read position at their sync (here: not before the kill),
+    so at the restart they give again what was read; the journal holds the held ones too.
+    Each must come once, under its id, and its FIN must work (it came twice, and the first
+    FIN of the two answered E_FIN_FAILED). channel_disk: published to the channel, read from
+    its disk queue; topic_pump: published before the channel existed, pumped from the
+    topic's disk queue."""
+    flags = ("--mem-queue-size=0", "--durable-inflight", "--sync-every=100000")
+    flags += ("--sync-timeout=60s",)
+    n = 200
+    held = [b"held-%04d" % i for i in range(n)]
+    daemon = helpers.start("ours", data_dir, *flags)
+    with daemon.client() as consumer, daemon.client() as producer:
+        if path == "channel_disk":
+            consumer.sub("stale", "ch", rdy=n)
+        producer.mpub("stale", held)
+        if path == "topic_pump":
+            consumer.sub("stale", "ch", rdy=n)
+        got = consumer.messages(n, timeout=30)
+        consumer.req(got[0].id)  # requeued (to the disk queue's end), read again, held
+        again = consumer.message()
+        assert again.body == got[0].body
+        helpers.sleep(0.3)  # a pass for the journal's records
+        daemon.kill()
+
+    with helpers.running("ours", data_dir, *flags) as daemon2:
+        with daemon2.client() as conn:
+            conn.sub("stale", "ch", rdy=2 * n)
+            out = conn.consume(n, quiet=1.0)  # FINs each; an E_FIN_FAILED fails it
+            conn.barrier()
+        log = daemon2.log_tail()
+    counts = Counter(m.body for m in out)
+    assert sorted(counts) == sorted(held), log
+    assert max(counts.values()) == 1, [b for b, c in counts.items() if c > 1][:5]
+    attempts = Counter(m.attempts for m in out)
+    assert attempts == {2: n - 1, 3: 1}, attempts
