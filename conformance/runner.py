@@ -56,7 +56,7 @@ class ScenarioRunner:
         self.scenario = scenario
         self.addr = addr
         self.window = scenario.window if scenario.window is not None else window
-        self.transcript = Transcript(target, scenario.id)
+        self.transcript = Transcript(target, scenario.id, any_order=scenario.any_order)
         self.ids = IdRegistry()
         self.conns: dict[str, _Conn] = {}
         self.current = DEFAULT_CONN
@@ -122,7 +122,10 @@ class ScenarioRunner:
         elif not conn.pending:
             failure = "got nothing"
         else:
-            event = conn.pending.popleft()
+            event = conn.pending[0]
+            if self.scenario.any_order:
+                event = next((e for e in conn.pending if exp.matches(e)), event)
+            conn.pending.remove(event)
             if not exp.matches(event):
                 failure = f"got {event.render()}"
         if failure:

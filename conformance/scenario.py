@@ -27,7 +27,7 @@ SEND_KINDS: Final = frozenset(
     {"send", "send_split", "send_raw", "identify", "auth", "pub", "dpub", "mpub"}
 )
 ACTION_KINDS: Final = SEND_KINDS | {"conn", "shutdown_write", "close", "sleep", "expect"}
-HEADER_KINDS: Final = frozenset({"doc", "flags", "daemon", "window"})
+HEADER_KINDS: Final = frozenset({"doc", "flags", "daemon", "window", "order"})
 _EXPR_START: Final = re.compile(r"""^(?:[bB]?["']|\[|(?:i32|body|mpub|unhex|json)\()""")
 _SUBST: Final = re.compile(r"\$(topic(?::(\d+))?|id(\d*))")
 
@@ -57,6 +57,9 @@ class Scenario:
     flags: tuple[str, ...] = ()
     daemon: str = DEFAULT_DAEMON
     window: float | None = None
+    # "any": a step's events on one connection are compared as a set, and an `expect:` takes
+    # the first unchecked event it matches (the nsqd's own order is a race between goroutines)
+    any_order: bool = False
     steps: list[Step] = field(default_factory=list)
 
     @property
@@ -292,6 +295,10 @@ def parse_text(text: str, path: Path) -> list[Scenario]:
                 target.daemon = arg
             elif directive == "window":
                 target.window = parse_duration(arg)
+            elif directive == "order":
+                if arg not in ("any", "arrival"):
+                    raise ValueError(f"order is 'any' or 'arrival', got {arg!r}")
+                target.any_order = arg == "any"
             elif directive in ACTION_KINDS:
                 step = Step(directive, arg, lineno, line)
                 _check_step(step, target)

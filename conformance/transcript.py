@@ -38,10 +38,12 @@ class Transcript:
     steps: list[StepRecord] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # expectations that did not hold
     error: str | None = None  # the runner itself failed
+    any_order: bool = False  # the scenario's `order: any`: each step's events as a set
 
     def key(self) -> list[tuple[str, ...]]:
         """What is compared: every step's rendered events (notes and sources are not)."""
-        keys = [tuple(s.event_lines()) for s in self.steps]
+        arrange = sorted if self.any_order else list
+        keys = [tuple(arrange(s.event_lines())) for s in self.steps]
         if self.error:
             keys.append(("runner error",))
         return keys
