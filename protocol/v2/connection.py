@@ -2,7 +2,8 @@
 
 Like h11.Connection: `receive_data(b)` (b"" = end of stream), then `next_command()` until it
 answers NEED_DATA. Every check nsqd makes before touching a topic or channel happens here, in
-nsqd's order and with its texts, so a violation surfaces at the same byte it does in nsqd."""
+nsqd's order and with its texts, so a violation surfaces at the same byte it does in nsqd: the
+reading stages (magic, line, body, MPUB's parts) here, each command line's checks in lines.py."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from collections.abc import Callable
 from typing import Final
 
 from . import commands as c
+from . import lines
 from .errors import ErrorCode, NSQError, ProtocolClosed
-from .gostr import go_quote
 from .identify import ClientSettings, apply_identify
 from .limits import Limits
-from .message import MSG_ID_LENGTH
-from .names import is_valid_name
-from .state import TRANSITIONS, ClientState, check_state
+from .lines import BodySpec, text
+from .state import ClientState, check_state
 from .whole import INT32 as _INT32
 from .whole import fins as _whole_fins
 from .whole import mpub_one as _whole_mpub_one
@@ -37,62 +37,11 @@ PAUSED: Final = _Sentinel("PAUSED")  # after IDENTIFY, until resume(): upgrades 
 CLOSED: Final = _Sentinel("CLOSED")  # the peer ended the stream between commands
 
 MAGIC_V2: Final = b"  V2"
-_U64: Final = 1 << 64
 # the names a connection published to (_topic_param), kept for the fast readers of PUB and
 # MPUB (whole.py): most publish to a few topics
 _PUB_TOPICS: Final = 64
 
 Event = c.Command | _Sentinel
-
-
-def _text(raw: bytes) -> str:
-    # Keeps arbitrary client bytes intact through NSQError's str -> bytes round trip.
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def parse_base10(raw: bytes) -> int | None:
-    """nsqd's ByteToBase10: unsigned decimal digits only (empty is 0), wrapping at 2**64."""
-    if raw and not raw.isdigit():  # bytes.isdigit is ASCII-only
-        return None
-    return int(raw) % _U64 if raw else 0
-
-
-def _int64(n: int) -> int:
-    n %= _U64
-    return n - _U64 if n >= 1 << 63 else n
-
-
-class _BodySpec:
-    """How one command reads its size-prefixed body and which errors it reports."""
-
-    __slots__ = ("code", "finish", "max_size", "name", "noun", "too_big_first")
-
-    def __init__(
-        self,
-        name: str,
-        code: ErrorCode,
-        noun: str,
-        max_size: int,
-        too_big_first: bool,
-        finish: Callable[[bytes], c.Command],
-    ) -> None:
-        self.name, self.code, self.noun = name, code, noun
-        self.max_size, self.too_big_first, self.finish = max_size, too_big_first, finish
-
-    def error(self, what: str) -> NSQError:
-        return NSQError(self.code, f"{self.name} {what}")
-
-    def check_size(self, size: int) -> None:
-        if 0 < size <= self.max_size:
-            return  # the common case: no message to format
-        big = size > self.max_size
-        too_big = f"{self.noun or 'body '}too big {size} > {self.max_size}"
-        if big and self.too_big_first:
-            raise self.error(too_big)
-        if size <= 0:
-            raise self.error(f"invalid {self.noun}body size {size}")
-        if big:
-            raise self.error(too_big)
 
 
 def _closed() -> Event:
@@ -120,11 +69,11 @@ class V2Connection:
         self._stage: Callable[[], Event | None] = (
             self._read_magic if expect_magic else self._read_line
         )
-        self._body: _BodySpec | None = None
+        self._body: BodySpec | None = None
         self._body_size = 0
         self._mpub_topic = ""
         self._pub_topic = ""
-        self._pub_spec: _BodySpec | None = None
+        self._pub_spec: BodySpec | None = None
         self._pub_topics: dict[bytes, str] = {}  # names a PUB, MPUB or DPUB was allowed with
         self._read: Event | None = None  # a command read ahead, for _take_read
         self._mpub_count = 0
@@ -251,11 +200,11 @@ class V2Connection:
         verb = params[0]
         if self.tls_required and not self.tls_active and verb != b"IDENTIFY":
             raise NSQError(
-                ErrorCode.E_INVALID, f"cannot {_text(verb)} in current state (TLS required)"
+                ErrorCode.E_INVALID, f"cannot {text(verb)} in current state (TLS required)"
             )
         handler = self._handlers.get(verb)
         if handler is None:
-            raise NSQError(ErrorCode.E_INVALID, f"invalid command {_text(verb)}")
+            raise NSQError(ErrorCode.E_INVALID, f"invalid command {text(verb)}")
         return handler(params)
 
     def _take_read(self) -> Event:
@@ -268,7 +217,7 @@ class V2Connection:
             self.tls_required and not self.tls_active
         )
 
-    def _expect_body(self, spec: _BodySpec) -> None:
+    def _expect_body(self, spec: BodySpec) -> None:
         self._body = spec
         self._stage = self._read_body_size
 
@@ -366,15 +315,23 @@ class V2Connection:
         self._mpub_bodies = []
         return c.MPub(self._mpub_topic, bodies)
 
-    # -- command lines ---------------------------------------------------------------------
+    def _read_mpub_size(self) -> Event | None:
+        if len(self._buf) - self._pos < 4:
+            return self._short(NSQError(ErrorCode.E_BAD_BODY, "MPUB failed to read body size"))
+        (size,) = _INT32.unpack_from(self._buf, self._pos)
+        self._pos += 4
+        assert self._body is not None
+        self._body.check_size(size)
+        self._body = None
+        self._stage = self._read_mpub_count
+        return self._read_mpub_count()
 
-    def _transition(self, verb: bytes) -> None:
-        self.state = TRANSITIONS.get((self.state, verb), self.state)
+    # -- command lines (their checks: lines.py) ------------------------------------------------
 
     def _identify(self, params: list[bytes]) -> Event | None:
         check_state(b"IDENTIFY", self.state)
         self._expect_body(
-            _BodySpec(
+            BodySpec(
                 "IDENTIFY",
                 ErrorCode.E_BAD_BODY,
                 "",
@@ -391,39 +348,19 @@ class V2Connection:
         return c.Identify(self.settings)
 
     def _auth(self, params: list[bytes]) -> Event | None:
-        check_state(b"AUTH", self.state)
-        if len(params) != 1:
-            raise NSQError(ErrorCode.E_INVALID, "AUTH invalid number of parameters")
+        lines.auth(params, self.state)
         self._expect_body(
-            _BodySpec("AUTH", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, True, c.Auth)
+            BodySpec("AUTH", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, True, c.Auth)
         )
         return None
 
     def _sub(self, params: list[bytes]) -> Event | None:
-        check_state(b"SUB", self.state)
-        if self.settings.heartbeat_interval_ms <= 0:
-            raise NSQError(ErrorCode.E_INVALID, "cannot SUB with heartbeats disabled")
-        if len(params) < 3:
-            raise NSQError(ErrorCode.E_INVALID, "SUB insufficient number of parameters")
-        topic, channel = params[1], params[2]
-        if not is_valid_name(topic):
-            raise NSQError(ErrorCode.E_BAD_TOPIC, f"SUB topic name {go_quote(topic)} is not valid")
-        if not is_valid_name(channel):
-            raise NSQError(
-                ErrorCode.E_BAD_CHANNEL, f"SUB channel name {go_quote(channel)} is not valid"
-            )
-        self._transition(b"SUB")
-        return c.Sub(topic.decode(), channel.decode())
+        sub = lines.sub(params, self.state, self.settings)
+        self.state = lines.transition(self.state, b"SUB")
+        return sub
 
     def _topic_param(self, verb: str, params: list[bytes], count: int) -> str:
-        if len(params) < count:
-            raise NSQError(ErrorCode.E_INVALID, f"{verb} insufficient number of parameters")
-        topic = params[1]
-        if not is_valid_name(topic):
-            desc = f"{verb} topic name {go_quote(topic)} is not valid"
-            if verb == "MPUB":  # nsqd repeats the code in MPUB's description
-                desc = f"E_BAD_TOPIC {desc}"
-            raise NSQError(ErrorCode.E_BAD_TOPIC, desc)
+        topic = lines.topic(verb, params, count)
         name = topic.decode()
         names = self._pub_topics
         if len(names) < _PUB_TOPICS:
@@ -434,7 +371,7 @@ class V2Connection:
         self._pub_topic = self._topic_param("PUB", params, 2)
         spec = self._pub_spec
         if spec is None:  # made once per connection: PUB is a hot path
-            spec = self._pub_spec = _BodySpec(
+            spec = self._pub_spec = BodySpec(
                 "PUB",
                 ErrorCode.E_BAD_MESSAGE,
                 "message ",
@@ -451,17 +388,9 @@ class V2Connection:
 
     def _dpub(self, params: list[bytes]) -> Event | None:
         topic = self._topic_param("DPUB", params, 3)
-        raw = params[2]
-        delay = parse_base10(raw)
-        if delay is None:
-            raise NSQError(ErrorCode.E_INVALID, f"DPUB could not parse timeout {_text(raw)}")
-        delay_ns = _int64(delay * 1_000_000)
-        max_ms = self.limits.max_req_timeout_ms
-        if delay_ns < 0 or delay_ns > max_ms * 1_000_000:
-            raise NSQError(ErrorCode.E_INVALID, f"DPUB timeout {delay} out of range 0-{max_ms}")
-        delay_ms = delay_ns // 1_000_000
+        delay_ms = lines.dpub_delay(params[2], self.limits)
         self._expect_body(
-            _BodySpec(
+            BodySpec(
                 "DPUB",
                 ErrorCode.E_BAD_MESSAGE,
                 "message ",
@@ -475,66 +404,27 @@ class V2Connection:
     def _mpub(self, params: list[bytes]) -> Event | None:
         topic = self._topic_param("MPUB", params, 2)
         self._mpub_topic = topic
-        self._body = _BodySpec(
+        self._body = BodySpec(
             "MPUB", ErrorCode.E_BAD_BODY, "", self.limits.max_body_size, False, c.Auth
         )
         self._stage = self._read_mpub_size
         return c.MPubStart(topic)
 
-    def _read_mpub_size(self) -> Event | None:
-        if len(self._buf) - self._pos < 4:
-            return self._short(NSQError(ErrorCode.E_BAD_BODY, "MPUB failed to read body size"))
-        (size,) = _INT32.unpack_from(self._buf, self._pos)
-        self._pos += 4
-        assert self._body is not None
-        self._body.check_size(size)
-        self._body = None
-        self._stage = self._read_mpub_count
-        return self._read_mpub_count()
-
     def _rdy(self, params: list[bytes]) -> Event | None:
-        if self.state == ClientState.CLOSING:
-            return None  # nsqd ignores RDY after CLS
-        check_state(b"RDY", self.state)
-        count = 1
-        if len(params) > 1:
-            parsed = parse_base10(params[1])
-            if parsed is None:
-                raise NSQError(ErrorCode.E_INVALID, f"RDY could not parse count {_text(params[1])}")
-            count = _int64(parsed)
-        max_rdy = self.limits.max_rdy_count
-        if count < 0 or count > max_rdy:
-            raise NSQError(ErrorCode.E_INVALID, f"RDY count {count} out of range 0-{max_rdy}")
-        return c.Rdy(count)
-
-    def _msg_id(self, verb: bytes, params: list[bytes], count: int) -> bytes:
-        check_state(verb, self.state)
-        if len(params) < count:
-            raise NSQError(ErrorCode.E_INVALID, f"{verb.decode()} insufficient number of params")
-        msg_id = params[1]
-        if len(msg_id) != MSG_ID_LENGTH:
-            raise NSQError(ErrorCode.E_INVALID, "invalid message ID")
-        return msg_id
+        return lines.rdy(params, self.state, self.limits)
 
     def _fin(self, params: list[bytes]) -> Event | None:
-        return c.Fin([self._msg_id(b"FIN", params, 2)])
+        return c.Fin([lines.msg_id(b"FIN", params, 2, self.state)])
 
     def _touch(self, params: list[bytes]) -> Event | None:
-        return c.Touch(self._msg_id(b"TOUCH", params, 2))
+        return c.Touch(lines.msg_id(b"TOUCH", params, 2, self.state))
 
     def _req(self, params: list[bytes]) -> Event | None:
-        msg_id = self._msg_id(b"REQ", params, 3)
-        parsed = parse_base10(params[2])
-        if parsed is None:
-            raise NSQError(ErrorCode.E_INVALID, f"REQ could not parse timeout {_text(params[2])}")
-        delay_ns = _int64(parsed * 1_000_000)
-        # nsqd clamps (and only logs) an out-of-range requeue delay.
-        delay_ms = min(max(delay_ns, 0), self.limits.max_req_timeout_ms * 1_000_000) // 1_000_000
-        return c.Req(msg_id, delay_ms)
+        return lines.req(params, self.state, self.limits)
 
     def _cls(self, params: list[bytes]) -> Event | None:
         check_state(b"CLS", self.state)
-        self._transition(b"CLS")
+        self.state = lines.transition(self.state, b"CLS")
         return c.Cls()
 
     def _nop(self, params: list[bytes]) -> Event | None:
