@@ -7,14 +7,18 @@ that a reader sees one nsqd:
   bodies hold less than `max_bytes`, each peer in turn for what is still wanted (the rest of
   `n` and of `max_bytes`). One answer: the JSON `{"messages": [...]}` (oldest first within a
   worker; NSQ orders nothing across partitions), or the frames back to back. A worker that
-  lacks the topic or channel (made while it was down, before it caught up) asks its peers
-  all the same; its 404 is the answer only when no peer has it either.
+  lacks the topic or channel (made while it was down, before it caught up, or a topic
+  published in one worker alone) asks its peers all the same; its 404 is the answer only when
+  no peer has it either.
 - fin, req, touch, cancel and defer of one id: here; where it is not held here (404), every
   peer at once, and the one that holds it answers (else this worker's 404). Of many ids: here,
   then the ids that failed here are asked of the peers; an id fails when it failed everywhere,
   with this worker's reason.
 - fin and req with `lease=NAME` and no ids: every worker acts on what the lease holds there;
   the counts are summed.
+- A worker that lacks the queue cannot judge the request's other arguments (its handler stops
+  at the missing queue): then a peer that has the queue judges them, and its refusal (a 400
+  INVALID_N, a 404 MESSAGE_NOT_FOUND) is the answer, as one nsqd would give it.
 
 A request from a peer (`req.peer`: PEER_HEADER on the private listener) is answered by that
 worker alone."""
@@ -30,7 +34,15 @@ import trio
 from ..engine.api import Refused
 from ..gocompat.json import go_json
 from ..http.messages import accepts_frames
-from ..http.v1 import BinaryBody, HTTPError, JSONBody, Request, query_string, refused
+from ..http.v1 import (
+    BinaryBody,
+    HTTPError,
+    JSONBody,
+    Request,
+    as_http_error,
+    query_string,
+    refused,
+)
 from ..log import log
 from .fanout import ASK_ERRORS, ASK_TIMEOUT
 
@@ -73,21 +85,22 @@ class GroupMessages:
                 # a topic or channel this worker lacks (made while it was down, not yet
                 # caught up): a peer may have it
                 missing, binary, parts = refused(exc), accepts_frames(req), [[]]
-            try:
-                wanted, limit = int(req.arg("n") or 1), int(req.arg("max_bytes") or 0)
-            except ValueError:
-                if missing is not None:
-                    raise missing from None
-                raise
+            # where the queue is missing here, the first peer that has it judges the arguments
+            # (asked them as they came); after that, each is asked for what is still wanted
+            judged = missing is None
+            wanted, limit = _wanted(req) if judged else (0, 0)
             got, taken = len(parts[0]), _bytes(parts[0], binary)
             headers = _BINARY if binary else b""
+            refusals: list[tuple[int, bytes]] = []  # the peers' that lack the queue too
             for address in self._fanout.peers():
-                if got >= wanted or (limit and taken >= limit):
+                if judged and (got >= wanted or (limit and taken >= limit)):
                     break
-                rest = {"n": str(wanted - got)}
-                if limit:
-                    rest["max_bytes"] = str(limit - taken)
-                target = _with(req, **rest)
+                target = req.target
+                if judged:
+                    rest = {"n": str(wanted - got)}
+                    if limit:
+                        rest["max_bytes"] = str(limit - taken)
+                    target = _with(req, **rest)
                 try:
                     with trio.fail_after(ASK_TIMEOUT):
                         status, body = await self._fanout.ask(address, req.method, target, headers)
@@ -98,9 +111,15 @@ class GroupMessages:
                     parts.append(split_messages(body, binary))
                     got += len(parts[-1])
                     taken += _bytes(parts[-1], binary)
+                    if not judged:
+                        judged, (wanted, limit) = True, _wanted(req)
+                elif not judged:
+                    refusals.append((status, body))
+                    if not _queue_missing(status, body):  # judged where the queue is
+                        raise peer_error(status, body)
             if len(parts) == 1:
                 if missing is not None:
-                    raise missing
+                    raise _judged(missing, refusals)
                 return answer
             if binary:
                 return BinaryBody(b"".join(frame for part in parts for frame in part))
@@ -118,7 +137,14 @@ class GroupMessages:
                 return await self._one(local, req)
             body = await req.read(self._max_body + 1)
             req.put_back(body)  # the handler reads it (and refuses it) as it would alone
-            answer = await local(req)
+            try:
+                answer = await local(req)
+            except Refused as exc:
+                if exc.http_status != 404:
+                    raise
+                # the queue is not here (a topic published in one worker alone): the ids, or
+                # the lease, are the peers' alone
+                return await self._elsewhere(req, body, refused(exc))
             if not body.strip():  # a lease's messages: each worker acts on what it holds
                 return _summed(answer, await self._fanout.ask_all(req.method, req.target))
             return await self._rest(answer, req)
@@ -128,13 +154,30 @@ class GroupMessages:
     async def _one(self, local: Handler, req: Request) -> Any:
         try:
             return await local(req)
-        except HTTPError as err:
+        except (HTTPError, Refused) as exc:
+            err = as_http_error(exc)
             if err.status != 404:
-                raise
+                raise err from None
             answers = await self._fanout.ask_all(req.method, req.target)
             if any(status == 200 for status, _ in answers):
                 return "OK"
-            raise
+            raise _judged(err, answers) from None
+
+    async def _elsewhere(self, req: Request, body: bytes, missing: HTTPError) -> Any:
+        """Many ids, or a lease, where this worker lacks the queue: the peers' answers
+        combined (counts summed; an id failed when it failed in every peer that has the
+        queue), or, when none has it, a refusal of the request judged there."""
+        answers = await self._fanout.ask_all(req.method, req.target, body)
+        docs = [json.loads(text) for status, text in answers if status == 200]
+        if not docs:
+            raise _judged(missing, answers)
+        ok = sum(doc["ok"] for doc in docs)
+        if not body.strip():  # a lease's messages: each worker's failures are its own
+            return JSONBody(go_json({"ok": ok, "failed": [f for d in docs for f in d["failed"]]}))
+        retry = set.intersection(*({f["id"] for f in doc["failed"]} for doc in docs))
+        return JSONBody(
+            go_json({"ok": ok, "failed": [f for f in docs[0]["failed"] if f["id"] in retry]})
+        )
 
     async def _rest(self, answer: JSONBody, req: Request) -> Any:
         """Many ids: those that failed here asked of the peers."""
@@ -152,6 +195,44 @@ class GroupMessages:
             ok += there["ok"]
             retry &= {f["id"] for f in there["failed"]}  # what failed there too
         return JSONBody(go_json({"ok": ok, "failed": [f for f in failed if f["id"] in retry]}))
+
+
+_QUEUE_MISSING = ("TOPIC_NOT_FOUND", "CHANNEL_NOT_FOUND")
+
+
+def _queue_missing(status: int, body: bytes) -> bool:
+    """Whether a peer's answer says it lacks the topic or channel (it judged nothing else)."""
+    return status == 404 and any(b'"%s"' % m.encode() in body for m in _QUEUE_MISSING)
+
+
+def peer_error(status: int, body: bytes) -> HTTPError:
+    """A peer's refusal as this worker's own: the same status, message and extra keys."""
+    try:
+        doc = json.loads(body)
+        message = doc.pop("message")
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return HTTPError(status, body.decode("utf-8", "replace"))
+    return HTTPError(status, str(message), doc or None)
+
+
+def _judged(err: HTTPError, answers: list[tuple[int, bytes]]) -> HTTPError:
+    """The refusal of a request that failed here: this worker's, unless it lacks the queue
+    and a peer that has it refused the request (its arguments, or the id): then that one's;
+    and a peer's CHANNEL_NOT_FOUND over a TOPIC_NOT_FOUND here (the group has the topic)."""
+    if err.status == 404 and err.message in _QUEUE_MISSING:
+        for status, body in answers:
+            if status != 200 and not _queue_missing(status, body):
+                return peer_error(status, body)
+        if err.message == "TOPIC_NOT_FOUND":
+            for status, body in answers:
+                if status == 404 and b'"CHANNEL_NOT_FOUND"' in body:
+                    return peer_error(status, body)
+    return err
+
+
+def _wanted(req: Request) -> tuple[int, int]:
+    """A gathered request's n and max_bytes (checked already by a handler)."""
+    return int(req.arg("n") or 1), int(req.arg("max_bytes") or 0)
 
 
 def _summed(answer: JSONBody, answers: list[tuple[int, bytes]]) -> JSONBody:

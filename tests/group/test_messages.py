@@ -173,3 +173,53 @@ def test_a_query_value_that_is_not_utf8_is_passed_on_as_it_came(group: Group) ->
     status, answer = _ask(group, 0, f"/message/fin?{Q}&id=%ff")
     assert (status, json.loads(answer)) == (400, {"message": "INVALID_ID"})
     assert "error in" not in group.log_text()
+
+
+def test_a_queue_only_a_peer_has_acts_and_refuses_as_one_nsqd(group: Group) -> None:
+    """A topic and channel worker 0 lacks (a topic published in worker 1 alone): fin by many ids
+    and by a lease's name reaching worker 0 were refused whole with worker 0's 404
+    TOPIC_NOT_FOUND, nothing finished (the messages came again after their timeout), and so was
+    a fin of one id; a bad argument got that 404 where one nsqd answers 400 (found by a
+    campaign). The peer that has the queue acts, and judges the arguments."""
+    group.start()
+    for target in ("/topic/create?topic=t", f"/channel/create?{Q}"):
+        req = urllib.request.Request(
+            f"http://{group.private_http(1)}{target}", data=b"", headers={PEER_HEADER: "1"}
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+    with group.pin(1) as pub:
+        for i in range(5):
+            pub.pub("t", b"m%d" % i)
+    assert group.worker_stats(0, "&topic=t")["topics"] is None
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=2")
+    assert status == 200
+    ids = list(_bodies(answer))
+    status, answer = _ask(group, 0, f"/message/fin?{Q}", "\n".join(ids).encode())
+    assert (status, json.loads(answer)) == (200, {"ok": 2, "failed": []})
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=2&lease=L")
+    assert status == 200 and len(_bodies(answer)) == 2
+    status, answer = _ask(group, 0, f"/message/fin?{Q}&lease=L")
+    assert (status, json.loads(answer)) == (200, {"ok": 2, "failed": []})
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=1")
+    (one,) = _bodies(answer)
+    assert _ask(group, 0, f"/message/fin?{Q}&id={one}") == (200, b"OK")
+    (topic,) = group.worker_stats(1, "&topic=t")["topics"]
+    (channel,) = topic["channels"]
+    assert (channel["depth"], channel["in_flight_count"]) == (0, 0)
+    none = "0000000000000000"
+    for target, refusal in (
+        (f"/channel/receive?{Q}&n=0", (400, {"message": "INVALID_N"})),
+        (f"/channel/peek?{Q}&state=x", (400, {"message": "INVALID_STATE"})),
+        (f"/message/touch?{Q}&id={none}&vt=0", (400, {"message": "INVALID_VT"})),
+        (f"/message/defer?{Q}&id={none}&ms=-1", (400, {"message": "INVALID_MS"})),
+        (f"/message/cancel?{Q}&id={none}", (404, {"message": "MESSAGE_NOT_FOUND"})),
+    ):
+        status, answer = _ask(group, 0, target)
+        assert (status, json.loads(answer)) == refusal, target
+    for target in (
+        f"/message/fin?topic=t&channel=none&id={none}",
+        "/channel/pop?topic=t&channel=none",
+    ):
+        status, answer = _ask(group, 0, target)
+        assert (status, json.loads(answer)) == (404, {"message": "CHANNEL_NOT_FOUND"}), target
