@@ -25,6 +25,7 @@ log = logging.getLogger("nsqd")
 RECORD_SIZE: Final = struct.Struct(">i")  # go-diskqueue's frame: the record's size, then it
 RECORD: Final = struct.Struct(">iqH")  # the frame's size and nsqd's header (timestamp, attempts)
 PUT_MANY_CHUNK: Final = 1 << 20  # bytes framed into one write by put_many
+_NO_EXPIRIES: Final[dict[bytes, int]] = {}  # a queue no message of which has its own TTL
 
 
 class Health(Protocol):
@@ -247,13 +248,20 @@ class DiskOverflow:
             self._expiries.sync()
 
     def peek(self, n: int) -> list[Message]:
-        """The next n messages get() would give, without taking them (HTTP peek)."""
-        msgs = []
+        """The next n messages get() would give, without taking them (HTTP peek, and the
+        scan that takes expired messages off the head: each with its own TTL, as get() gives
+        it, or neither would see that it expired)."""
+        expiries = self._expiries.expires if self._expiries is not None else _NO_EXPIRIES
+        msgs: list[Message] = []
         for data in self.queue.peek(n):
             try:
-                msgs.append(decode(data))
+                msg = decode(data)
             except Exception:  # get() logs and skips it
                 continue
+            expires = expiries.get(msg.id)
+            if expires:
+                msg = ExpiringMessage(msg.id, msg.body, msg.timestamp, msg.attempts, expires)
+            msgs.append(msg)
         return msgs
 
     def __len__(self) -> int:

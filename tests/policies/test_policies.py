@@ -447,3 +447,30 @@ def test_per_message_ttl_holds_on_disk_and_across_a_restart(data_dir: Path) -> N
     assert sorted(m.body for m in got) == [b"long", b"none"]
     assert not list(data_dir.glob("dq:c.diskqueue.ttl"))  # gone with the last such message
     daemon.stop()
+
+
+def test_per_message_ttl_on_disk_is_swept_and_peeked_with_its_expiry(data_dir: Path) -> None:
+    """A message with its own TTL in a disk queue: the scan looked at the head with a peek that
+    left its TTL behind (kept beside the disk queue), so an expired one stayed queued, counted
+    in the depth and unreported, until a consumer took it; HTTP peek showed no `expires`
+    (found by a campaign). Now the scan takes it off as it does in memory."""
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    try:
+        call(daemon, "POST", "/topic/create?topic=dx")
+        call(daemon, "POST", "/channel/create?topic=dx&channel=c")
+        call(daemon, "POST", "/channel/config?topic=dx&channel=c&expired_topic=dx_exp")
+        assert call(daemon, "POST", "/pub?topic=dx&ttl=600000", b"long") == (200, "OK")
+        _, peeked = call(daemon, "GET", "/channel/peek?topic=dx&channel=c")
+        assert [m.get("expires", 0) > 0 for m in peeked["messages"]] == [True]
+        call(daemon, "POST", "/channel/empty?topic=dx&channel=c")
+        assert call(daemon, "POST", "/mpub?topic=dx&ttl=300", b"s1\ns2") == (200, "OK")
+        call(daemon, "POST", "/pub?topic=dx", b"none")
+        deadline = time.monotonic() + 10
+        while channel_stats(daemon, "dx", "c")["depth"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert channel_stats(daemon, "dx", "c")["depth"] == 1  # without a consumer asking
+        counts = call(daemon, "GET", "/channel/config?topic=dx&channel=c")[1]["counts"]
+        assert counts["expired"] == 2
+        assert sorted(m.body for m in drain(daemon, "dx_exp", 2)) == [b"s1", b"s2"]
+    finally:
+        daemon.stop()
