@@ -188,10 +188,14 @@ class Client(OwnTasks):
     # -- the channel's Consumer (engine.ports.Consumer), called synchronously -------------
 
     def credit(self) -> int:
-        """How many more messages this client may be sent right now."""
+        """How many more messages this client may be sent right now: never below 0, though a
+        RDY lowered under what is in flight leaves it so (the channel sums its rotation's
+        credits, and a group's pull link asks its peers for the sum: a negative one stalled
+        the other consumers and was sent as `RDY -N`)."""
         if not self.accepting or self._out_size + self._sending_size >= HIGH_WATER:
             return 0
-        return self.rdy - self.in_flight
+        credit = self.rdy - self.in_flight
+        return credit if credit > 0 else 0
 
     def sample(self, msgs: list[Message]) -> list[Message]:
         rate = self.sample_rate

@@ -91,6 +91,33 @@ async def test_rdy_caps_in_flight(shared_daemon: Daemon, topic: str) -> None:
         assert await consumer.messages_for(QUIET) == []
 
 
+async def test_a_consumer_that_lowers_rdy_below_its_in_flight_holds_up_no_other(
+    shared_daemon: Daemon, topic: str
+) -> None:
+    """A consumer that lowered its RDY below what it held in flight stayed in our channel's
+    ready rotation with a negative credit, and the hand-out sums the rotation's credits: a
+    second consumer with RDY 2 got none of the queued messages until the first had finished
+    enough (found by a campaign; in a group the negative credit also went to the peers as
+    `RDY -4`, an E_INVALID that closed the pull link, again and again)."""
+    base = f"http://127.0.0.1:{shared_daemon.http_port}"
+    async with await Conn.open(shared_daemon.addr) as greedy:
+        await greedy.sub(topic, "ch", rdy=10)
+        await publish(shared_daemon.addr, topic, bodies(5, b"a"))
+        assert len(await greedy.messages(5)) == 5
+        await greedy.rdy(1)  # 5 in flight, RDY 1
+        await greedy.expect_open()
+        await trio.sleep(0.1)
+        for action in ("pause", "unpause"):  # 3 queued meanwhile, and then handed out
+            url = f"{base}/channel/{action}?topic={topic}&channel=ch"
+            await trio.to_thread.run_sync(_post, url)
+            if action == "pause":
+                await publish(shared_daemon.addr, topic, bodies(3, b"b"))
+        async with await Conn.open(shared_daemon.addr) as other:
+            await other.sub(topic, "ch", rdy=2)
+            got = await other.messages(2)
+            assert {m.body for m in got} <= set(bodies(3, b"b"))
+
+
 @pytest.mark.parametrize(("channel", "keeps_backlog"), [("ch", True), ("ch#ephemeral", False)])
 async def test_ephemeral_channel_goes_with_its_last_client(
     shared_daemon: Daemon, topic: str, channel: str, keeps_backlog: bool
@@ -246,6 +273,10 @@ async def test_backlog_beyond_mem_queue_size(
         assert set(received) <= set(bodies(100))
         if channel == "ch":
             assert sorted(received) == bodies(100)
+
+
+def _post(url: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(url, data=b""), timeout=5).close()
 
 
 def _topic_stats(daemon: Daemon, topic: str) -> dict:
