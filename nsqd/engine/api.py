@@ -169,12 +169,19 @@ class Deliveries(Sequence[Delivery]):
     def __iter__(self) -> Iterator[Delivery]:
         return map(self.__getitem__, range(len(self._msgs)))
 
-    def frames(self) -> bytes:
-        """nsqd's message frames (protocol.v2.message's layout), back to back: one pack per
-        message for its head with its id, each body copied once, by the join."""
+    def frames(self, start: int = 0, end: int | None = None) -> bytes:
+        """nsqd's message frames (protocol.v2.message's layout), back to back, of messages
+        start..end: one pack per message for its head with its id, each body copied once, by
+        the join."""
         parts: list[bytes] = []
-        append_message_frames(parts, self._msgs)
+        msgs = self._msgs
+        append_message_frames(parts, msgs if start == 0 and end is None else msgs[start:end])
         return b"".join(parts)
+
+    @property
+    def nbytes(self) -> int:
+        """The bodies' bytes."""
+        return sum(len(m.body) for m in self._msgs)
 
 
 class Failure(NamedTuple):

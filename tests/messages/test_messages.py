@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -444,3 +446,60 @@ def test_batch_answers_count_each_id_once_and_name_the_bad_line(daemon: helpers.
     assert channel_stats(daemon, "dup", "c")["in_flight_count"] == 1
     status, doc = call(daemon, "POST", "/message/fin?topic=dup&channel=c", b + b"\n" + b)
     assert (status, doc) == (200, {"ok": 1, "failed": []})
+
+
+def test_answers_past_one_chunk_are_whole_and_in_order(daemon: helpers.Daemon) -> None:
+    """receive, pop and peek of more than CHUNK (2,048) messages: taken and encoded a chunk
+    at a time (a turn of the loop between), one answer holding each message once, oldest
+    first, as JSON and as frames; max_bytes counted across the chunks."""
+    n = 5000
+    bodies = [b"%05d" % i for i in range(n)]
+    setup_queue(daemon, "q", bodies[:2500])
+    assert call(daemon, "POST", "/mpub?topic=q", b"\n".join(bodies[2500:])) == (200, "OK")
+    peeked = msgs(daemon, f"/channel/peek?{Q}&n={n}", "GET")
+    assert [m["body"] for m in peeked] == bodies
+    got = msgs(daemon, f"/channel/receive?{Q}&n=4500&max_bytes={2100 * 5}&lease=b")
+    assert [m["body"] for m in got] == bodies[:2100]  # bodies of 5 bytes: stops at 2,100
+    status, raw = call(
+        daemon, "POST", f"/channel/pop?{Q}&n={n}", headers={"Accept": "application/octet-stream"}
+    )
+    popped = [decode_message(f.data) for f in FrameDecoder().feed(raw)]
+    assert status == 200 and [m.body for m in popped] == bodies[2100:]
+    assert len({m.id for m in popped}) == n - 2100
+    status, doc = call(daemon, "POST", f"/message/fin?{Q}&lease=b")
+    assert (status, doc["ok"]) == (200, 2100)
+
+
+def test_a_large_pop_leaves_other_clients_served(daemon: helpers.Daemon) -> None:
+    """A pop of 60,000 messages as JSON (about half a second of work) is taken and encoded
+    in chunks: other clients' requests are answered while it is under way (before, none was:
+    every client waited for the whole answer)."""
+    setup_queue(daemon, "q", [])
+    with daemon.client() as producer:
+        producer.mpub_many("q", [[b"x" * 200] * 500 for _ in range(120)])
+    done: list[float] = []
+    stop = threading.Event()
+
+    def pinger() -> None:
+        while not stop.is_set():
+            call(daemon, "GET", "/ping")
+            done.append(time.monotonic())
+
+    thread = threading.Thread(target=pinger)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        with socket.create_connection((helpers.HOST, daemon.http_port), timeout=30) as sock:
+            start = time.monotonic()
+            sock.sendall(f"POST /channel/pop?{Q}&n=60000 HTTP/1.0\r\n\r\n".encode())
+            raw = sock.recv(1 << 16)  # the answer's head: the work on it is done
+            end = time.monotonic()
+            while chunk := sock.recv(1 << 20):
+                raw += chunk
+    finally:
+        stop.set()
+        thread.join()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK") and len(json.loads(body)["messages"]) == 60000
+    during = [t for t in done if start < t < end]
+    assert len(during) >= 3, f"{len(during)} pings answered in the pop's {end - start:.2f}s"
