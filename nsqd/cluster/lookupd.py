@@ -187,13 +187,40 @@ class LookupPeer:
         return response
 
     def _remember(self, response: bytes) -> None:
-        try:
-            info = json.loads(response)
-        except ValueError:
-            info = {}
+        info = parse_info(response)
         if info != self.info:
             self.info = info
             self._learned()
+
+
+def parse_info(response: bytes) -> Info:
+    """nsqlookupd's answer to IDENTIFY, kept only if it is a JSON object (nsqd unmarshals it
+    into a struct and logs anything else): a list or a scalar here would break every later
+    reader of the info (channels_for, the group's supervisor)."""
+    try:
+        info = json.loads(response)
+    except (ValueError, RecursionError):  # RecursionError: deeply nested arrays
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def parse_channels(body: bytes) -> list[str]:
+    """GET /channels' answer as nsqd's struct{Channels []string}: ValueError for any other
+    shape, so a hostile nsqlookupd is only logged, never an exception in a broker task."""
+    try:
+        doc = json.loads(body)
+    except RecursionError:
+        raise ValueError("channels answer nested too deeply") from None
+    if doc is None:
+        return []
+    if not isinstance(doc, dict):
+        raise ValueError(f"channels answer is not an object: {bytes(body[:100])!r}")
+    channels = doc.get("channels")
+    if channels is None:
+        return []
+    if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+        raise ValueError(f"channels is not a list of strings: {bytes(body[:100])!r}")
+    return channels
 
 
 class Peers:
@@ -292,7 +319,7 @@ class Lookupd:
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, ValueError) as exc:
                 log.error("LOOKUPD(%s): failed to query channels of %s - %s", address, topic, exc)
                 continue
-            names.extend(c for c in found if isinstance(c, str) and c not in names)
+            names.extend(c for c in found if c not in names)
         return names
 
     # -- Hooks ---------------------------------------------------------------------------------
@@ -328,7 +355,7 @@ class Lookupd:
 
 async def _get_channels(
     host: str, port: int, topic: str, connect_timeout: float, request_timeout: float
-) -> list[object]:
+) -> list[str]:
     """GET /channels?topic=... from one nsqlookupd over plain HTTP/1.1, parsed by h11 (already
     loaded by the HTTP server): no HTTP client library is imported or set up on the event loop,
     so the first new topic registers as fast as the later ones."""
@@ -366,4 +393,4 @@ async def _get_channels(
                     break
     if status != 200:
         raise ValueError(f"HTTP {status} from http://{host}:{port}{target}")
-    return json.loads(body).get("channels") or []
+    return parse_channels(body)
