@@ -5,7 +5,8 @@ Both are unanchored (re.search). The constructs RE2 refuses and `re` accepts (lo
 backreferences, atomic groups, possessive quantifiers, `\\Z`, repeats over 1000) are refused, and
 RE2's own spellings (`\\z`, `(?<name>..)`, `[[:alpha:]]`, a `{` that starts no repeat) are
 translated; RE2-only syntax `re` lacks (`\\pL`, `\\Q..\\E`, `(?U)`, `[[:^alpha:]]`, flags in
-mid-pattern) is refused here where Go would take it."""
+mid-pattern) is refused here where Go would take it, and so is nesting past what re's
+recursive parser takes (some 450 groups; RE2 takes 1000)."""
 
 from __future__ import annotations
 
@@ -109,4 +110,9 @@ def compile_go_regex(pattern: str) -> re.Pattern[str]:
             raise re.error(f"RE2 does not support {pattern[i : i + 4]!r}")
         out.append(ch)
         i += 1
-    return re.compile("".join(out))
+    try:
+        return re.compile("".join(out))
+    except RecursionError:
+        # re's parser recurses per group and gives out (~450 deep) before RE2's limit of
+        # 1000; either way a refusal, like Go's, not an exception out of AUTH
+        raise re.error("expression nests too deeply") from None
