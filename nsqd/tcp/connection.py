@@ -89,6 +89,8 @@ class Client(OwnTasks):
         self._commit: WriteBatch = commit or NoBatch()
         self.id = broker.next_client_id()
         self.stream = stream
+        # the connection below any layer IDENTIFY negotiates: where a new TLS layer goes
+        self.base_stream = stream
         transport = transport_for(stream)
         self.transport: Transport = transport
         if isinstance(transport, SocketTransport):

@@ -101,7 +101,7 @@ class OwnTasks:
                 await self.transport.aclose()
             # This Client lives on while it owns in-flight messages (until they time out, as
             # in nsqd): its stream layers must not (a deflate compressor alone is ~300 KiB).
-            self.stream = self.transport = _ENDED
+            self.stream = self.base_stream = self.transport = _ENDED
             self.tls_stream = None
 
     async def _reader(self: Client) -> None:

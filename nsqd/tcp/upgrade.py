@@ -1,6 +1,11 @@
 """IDENTIFY's stream upgrades, in nsqd's order: TLS, then snappy or deflate, each followed by
 an OK frame sent through the new layer. The negotiation reply has already gone out in
-plaintext; bytes the client sent behind IDENTIFY are handed to the new layer, not lost."""
+plaintext; bytes the client sent behind IDENTIFY are handed to the new layer, not lost.
+
+As in nsqd, a later IDENTIFY's layers replace the earlier ones instead of stacking on them:
+TLS goes on the TCP socket itself (dropping any compression), snappy or deflate on the TLS
+layer or the socket. Bytes the replaced layer had already decoded are dropped, as nsqd drops
+its replaced reader's buffer."""
 
 from __future__ import annotations
 
@@ -24,7 +29,9 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
     conn = client.conn
     prefix = conn.trailing_data
     conn.clear_trailing_data()
-    stream: trio.abc.Stream = client.stream
+    stream = client.base_stream if negotiation.tls else client.tls_stream or client.base_stream
+    if stream is not client.stream:
+        prefix = b""  # decoded by the layer being replaced: not the new layer's input
     try:
         if negotiation.tls:
             ctx = client.node.tls_context

@@ -11,13 +11,17 @@ are compared instead). Then --tls-required and the client-certificate policies."
 from __future__ import annotations
 
 import json
+import os
+import socket
 import ssl
 import time
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import snappy
 from tls_support import (
     Certs,
     Closed,
@@ -183,6 +187,61 @@ def test_snappy_and_deflate_together_refused(pair: dict[str, Daemon], certs: Cer
             b"E_IDENTIFY_FAILED cannot enable both deflate and snappy compression",
         )
         assert out["closed"]
+
+
+SECOND_UPGRADES = {
+    "snappy then deflate": ("snappy", "deflate"),
+    # not deflate then snappy: the Go nsqd's answers after that one are unreadable at times
+    "snappy then snappy": ("snappy", "snappy"),
+    "tls then tls": ("tls_v1", "tls_v1"),
+    "snappy then tls": ("snappy", "tls_v1"),
+}
+
+
+def _second_upgrade(d: Daemon, certs: Certs, first: str, second: str) -> list[tuple[int, bytes]]:
+    """Two IDENTIFYs, each negotiating a layer: nsqd builds the second one on the connection
+    (TLS) or on its TLS layer (compression), replacing the first's, never on top of it."""
+    frames: list[tuple[int, bytes]] = []
+    with RawClient(d.tcp_port) as c:
+        for layer in (first, second):
+            c.send(
+                command_bytes(
+                    "IDENTIFY", json.dumps({"feature_negotiation": True, layer: True}).encode()
+                )
+            )
+            reply = c.read_frame()
+            assert reply.frame_type == FrameType.RESPONSE and json.loads(reply.data)[layer]
+            if layer == "tls_v1":
+                if c.tls is not None:  # a new handshake on the TCP socket itself
+                    c.sock = socket.socket(fileno=os.dup(c.tls.fileno()))
+                    c.tls.close()  # no close_notify: the daemon's next read is the handshake
+                    c.tls = None
+                c._compress = c._decompress = None
+                c.start_tls(certs.client_context())
+            elif layer == "snappy":
+                c.start_snappy()
+            else:
+                c.start_deflate()
+            try:
+                ok = c.read_frame(3.0)
+                frames.append((ok.frame_type, ok.data))
+                c.send(command_bytes("PUB second_upgrade", b"x"))
+                pub = c.read_frame(3.0)
+                frames.append((pub.frame_type, pub.data))
+            except (*ERRORS, zlib.error, snappy.UncompressError) as exc:
+                frames.append((-1, type(exc).__name__.encode()))
+                break
+    return frames
+
+
+@pytest.mark.parametrize("name", list(SECOND_UPGRADES))
+def test_second_upgrade_replaces_the_first(
+    pair: dict[str, Daemon], certs: Certs, name: str
+) -> None:
+    first, second = SECOND_UPGRADES[name]
+    results = {kind: _second_upgrade(d, certs, first, second) for kind, d in pair.items()}
+    assert results["ours"] == results["reference"]
+    assert results["ours"] == [(FrameType.RESPONSE, b"OK")] * 4
 
 
 # -- TLS without certificates, --tls-required -------------------------------------------------
