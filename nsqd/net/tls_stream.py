@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from .tls_records import HandshakeRecords, go_words
 from .transport import SMALL_READ, StreamError, read_ready, write_now, write_rest
 
 _READ_SIZE = 256 * 1024
@@ -36,8 +37,11 @@ class TLSStream(trio.abc.Stream):
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
         self._obj = context.wrap_bio(self._in, self._out, server_side=True)
+        # the client's records until the handshake is done: nsqd's words when it fails
+        self._records: HandshakeRecords | None = HandshakeRecords()
         if prefix:
             self._in.write(prefix)
+            self._records.feed(prefix)
         self._eof = False
         self._more = False  # the last read filled its size: read more at once
 
@@ -56,6 +60,8 @@ class TLSStream(trio.abc.Stream):
         self._more = len(data) == size
         if data:
             self._in.write(data)
+            if self._records is not None:
+                self._records.feed(data)
         else:
             self._eof = True
             self._in.write_eof()
@@ -68,14 +74,20 @@ class TLSStream(trio.abc.Stream):
     # -- TLS ----------------------------------------------------------------------------------
 
     async def do_handshake(self) -> None:
+        """The server handshake; BrokenResourceError carries Go's words for a failure when
+        Go would have said something else than OpenSSL (else none: the cause says why)."""
+        records = self._records
+        assert records is not None
         while True:
             try:
                 self._obj.do_handshake()
             except ssl.SSLWantReadError:
                 if self._out.pending:
                     await self._send_raw(self._out.read())
+                if records.error:  # e.g. an SSLv2 hello, which OpenSSL would wait on
+                    raise trio.BrokenResourceError(records.error) from None
                 if self._eof:
-                    raise trio.BrokenResourceError("EOF during the TLS handshake") from None
+                    raise trio.BrokenResourceError(records.eof_error) from None
                 await self._fill()
                 continue
             except (ssl.SSLError, ssl.CertificateError) as exc:
@@ -84,10 +96,24 @@ class TLSStream(trio.abc.Stream):
                         await self._send_raw(self._out.read())
                     except trio.BrokenResourceError:
                         pass
-                raise trio.BrokenResourceError from exc
+                raise trio.BrokenResourceError(*self._failure(exc)) from exc
             break
+        self._records = None
         if self._out.pending:
             await self._send_raw(self._out.read())
+
+    def _failure(self, exc: Exception) -> tuple[str, ...]:
+        """Go's words for a failed handshake, when known."""
+        records = self._records
+        assert records is not None
+        if records.error:
+            return (records.error,)
+        words = go_words(getattr(exc, "reason", None), getattr(exc, "verify_code", None))
+        if words:
+            return (words,)
+        if isinstance(exc, ssl.SSLEOFError) or self._eof:
+            return (records.eof_error,)
+        return ()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         limit = max_bytes or _READ_SIZE

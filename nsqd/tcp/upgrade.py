@@ -66,7 +66,9 @@ async def upgrade(client: Client, negotiation: Negotiation) -> None:
             prefix = b""
             client.deflate = True
             await _switch(client, stream)
-    except (trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
+    except trio.TooSlowError as exc:
+        raise NSQError(ErrorCode.E_IDENTIFY_FAILED, f"IDENTIFY failed {_timeout(client)}") from exc
+    except (trio.BrokenResourceError, OSError) as exc:
         why = str(exc) or str(exc.__cause__ or "")  # the TLS layer's error is the cause
         raise NSQError(ErrorCode.E_IDENTIFY_FAILED, f"IDENTIFY failed {why}") from exc
     if prefix:
@@ -77,3 +79,19 @@ async def _switch(client: Client, stream: trio.abc.Stream) -> None:
     client.stream = stream
     client.transport = StreamTransport(stream)
     await client.transport.send(OK_FRAME, TLS_HANDSHAKE_TIMEOUT)
+
+
+def _timeout(client: Client) -> str:
+    """Go's words for a deadline passed on the connection: "read tcp LOCAL->REMOTE: i/o
+    timeout" (a handshake that stalled)."""
+    sock = getattr(client.base_stream, "socket", None)
+    try:
+        local, remote = _address(sock.getsockname()), _address(sock.getpeername())
+    except (AttributeError, OSError):
+        local, remote = "", client.remote_address
+    return f"read tcp {local}->{remote}: i/o timeout"
+
+
+def _address(addr: tuple[str, int]) -> str:
+    host, port = addr[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import snappy
 from tls_support import (
+    HOST,
     Certs,
     Closed,
     Daemon,
@@ -365,6 +366,68 @@ def test_tls_required_http(tls_required: dict[str, Daemon]) -> None:
             b'{"message": "TLS_REQUIRED", "https_port": %d}' % d.https_port,
             "application/json; charset=utf-8",
         )
+
+
+# -- handshakes that fail -----------------------------------------------------------------------
+
+
+def _client_hello() -> bytes:
+    """A real TLS ClientHello's records, from a client that will never see an answer."""
+    out = ssl.MemoryBIO()
+    hello = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), out, server_hostname=HOST)
+    try:
+        hello.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+FAILED_HANDSHAKES: dict[str, bytes | None] = {
+    "http request": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    "zeros": b"\x00" * 64,
+    "fatal alert": b"\x15\x03\x01\x00\x02\x02\x28",  # handshake_failure
+    "oversized record": b"\x16\x03\x01\xff\xff" + b"\x00" * 16,
+    "sslv2 hello": b"\x80\x2e\x01\x00\x02" + b"\x00" * 16,
+    "hello cut short": _client_hello()[:50],
+    "nothing": b"",
+    "stall": None,  # nsqd's 5 s handshake deadline
+}
+
+
+def _failed_handshake(d: Daemon, data: bytes | None) -> bytes:
+    """The error frame the daemon sends after a TLS upgrade fed `data` (then end of stream,
+    unless None: nothing is sent at all)."""
+    with RawClient(d.tcp_port) as c:
+        reply = c.identify(feature_negotiation=True, tls_v1=True)
+        assert json.loads(reply.data)["tls_v1"] is True
+        local, remote = c.sock.getpeername(), c.sock.getsockname()  # the daemon's view
+        if data is not None:
+            c.sock.sendall(data)
+            c.sock.shutdown(socket.SHUT_WR)
+        received = b""
+        c.sock.settimeout(10.0)  # past nsqd's 5 s handshake deadline (read_frame set less)
+        try:
+            while chunk := c.sock.recv(65536):
+                received += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass
+        # after a TLS alert maybe: the plaintext error frame
+        start = received.find(b"\x00\x00\x00\x01E_") - 4
+        assert start >= 0, (d.kind, received)
+        text = received[start + 8 : start + 4 + int.from_bytes(received[start : start + 4], "big")]
+    addresses = f"{local[0]}:{local[1]}->{remote[0]}:{remote[1]}".encode()
+    return text.replace(addresses, b"LOCAL->REMOTE")
+
+
+@pytest.mark.parametrize("name", list(FAILED_HANDSHAKES))
+def test_failed_handshake_answers_nsqd_words(
+    pair: dict[str, Daemon], certs: Certs, name: str
+) -> None:
+    """Go's crypto/tls words (record checks, EOFs, alerts, the deadline), not OpenSSL's."""
+    data = FAILED_HANDSHAKES[name]
+    results = {kind: _failed_handshake(d, data) for kind, d in pair.items()}
+    assert results["ours"] == results["reference"]
+    assert results["ours"].startswith(b"E_IDENTIFY_FAILED IDENTIFY failed ")
 
 
 # -- client certificates --------------------------------------------------------------------
