@@ -14,7 +14,10 @@ and a PUT /config/nsqlookupd_tcp_addresses in any worker changes the group's set
 
 Messages are JSON arrays, one a line. Worker to supervisor: ["state", {topic: [channel...]}],
 ["register", topic, channel-or-null], ["unregister", topic, channel-or-null],
-["addresses", [address...]]. Supervisor to worker: ["lookupd", [[address, info]...]]."""
+["addresses", [address...]]. Supervisor to worker: ["lookupd", [[address, info]...], set],
+`set` true when the group's address set changed (a PUT in some worker): every worker takes the
+addresses then, a worker started again meanwhile included (it may have taken the old set at
+its start, before the supervisor read the PUT's report)."""
 
 from __future__ import annotations
 
@@ -171,7 +174,7 @@ class GroupLookupd:
         elif kind == "addresses":
             if message[1] != self.peers.addresses:
                 self.peers.set_addresses(message[1])
-                self._tell_workers()
+                self._tell_workers(changed=True)
             return
         else:
             log.error("group: worker %d sent an unknown lookupd report %r", index, kind)
@@ -179,11 +182,11 @@ class GroupLookupd:
         for command in commands:
             self.peers.send(command)
 
-    def _lookupd_message(self) -> bytes:
-        return _line(["lookupd", self.peers.infos()])
+    def _lookupd_message(self, changed: bool = False) -> bytes:
+        return _line(["lookupd", self.peers.infos(), changed])
 
-    def _tell_workers(self) -> None:
-        message = self._lookupd_message()
+    def _tell_workers(self, changed: bool = False) -> None:
+        message = self._lookupd_message(changed)
         for send in self._workers.values():
             send.send_nowait(message)
 
@@ -234,8 +237,10 @@ class Uplink:
             return
         self._infos = [(address, info) for address, info in message[1]]
         addresses = [address for address, _ in self._infos]
-        # later PUTs reach this worker by their fan-out (which keeps a null, as nsqd does)
-        if hello and list(self._opts.lookupd_tcp_address or ()) != addresses:
+        changed = len(message) > 2 and message[2] is True
+        # a PUT's fan-out set this worker's value already (and keeps a null, as nsqd does:
+        # hence the comparison); a worker started meanwhile takes it from here
+        if (hello or changed) and list(self._opts.lookupd_tcp_address or ()) != addresses:
             self._opts.values["lookupd_tcp_address"] = addresses
 
     def set_addresses(self, addresses: list[str]) -> None:

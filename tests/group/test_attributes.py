@@ -115,7 +115,11 @@ def test_a_worker_down_takes_the_attributes_set_meanwhile(group: Group) -> None:
     channel = worker_view(group, 1, "/channel/config?topic=t&channel=c")
     assert channel["attributes"]["max_attempts"] == 0, channel
     assert worker_view(group, 1, "/config/log_level") == 1  # nsqd's number for debug
-    assert worker_view(group, 1, "/config/nsqlookupd_tcp_addresses") == json.loads(LOOKUPD)
+    # the supervisor may start worker 1 (its first word: the old addresses) before it reads
+    # worker 0's report of the PUT; the report's word follows it then
+    wanted = json.loads(LOOKUPD)
+    addresses = "/config/nsqlookupd_tcp_addresses"
+    wait_until(lambda: worker_view(group, 1, addresses) == wanted, 5, "worker 1's addresses")
 
 
 def _exited(pid: int) -> bool:

@@ -5,7 +5,17 @@ worker's whole state at its start changes only what differs)."""
 
 from __future__ import annotations
 
-from nsqd.group.lookupd import Registry
+import os
+import socket
+from pathlib import Path
+
+import trio
+
+from nsqd.config.options import Options
+from nsqd.engine.broker import Broker
+from nsqd.engine.queue import DropOverflow
+from nsqd.engine.settings import Settings
+from nsqd.group.lookupd import GroupLookupd, Registry, Uplink
 from protocol.lookup import encode_register as reg
 from protocol.lookup import encode_unregister as unreg
 
@@ -56,3 +66,32 @@ def test_a_workers_state_changes_only_what_differs() -> None:
     assert r.replace(1, {}) == []  # worker 0 still has the topic
     assert r.replace(0, {}) == [unreg("kept"), unreg("shared"), unreg("added")]
     assert r.union() == {}
+
+
+async def test_a_worker_started_again_takes_a_set_changed_after_its_first_word(
+    tmp_path: Path,
+) -> None:
+    """The supervisor's side and a restarted worker's, over a real socket pair: the worker's
+    first word carries the old addresses (the supervisor had not read the PUT's report yet);
+    the report then changes the group's set, and the word that says so is taken too. A later
+    word of the same set (a peer's info changed) leaves the worker's own value alone."""
+    opts = Options()
+    opts.values["lookupd_tcp_address"] = ["127.0.0.1:1"]
+    async with trio.open_nursery() as nursery:
+        broker = Broker(Settings(), lambda name, ephemeral: DropOverflow(), nursery.start_soon)
+        group = GroupLookupd(opts)
+        await nursery.start(group.run)  # its nsqlookupds (nothing listens: refused, retried)
+        supervisor_end, worker_end = socket.socketpair()
+        uplink = Uplink(os.dup(worker_end.fileno()), Options(), broker, hello=True)
+        worker_end.close()
+        nursery.start_soon(group.serve, 1, supervisor_end)
+        await nursery.start(uplink.run)
+        assert uplink._opts.lookupd_tcp_address == ["127.0.0.1:1"]  # the first word
+        group._take(0, ["addresses", ["127.0.0.1:2"]])  # worker 0's report of a PUT
+        await trio.sleep(0.3)  # the word over the socket pair
+        assert uplink._opts.lookupd_tcp_address == ["127.0.0.1:2"]
+        uplink._opts.values["lookupd_tcp_address"] = None  # a PUT of null reached it
+        group._tell_workers()
+        await trio.sleep(0.1)
+        assert uplink._opts.lookupd_tcp_address is None
+        nursery.cancel_scope.cancel()
