@@ -326,6 +326,11 @@ class Reactor(EpollReactor):
         except Exception as exc:  # one client must never take the others down
             log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
             reply = ReplyError(f"ERR {describe(exc)}").reply
+        if self.fe.ks.ready:
+            # a move's push (LMOVE from a channel key, taken from a peer) made its destination
+            # ready: its waiters are served now, not when this client resumes, which a client
+            # that closed meanwhile never does (the element would wait for another command)
+            self.fe.blocking.serve_ready()
         deferred.waiter.finish(reply)
 
     async def _after_pause(self, clients: list[Client]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -272,3 +273,27 @@ def test_pops_that_do_not_block_and_llen_ask_the_other_worker(group: RespGroup) 
     for k in (0, 1):
         c = group.channels(k)["c"]
         assert (c["depth"], c["in_flight_count"]) == (0, 0), (k, c)
+
+
+def test_a_move_from_a_peer_serves_a_blocked_pop_when_its_client_closed(group: RespGroup) -> None:
+    """LMOVE from a channel key that worker 0 has nothing of takes worker 1's message and
+    pushes it on to the destination after its ask; a BLPOP on the destination is served then,
+    even when the LMOVE's client closed while the ask was out (it never resumes)."""
+    group.start()
+    r = group.redis()
+    assert r.lpop(CH) is None  # makes the channel, here and (within milliseconds) in worker 1
+    wait_until(lambda: "c" in group.channels(1), START_TIMEOUT, "the channel in worker 1")
+    _publish_in(group, 1, b"w1-a")
+    got: list[object] = []
+    # its timeout is below the client's socket_timeout (10 s), which would retry the BLPOP
+    waiter = threading.Thread(target=lambda: got.append(group.redis().blpop(["dst"], 8)))
+    waiter.start()
+    wait_until(lambda: any(c["flags"] == "b" for c in r.client_list()), 10, "the BLPOP")
+    with socket.create_connection(("127.0.0.1", group.resp), timeout=5) as s:
+        s.sendall(
+            b"*5\r\n$5\r\nLMOVE\r\n$11\r\nchannel:t:c\r\n$3\r\ndst\r\n$4\r\nLEFT\r\n$5\r\nRIGHT\r\n"
+        )
+    waiter.join(30)
+    assert got == [(b"dst", b"w1-a")]
+    assert r.llen("dst") == 0
+    r.close()
