@@ -3,8 +3,12 @@ holds every Redis key, but a channel key's messages are in every worker's partit
 that does not block, a move from a channel key and LLEN ask the peers' private HTTP for what
 worker 0's partition lacked, as the HTTP message endpoints do (messages.py):
 
-- a pop: `POST /channel/pop` (taken and finished in the peer), for what is still wanted, one
-  peer after another;
+- a pop: `POST /channel/receive` for what is still wanted, one peer after another, then
+  `/message/fin` of what came (its ids in the body). Not `/channel/pop`: a peer that answers
+  after ASK_TIMEOUT (stopped, swapped out, busy) has still taken what it was asked for, and a
+  pop's messages, finished there and left out here, were lost; a receive's go back to the
+  channel when their lease ends. A FIN that is not answered leaves the messages the client's
+  anyway: at worst the peer delivers them again (a duplicate, never a loss);
 - a move: `POST /channel/receive` of one message, held in flight in its peer until the move
   has put it where it goes, then finished there (`/message/fin`), or given back
   (`/message/req`) when it could not be put;
@@ -44,10 +48,29 @@ class PeerLists:
         bodies: list[bytes] = []
         for address in self._in_turn():
             query = {"topic": topic, "channel": channel, "n": str(n - len(bodies))}
-            bodies += [m.body for m in await self._messages(address, b"/channel/pop", query)]
+            msgs = await self._messages(address, b"/channel/receive", query)
+            if msgs:
+                await self._finish(address, topic, channel, msgs)
+                bodies += [m.body for m in msgs]
             if len(bodies) >= n:
                 break
         return bodies
+
+    async def _finish(
+        self, address: Address, topic: str, channel: str, msgs: list[DecodedMessage]
+    ) -> None:
+        """FIN what a pop received at its peer; one the peer does not finish is logged (it
+        comes back when its lease ends: popped twice, never lost)."""
+        target = b"/message/fin?" + query_string({"topic": topic, "channel": channel})
+        ids = b"\n".join(m.id for m in msgs)
+        try:
+            with trio.fail_after(ASK_TIMEOUT):
+                status, body = await self._fanout.ask(address, "POST", target, body=ids)
+            if status == 200 and not json.loads(body).get("failed"):
+                return
+        except ASK_ERRORS as exc:
+            body = str(exc).encode()
+        log.warning("group: peer %s:%d did not finish %s - %s", *address, target, body[:200])
 
     async def take(self, topic: str, channel: str) -> PeerMessage | None:
         for address in self._in_turn():

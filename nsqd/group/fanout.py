@@ -257,11 +257,16 @@ class FanOut:
         return self._peers()
 
     async def ask(
-        self, address: tuple[str, int], method: str, target: bytes, headers: bytes = b""
+        self,
+        address: tuple[str, int],
+        method: str,
+        target: bytes,
+        headers: bytes = b"",
+        body: bytes = b"",
     ) -> tuple[int, bytes]:
         """One request to a peer on a kept connection: (status, body), or one of ASK_ERRORS."""
-        status, _, body = await self.connections.request(address, method, target, b"", headers)
-        return status, body
+        status, _, text = await self.connections.request(address, method, target, body, headers)
+        return status, text
 
     async def ask_all(
         self, method: str, target: bytes, body: bytes = b"", *, again: bool | None = None

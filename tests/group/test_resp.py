@@ -297,3 +297,27 @@ def test_a_move_from_a_peer_serves_a_blocked_pop_when_its_client_closed(group: R
     assert got == [(b"dst", b"w1-a")]
     assert r.llen("dst") == 0
     r.close()
+
+
+def test_a_pop_from_a_peer_that_answers_too_late_loses_nothing(group: RespGroup) -> None:
+    """A pop that asks worker 1 while it does not answer (stopped) gives up after the ask's
+    timeout; worker 1 serves the request once it runs again. What it took must come back to
+    the channel (a receive held under a lease, then finished), not be finished there and
+    dropped here (a `/channel/pop` lost it)."""
+    group.start("--msg-timeout=3s")
+    r = group.redis()
+    assert r.lpop(CH) is None  # makes the channel, here and (within milliseconds) in worker 1
+    wait_until(lambda: "c" in group.channels(1), START_TIMEOUT, "the channel in worker 1")
+    _publish_in(group, 1, b"w1-a")
+    worker_1 = group.pids()[1]
+    os.kill(worker_1, signal.SIGSTOP)
+    try:
+        assert r.lpop(CH, 5) is None  # worker 1 did not answer in time
+    finally:
+        os.kill(worker_1, signal.SIGCONT)
+    got: list[bytes] = []
+    wait_until(lambda: got.extend(r.lpop(CH, 5) or ()) or got, 30, "the message back")
+    assert got == [b"w1-a"]
+    wait_until(lambda: group.channels(1)["c"]["in_flight_count"] == 0, 10, "nothing held")
+    assert group.channels(1)["c"]["depth"] == 0
+    r.close()
