@@ -30,7 +30,7 @@ from protocol.v2.message import DecodedMessage, decode_message
 from ..http.v1 import query_string
 from ..log import log
 from .fanout import ASK_ERRORS, ASK_TIMEOUT
-from .messages import split_messages
+from .messages import finish_at, split_messages
 
 if TYPE_CHECKING:
     from .fanout import FanOut
@@ -50,27 +50,12 @@ class PeerLists:
             query = {"topic": topic, "channel": channel, "n": str(n - len(bodies))}
             msgs = await self._messages(address, b"/channel/receive", query)
             if msgs:
-                await self._finish(address, topic, channel, msgs)
+                names = {"topic": topic, "channel": channel}
+                await finish_at(self._fanout, address, names, [m.id for m in msgs])
                 bodies += [m.body for m in msgs]
             if len(bodies) >= n:
                 break
         return bodies
-
-    async def _finish(
-        self, address: Address, topic: str, channel: str, msgs: list[DecodedMessage]
-    ) -> None:
-        """FIN what a pop received at its peer; one the peer does not finish is logged (it
-        comes back when its lease ends: popped twice, never lost)."""
-        target = b"/message/fin?" + query_string({"topic": topic, "channel": channel})
-        ids = b"\n".join(m.id for m in msgs)
-        try:
-            with trio.fail_after(ASK_TIMEOUT):
-                status, body = await self._fanout.ask(address, "POST", target, body=ids)
-            if status == 200 and not json.loads(body).get("failed"):
-                return
-        except ASK_ERRORS as exc:
-            body = str(exc).encode()
-        log.warning("group: peer %s:%d did not finish %s - %s", *address, target, body[:200])
 
     async def take(self, topic: str, channel: str) -> PeerMessage | None:
         for address in self._in_turn():

@@ -16,6 +16,11 @@ that a reader sees one nsqd:
   with this worker's reason.
 - fin and req with `lease=NAME` and no ids: every worker acts on what the lease holds there;
   the counts are summed.
+- pop asks its peers with `/channel/receive` and then finishes what came (`finish_at`), not
+  with `/channel/pop`: a peer that answers after ASK_TIMEOUT (stopped, busy) has taken what it
+  was asked for all the same, and a pop's messages, finished there and left out of the answer
+  here, were lost; a receive's go back to the channel when their lease ends. A FIN the peer
+  does not confirm leaves them the caller's anyway: at worst delivered again, never lost.
 - A worker that lacks the queue cannot judge the request's other arguments (its handler stops
   at the missing queue): then a peer that has the queue judges them, and its refusal (a 400
   INVALID_N, a 404 MESSAGE_NOT_FOUND) is the answer, as one nsqd would give it.
@@ -52,6 +57,9 @@ if TYPE_CHECKING:
 GATHERED = (("GET", "/channel/peek"), ("POST", "/channel/receive"), ("POST", "/channel/pop"))
 BY_ID = ["/message/fin", "/message/req", "/message/touch", "/message/cancel", "/message/defer"]
 _BINARY = b"Accept: application/octet-stream\r\n"
+_POP, _RECEIVE = b"/channel/pop", b"/channel/receive"
+_FRAME_ID = 18  # a message frame: size, type, timestamp, attempts, then the id
+Address = tuple[str, int]
 
 
 class GroupMessages:
@@ -92,6 +100,7 @@ class GroupMessages:
             got, taken = len(parts[0]), _bytes(parts[0], binary)
             headers = _BINARY if binary else b""
             refusals: list[tuple[int, bytes]] = []  # the peers' that lack the queue too
+            pop = req.raw_path == _POP
             for address in self._fanout.peers():
                 if judged and (got >= wanted or (limit and taken >= limit)):
                     break
@@ -101,12 +110,16 @@ class GroupMessages:
                     if limit:
                         rest["max_bytes"] = str(limit - taken)
                     target = _with(req, **rest)
+                if pop:  # received, then finished (the docstring says why)
+                    target = _RECEIVE + target[len(_POP) :]
                 try:
                     with trio.fail_after(ASK_TIMEOUT):
                         status, body = await self._fanout.ask(address, req.method, target, headers)
                 except ASK_ERRORS as exc:
                     log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
                     continue
+                if status == 200 and pop:
+                    body = await self._popped(address, req, body, binary)
                 if status == 200:
                     parts.append(split_messages(body, binary))
                     got += len(parts[-1])
@@ -126,6 +139,22 @@ class GroupMessages:
             return JSONBody(go_json({"messages": [m for part in parts for m in part]}))
 
         return handle
+
+    async def _popped(self, address: Address, req: Request, body: bytes, binary: bool) -> bytes:
+        """A pop's receive at a peer, finished there: the answer as a pop's (no `due`)."""
+        messages = split_messages(body, binary)
+        if binary:
+            ids = [frame[_FRAME_ID : _FRAME_ID + 16] for frame in messages]
+        else:
+            ids = [m["id"].encode() for m in messages]
+        if ids:
+            names = {"topic": req.arg("topic") or "", "channel": req.arg("channel") or ""}
+            await finish_at(self._fanout, address, names, ids)
+        if binary:
+            return body
+        for m in messages:
+            m.pop("due", None)
+        return go_json({"messages": messages})
 
     # -- by id ----------------------------------------------------------------------------------
 
@@ -243,6 +272,22 @@ def _summed(answer: JSONBody, answers: list[tuple[int, bytes]]) -> JSONBody:
             doc["ok"] += there["ok"]
             doc["failed"] += there["failed"]
     return JSONBody(go_json(doc))
+
+
+async def finish_at(
+    fanout: FanOut, address: Address, names: dict[str, str], ids: list[bytes]
+) -> None:
+    """FIN at a peer what was received there for a pop (`names`: topic and channel); one it
+    does not confirm is logged (it comes back when its lease ends: twice, never lost)."""
+    target = b"/message/fin?" + query_string(names)
+    try:
+        with trio.fail_after(ASK_TIMEOUT):
+            status, body = await fanout.ask(address, "POST", target, body=b"\n".join(ids))
+        if status == 200 and not json.loads(body).get("failed"):
+            return
+    except ASK_ERRORS as exc:
+        body = str(exc).encode()
+    log.warning("group: peer %s:%d did not finish %s - %s", *address, target, body[:200])
 
 
 def split_messages(body: bytes, binary: bool) -> list[Any]:

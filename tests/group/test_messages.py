@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import struct
 import urllib.request
 
@@ -223,3 +225,39 @@ def test_a_queue_only_a_peer_has_acts_and_refuses_as_one_nsqd(group: Group) -> N
     ):
         status, answer = _ask(group, 0, target)
         assert (status, json.loads(answer)) == (404, {"message": "CHANNEL_NOT_FOUND"}), target
+
+
+def test_a_pop_whose_peer_answers_too_late_loses_nothing(group: Group) -> None:
+    """An HTTP pop asks worker 1 while it does not answer (stopped): it gives up after the
+    ask's timeout, and worker 1 serves the request once it runs again. What worker 1 took must
+    come back to its channel (received under a lease, then finished), not be finished there
+    and left out of the answer (a `/channel/pop` at the peer lost it). The answer of a pop
+    that reaches the peer in time is a pop's: finished there, no `due`."""
+    group.start("--msg-timeout=3s")
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?{Q}")[0] == 200
+    with group.pin(1) as pub:
+        pub.pub("t", b"w1-late")
+    worker_1 = group.pids()[1]
+    os.kill(worker_1, signal.SIGSTOP)
+    try:
+        status, answer = _ask(group, 0, f"/channel/pop?{Q}&n=5")
+        assert status == 200 and _bodies(answer) == {}  # worker 1 did not answer in time
+    finally:
+        os.kill(worker_1, signal.SIGCONT)
+    got: dict[str, bytes] = {}
+    wait_until(
+        lambda: got.update(_bodies(_ask(group, 0, f"/channel/pop?{Q}&n=5")[1])) or got,
+        30,
+        "the message back",
+    )
+    assert list(got.values()) == [b"w1-late"]
+    status, answer = _ask(group, 0, f"/channel/peek?{Q}&n=5&state=in_flight")
+    assert status == 200 and _bodies(answer) == {}  # finished where it was
+    with group.pin(1) as pub:
+        pub.pub("t", b"w1-in-time")
+    status, answer = _ask(group, 0, f"/channel/pop?{Q}&n=5")
+    assert [set(m) for m in json.loads(answer)["messages"]] == [
+        {"id", "timestamp", "attempts", "body"}
+    ]
