@@ -15,9 +15,11 @@ and a PUT /config/nsqlookupd_tcp_addresses in any worker changes the group's set
 Messages are JSON arrays, one a line. Worker to supervisor: ["state", {topic: [channel...]}],
 ["register", topic, channel-or-null], ["unregister", topic, channel-or-null],
 ["addresses", [address...]]. Supervisor to worker: ["lookupd", [[address, info]...], set],
-`set` true when the group's address set changed (a PUT in some worker): every worker takes the
-addresses then, a worker started again meanwhile included (it may have taken the old set at
-its start, before the supervisor read the PUT's report)."""
+`set` true when the group's address set changed (a PUT in some worker): a worker that no PUT
+has reached since its start takes the addresses then (it was started again while the PUT's
+fan-out went round, and may have taken the old set at its start, before the supervisor read
+the PUT's report); one a PUT reached keeps that PUT's value, which the supervisor's word can
+only repeat or precede (a null stays a null)."""
 
 from __future__ import annotations
 
@@ -202,6 +204,7 @@ class Uplink:
         self._hello = hello  # started again: the supervisor's first word is awaited
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
         self._open = False  # what comes before the state is in it
+        self._put = False  # a PUT /config/nsqlookupd_tcp_addresses reached this worker
         self._infos: list[tuple[str, Info]] = []
 
     @classmethod
@@ -237,13 +240,14 @@ class Uplink:
             return
         self._infos = [(address, info) for address, info in message[1]]
         addresses = [address for address, _ in self._infos]
-        changed = len(message) > 2 and message[2] is True
-        # a PUT's fan-out set this worker's value already (and keeps a null, as nsqd does:
-        # hence the comparison); a worker started meanwhile takes it from here
+        changed = len(message) > 2 and message[2] is True and not self._put
+        # a PUT's fan-out sets each worker's value itself (and keeps a null, as nsqd does:
+        # hence the comparison); a worker started while it went round takes it from here
         if (hello or changed) and list(self._opts.lookupd_tcp_address or ()) != addresses:
             self._opts.values["lookupd_tcp_address"] = addresses
 
     def set_addresses(self, addresses: list[str]) -> None:
+        self._put = True
         self._report(["addresses", addresses])
 
     def register(self, topic: str, channel: str | None = None) -> None:

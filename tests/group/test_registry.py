@@ -73,8 +73,8 @@ async def test_a_worker_started_again_takes_a_set_changed_after_its_first_word(
 ) -> None:
     """The supervisor's side and a restarted worker's, over a real socket pair: the worker's
     first word carries the old addresses (the supervisor had not read the PUT's report yet);
-    the report then changes the group's set, and the word that says so is taken too. A later
-    word of the same set (a peer's info changed) leaves the worker's own value alone."""
+    the report then changes the group's set, and the word that says so is taken too. Once a
+    PUT has reached the worker, no word of the supervisor's changes its value."""
     opts = Options()
     opts.values["lookupd_tcp_address"] = ["127.0.0.1:1"]
     async with trio.open_nursery() as nursery:
@@ -90,8 +90,15 @@ async def test_a_worker_started_again_takes_a_set_changed_after_its_first_word(
         group._take(0, ["addresses", ["127.0.0.1:2"]])  # worker 0's report of a PUT
         await trio.sleep(0.3)  # the word over the socket pair
         assert uplink._opts.lookupd_tcp_address == ["127.0.0.1:2"]
-        uplink._opts.values["lookupd_tcp_address"] = None  # a PUT of null reached it
-        group._tell_workers()
+        group._tell_workers()  # a word of the same set (a peer's info changed)
         await trio.sleep(0.1)
+        assert uplink._opts.lookupd_tcp_address == ["127.0.0.1:2"]
+        # a PUT of null reached this worker (its handler set the value, then reported it);
+        # the supervisor's word of another change, sent before that PUT, comes after it:
+        # the PUT's value stays (a null stays a null)
+        uplink._opts.values["lookupd_tcp_address"] = None
+        uplink.set_addresses([])
+        group._take(0, ["addresses", ["127.0.0.1:3"]])
+        await trio.sleep(0.3)
         assert uplink._opts.lookupd_tcp_address is None
         nursery.cancel_scope.cancel()
