@@ -4,7 +4,7 @@
   peer's private HTTP listener), merged into one nsqd's shape: topics and channels by name,
   depths, in-flight, deferred and counters summed, clients listed together. A peer's pulling
   link is not a client: it is left out, and what it moved is counted once (in the channel
-  that took it), not in both.
+  its topic put it in; the worker that took it over counts it not).
 - topic/channel create, delete, empty, pause, unpause: done here, then asked of every peer;
   the answer is this worker's, or a success when it failed here (not found) but a peer did it.
 - PUT /config/<option>: set here (a bad value is refused here, and asked of no peer), then the
@@ -468,11 +468,11 @@ def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
 
 
 def _drop_links(topic: dict[str, Any]) -> None:
-    """A peer's link is no client, and what it moved on is counted where it was taken."""
+    """A peer's link is no client. (What it moved on is counted where it was taken: the
+    receiving worker leaves it out of its channel's message_count, pull.Pull.move.)"""
     for channel in topic["channels"]:
         links = [c for c in channel["clients"] or () if c.get("user_agent") == LINK_AGENT]
         if not links:
             continue
         channel["clients"] = [c for c in channel["clients"] if c.get("user_agent") != LINK_AGENT]
         channel["client_count"] -= len(links)
-        channel["message_count"] -= sum(c["finish_count"] for c in links)

@@ -7,7 +7,8 @@ over nsqds), so nothing is pulled that no consumer here could take: a lower cred
 once, ahead of the FINs of what was moved (`rdy_due`); a higher one once it grew by a quarter
 (`wants_rdy`), since every FIN here moves the credit by one and each RDY wakes the peer. What
 arrives is moved (`move`): put into this worker's channel (attempts, timestamp and id kept; a
-disk write first where this worker's channel writes to disk), then FIN'd at the peer. From then
+disk write first where this worker's channel writes to disk; not counted in its
+message_count, which the peer's counted), then FIN'd at the peer. From then
 on it is this worker's message: FIN/REQ/TOUCH of its consumers stay here, and a crash loses what
 one nsqd would.
 
@@ -248,6 +249,10 @@ class Pull:
         if channel is not None and not channel.deleted:
             try:
                 channel.put_many(msgs)
+                # counted once, in the worker whose topic put it into the channel: the peer's
+                # link that took it may be gone by the time /stats sums the workers (its
+                # consumers here left, or the message went back there after a timeout)
+                channel.message_count -= len(msgs)
                 error = commit.flush() if commit.buffered else None  # the pass holds it
                 if error is None:
                     return b"FIN " + b"\nFIN ".join([m.id for m in msgs]) + b"\n"

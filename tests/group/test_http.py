@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from protocol.v2 import encoders
 from tests.ops.conftest import START_TIMEOUT, http_get, http_post, wait_until
 
 from .conftest import Group
@@ -68,6 +69,44 @@ def test_a_moved_message_counts_once_and_links_are_no_clients(group: Group) -> N
         # worker 0 has the link as its only consumer: the group's page hides it
         (mine,) = group.worker_stats(0)["topics"][0]["channels"]
         assert mine["clients"][0]["user_agent"] == "trio-nsqd-group-link"
+
+
+def test_a_message_that_moved_back_after_a_timeout_counts_once(group: Group) -> None:
+    """Published in worker 0, moved to a consumer in worker 1 that left holding it; timed out
+    there and moved back to a consumer in worker 0: the channel's message_count is nsqd's 3,
+    though worker 1's link in worker 0 was gone by then (once it counted 6)."""
+    group.start()
+    with group.pin(1) as holder:
+        holder.send(encoders.identify({"msg_timeout": 1000}))
+        holder.expect_ok()
+        holder.sub("t", "c")
+        holder.rdy(3)
+        time.sleep(0.3)  # worker 0 has the channel (made in every worker after the SUB)
+        with group.pin(0) as pub:
+            for i in range(3):
+                pub.pub("t", b"%d" % i)
+        assert len({holder.message()[0] for _ in range(3)}) == 3
+    with group.pin(0) as sub:
+        sub.sub("t", "c")
+        sub.rdy(3)
+        for _ in range(3):  # after worker 1 timed them out (1 s) and worker 0's link took them
+            msg_id, _ = sub.message()
+            sub.fin(msg_id)
+
+        def settled() -> bool:
+            (channel,) = _stats(group)["topics"][0]["channels"]
+            return (channel["depth"], channel["in_flight_count"]) == (0, 0)
+
+        wait_until(settled, 10, "the three FINs in worker 0")
+
+        def link_gone() -> bool:  # worker 1's pull stops 2 s after its last consumer left
+            (mine,) = group.worker_stats(0)["topics"][0]["channels"]
+            return all(c["user_agent"] != "trio-nsqd-group-link" for c in mine["clients"])
+
+        wait_until(link_gone, 10, "worker 1's link leaving worker 0's channel")
+        for _ in range(6):  # whichever worker answers
+            (channel,) = _stats(group)["topics"][0]["channels"]
+            assert (channel["message_count"], channel["timeout_count"]) == (3, 3), channel
 
 
 def test_a_topic_filter_for_a_topic_only_a_peer_has(group: Group) -> None:
