@@ -8,7 +8,8 @@ once, ahead of the FINs of what was moved (`rdy_due`); a higher one once it grew
 (`wants_rdy`), since every FIN here moves the credit by one and each RDY wakes the peer. What
 arrives is moved (`move`): put into this worker's channel (attempts, timestamp and id kept; a
 disk write first where this worker's channel writes to disk; not counted in its
-message_count, which the peer's counted), then FIN'd at the peer. From then
+message_count, nor its delivery to the link in its delivery_count: the peer's counted them),
+then FIN'd at the peer. From then
 on it is this worker's message: FIN/REQ/TOUCH of its consumers stay here, and a crash loses what
 one nsqd would.
 
@@ -253,6 +254,7 @@ class Pull:
                 # link that took it may be gone by the time /stats sums the workers (its
                 # consumers here left, or the message went back there after a timeout)
                 channel.message_count -= len(msgs)
+                channel.delivery_count -= len(msgs)  # the peer counted its delivery to the link
                 error = commit.flush() if commit.buffered else None  # the pass holds it
                 if error is None:
                     return b"FIN " + b"\nFIN ".join([m.id for m in msgs]) + b"\n"

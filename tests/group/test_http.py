@@ -74,7 +74,8 @@ def test_a_moved_message_counts_once_and_links_are_no_clients(group: Group) -> N
 def test_a_message_that_moved_back_after_a_timeout_counts_once(group: Group) -> None:
     """Published in worker 0, moved to a consumer in worker 1 that left holding it; timed out
     there and moved back to a consumer in worker 0: the channel's message_count is nsqd's 3,
-    though worker 1's link in worker 0 was gone by then (once it counted 6)."""
+    though worker 1's link in worker 0 was gone by then (once it counted 6), and RSMQ's
+    totalrecv is one nsqd's 6 (once 12: each delivery to a link counted too)."""
     group.start()
     with group.pin(1) as holder:
         holder.send(encoders.identify({"msg_timeout": 1000}))
@@ -104,9 +105,14 @@ def test_a_message_that_moved_back_after_a_timeout_counts_once(group: Group) -> 
             return all(c["user_agent"] != "trio-nsqd-group-link" for c in mine["clients"])
 
         wait_until(link_gone, 10, "worker 1's link leaving worker 0's channel")
+        base = f"http://127.0.0.1:{group.http}"
         for _ in range(6):  # whichever worker answers
             (channel,) = _stats(group)["topics"][0]["channels"]
             assert (channel["message_count"], channel["timeout_count"]) == (3, 3), channel
+            # RSMQ's figures: sent 3, received 6 (each delivered twice), as one nsqd counts
+            status, body = http_get(f"{base}/channel/config?topic=t&channel=c")
+            queue = json.loads(body)["queue"]
+            assert (status, queue["totalsent"], queue["totalrecv"]) == (200, 3, 6), queue
 
 
 def test_a_topic_filter_for_a_topic_only_a_peer_has(group: Group) -> None:
