@@ -118,10 +118,10 @@ class GroupMessages:
                 except ASK_ERRORS as exc:
                     log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
                     continue
-                if status == 200 and pop:
-                    body = await self._popped(address, req, body, binary)
                 if status == 200:
                     parts.append(split_messages(body, binary))
+                    if pop:
+                        await self._popped(address, req, parts[-1], binary)
                     got += len(parts[-1])
                     taken += _bytes(parts[-1], binary)
                     if not judged:
@@ -140,21 +140,20 @@ class GroupMessages:
 
         return handle
 
-    async def _popped(self, address: Address, req: Request, body: bytes, binary: bool) -> bytes:
-        """A pop's receive at a peer, finished there: the answer as a pop's (no `due`)."""
-        messages = split_messages(body, binary)
+    async def _popped(
+        self, address: Address, req: Request, messages: list[Any], binary: bool
+    ) -> None:
+        """A pop's receive at a peer (its split answer), finished there, and made a pop's
+        answer (no `due`) in place."""
         if binary:
             ids = [frame[_FRAME_ID : _FRAME_ID + 16] for frame in messages]
         else:
             ids = [m["id"].encode() for m in messages]
+            for m in messages:
+                m.pop("due", None)
         if ids:
             names = {"topic": req.arg("topic") or "", "channel": req.arg("channel") or ""}
             await finish_at(self._fanout, address, names, ids)
-        if binary:
-            return body
-        for m in messages:
-            m.pop("due", None)
-        return go_json({"messages": messages})
 
     # -- by id ----------------------------------------------------------------------------------
 
