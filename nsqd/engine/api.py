@@ -11,7 +11,7 @@ engine, nothing else (the import-linter contract in pyproject.toml)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, overload
 
 from protocol.v2.errors import ErrorCode, NSQError
@@ -29,6 +29,7 @@ __all__ = [
     "Deliveries",
     "Delivery",
     "Failure",
+    "Making",
     "Message",
     "NoBatch",
     "Outcome",
@@ -80,6 +81,17 @@ _WORDS: dict[str, _Words] = {
         500, "INTERNAL_ERROR", False, "{reason}", "E_INVALID", "{verb} {reason}", True
     ),
 }
+
+
+class Making(Exception):
+    """A SUB of a channel that a listener is still making elsewhere too (a group's workers
+    make a new channel in every peer): the front-end waits for `made()`, then runs the SUB
+    again, so that its OK leaves once every message published after it reaches the channel,
+    as in one nsqd. Nothing was subscribed."""
+
+    def __init__(self, made: Callable[[], Awaitable[None]]) -> None:
+        super().__init__("the channel is being made")
+        self.made = made
 
 
 class Refused(Exception):

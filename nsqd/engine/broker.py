@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+import trio
+
 from ..log import log
-from .api import MAX_TTL_MS, Refused
+from .api import MAX_TTL_MS, Making, Refused
 from .channel import Channel
 from .handle import ChannelHandle
 from .pending import PendingPublishes
@@ -82,6 +84,8 @@ class Broker:
         # a reactor pass's single-message publishes, stored together at its commit
         self.pending = PendingPublishes(self._store_batch)
         self.loading = False  # topics being restored from nsqd.dat
+        # new channels a listener is making elsewhere too (the group: in every peer worker)
+        self._making: dict[tuple[str, str], trio.Event] = {}
         # told after any attribute change (storage keeps them in a file of its own)
         self.attribute_listeners: list[Callable[[], None]] = []
         self.attribute_limits = attrs.Limits(
@@ -114,10 +118,27 @@ class Broker:
 
     def subscribe(self, topic: str, channel: str, consumer: Consumer) -> Subscription:
         """SUB: `consumer` joins the channel (both made if missing); the channel is the TCP
-        consumer's hot path (FIN / REQ / TOUCH / RDY) from then on."""
+        consumer's hot path (FIN / REQ / TOUCH / RDY) from then on. `Making` while a listener
+        still makes a new channel elsewhere (its front-end waits, then asks again)."""
         target = self.topic(topic).get_channel(channel)
+        making = self._making.get((topic, channel))
+        if making is not None:
+            raise Making(making.wait)
         target.add_consumer(consumer)
         return target
+
+    def making(self, topic: str, channel: str) -> Callable[[], None]:
+        """A listener makes this new channel elsewhere as well (from `channel_created`): a
+        SUB of it is `Making` until the returned callable is called."""
+        key = (topic, channel)
+        event = self._making[key] = trio.Event()
+
+        def made() -> None:
+            event.set()
+            if self._making.get(key) is event:
+                del self._making[key]
+
+        return made
 
     def channel_handle(self, topic: str, channel: str) -> ChannelHandle:
         """The channel (both made if missing), for a front-end."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +138,8 @@ class Worker:
         channel.starved = self._starved
         durable = not (channel.ephemeral or topic.ephemeral)
         if durable and not self.broker.loading and self._nursery is not None and not ASKED.get():
-            self._nursery.start_soon(self._make_in_peers, topic.name, channel.name)
+            made = self.broker.making(topic.name, channel.name)  # its SUB answers after
+            self._nursery.start_soon(self._make_in_peers, topic.name, channel.name, made)
 
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:
         """Its pulls stop at once: an ephemeral channel of a peer that only the link held
@@ -154,14 +156,17 @@ class Worker:
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
         pass
 
-    async def _make_in_peers(self, topic: str, channel: str) -> None:
-        """/topic/create then /channel/create in each peer (nsqd makes no topic for the
-        latter)."""
+    async def _make_in_peers(self, topic: str, channel: str, made: Callable[[], None]) -> None:
+        """/topic/create then /channel/create in each peer, all at once (nsqd makes no topic
+        for the latter); then `made()`, whatever the peers answered: one that is down makes
+        it when it starts again (its catch-up), one that does not answer within ASK_TIMEOUT is
+        logged and left."""
         targets = (
             b"/topic/create?" + query_string({"topic": topic}),
             b"/channel/create?" + query_string({"topic": topic, "channel": channel}),
         )
-        for address in self._peer_http():
+
+        async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
                     for target in targets:
@@ -169,6 +174,13 @@ class Worker:
             except ASK_ERRORS as exc:
                 where = f"{address[0]}:{address[1]}"
                 log.warning("group: peer %s did not make %s:%s - %s", where, topic, channel, exc)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for address in self._peer_http():
+                    nursery.start_soon(one, address)
+        finally:
+            made()
 
     # -- pulls ---------------------------------------------------------------------------------
 

@@ -13,8 +13,10 @@ read meanwhile, and one that takes nothing for nsqd's write deadline ends its co
 A connection leaves for tasks of its own (nsqd/tcp/tasks.py) only when it needs them: an
 IDENTIFY that starts TLS or compression, AUTH. It leaves the epoll set and its `Client.serve`
 task starts with that command, the parser's buffered bytes and any unsent output, so the client
-sees one ordered stream either way. Heartbeats and nsqd's read deadline (two heartbeat
-intervals without a command) are kept here by a heap of per-client deadlines.
+sees one ordered stream either way. A SUB of a channel that a group's peer workers are still
+making (`Making`) parks its connection out of the set until they have; then the SUB runs
+again, its OK after. Heartbeats and nsqd's read deadline (two heartbeat intervals without a
+command) are kept here by a heap of per-client deadlines.
 
 Group commit: each pass of the shared loop holds the store's `WriteBatch` (from `_passing` to
 `_passed`), so the pass's small TCP publishes (PUB) are stored together when the pass ends (one
@@ -56,7 +58,7 @@ from protocol.v2 import (
 )
 from protocol.v2.errors import ErrorCode
 
-from ..engine.api import Subscription, WriteBatch
+from ..engine.api import Making, Subscription, WriteBatch
 from ..log import log
 from ..net.boundary import describe, guarded
 from ..net.reactor import EpollReactor, Loop
@@ -110,6 +112,10 @@ class Reactor(EpollReactor):
         self._spawn = spawn  # start_soon of the clients nursery
         self._lost: list[Client] = []  # whose peer was gone: dropped at the next pass
         self._refills: list[Subscription] = []  # channels whose hand-out stopped at its budget
+        # SUBs of a channel still being made in the peer workers (`Making`), their
+        # connections out of the set until it is: then the SUB runs again, in `_passing`
+        self._parked: dict[Client, Sub] = {}
+        self._made: list[Client] = []
         self.clients: dict[int, Client] = self.conns
 
     # -- connections in and out ----------------------------------------------------------
@@ -129,7 +135,7 @@ class Reactor(EpollReactor):
         client.socket.close_now()
 
     def _forget(self, client: Client) -> bool:
-        if not self.unwatch(client):
+        if not self.unwatch(client) and self._parked.pop(client, None) is None:
             return False
         client.reactor = None
         client.waker = OWN_TASKS
@@ -143,10 +149,42 @@ class Reactor(EpollReactor):
         if self._forget(client):
             self._spawn(guarded, client, client.serve, pending)
 
+    def _park(self, client: Client, cmd: Sub, making: Making) -> None:
+        """A SUB of a channel still being made in the peer workers: its connection is not
+        read (nor timed) until the channel is made; then the SUB runs again and its OK goes,
+        followed by what the client sent meanwhile. Answers before the SUB go now."""
+        self._write(client)
+        if client.reactor is not self or not self.unwatch(client):
+            return
+        self._parked[client] = cmd
+        self._spawn(self._await_made, client, making)
+
+    async def _await_made(self, client: Client, making: Making) -> None:
+        await making.made()
+        if client in self._parked:  # not dropped meanwhile
+            self._made.append(client)
+            self.wake()
+
+    def _resume(self) -> None:
+        made, self._made = self._made, []
+        for client in made:
+            cmd = self._parked.pop(client, None)
+            if cmd is None:
+                continue
+            self.watch(client)
+            if client._sending:  # its socket was full: the rest goes when it takes output
+                self.want_output(client, True)
+            self._schedule(client)
+            try:
+                self._serve(client, cmd)
+            except Exception as exc:  # as the loop's pass does for a ready connection
+                log.error("[%s] unexpected error - %s", client, describe(exc))
+                self.drop(client)
+
     # -- the loop's hooks ------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        for client in list(self.clients.values()):
+        for client in [*self.clients.values(), *self._parked]:
             self.drop(client)
 
     def _fail(self, client: Client) -> None:
@@ -158,6 +196,8 @@ class Reactor(EpollReactor):
             for client in lost:
                 self.drop(client)
         self._commit.hold()
+        if self._made:
+            self._resume()
         if self._refills:
             self._refill()
 
@@ -229,6 +269,11 @@ class Reactor(EpollReactor):
             return
         client.last_read = self.loop.now
         client.conn.receive_data(data)
+        self._serve(client)
+
+    def _serve(self, client: Client, pending: Sub | None = None) -> None:
+        """Run what `client` sent (`pending` first) and answer it, now or after the pass's
+        write."""
         commit = self._commit
         self._mark = mark = client.out_mark()
         appended = commit.appended
@@ -238,7 +283,7 @@ class Reactor(EpollReactor):
         commit.deferring = True
         client._busy = True  # its deliveries wait in its output: its answers go first
         try:
-            served = self._run(client)
+            served = self._run(client, pending)
         finally:
             commit.deferring = False
             client._busy = False
@@ -259,14 +304,18 @@ class Reactor(EpollReactor):
             else:
                 self._refuse(client, mark, error, self._wrote or Pub)
 
-    def _run(self, client: Client) -> bool:
-        """Run the complete commands; False when the connection is closed or handed over."""
+    def _run(self, client: Client, pending: Sub | None = None) -> bool:
+        """Run the complete commands (`pending` first); False when the connection is closed,
+        handed over or parked."""
         conn = client.conn
         execute = commands.execute
         commit = self._commit
         try:
             while True:
-                cmd = conn.next_command()
+                if pending is None:
+                    cmd = conn.next_command()
+                else:
+                    cmd, pending = pending, None
                 if cmd is NEED_DATA:
                     return True
                 if cmd is CLOSED:
@@ -283,6 +332,10 @@ class Reactor(EpollReactor):
                         if err.fatal:
                             raise
                         client.respond(encode_error(bytes(err)))
+                    except Making as making:  # a SUB: run again once its channel is made
+                        if self._settled(client):
+                            self._park(client, cmd, making)
+                        return False
                     if commit.appended != appended and self._wrote is None:
                         self._wrote = kind
                 elif kind is not Identify or not self._identify(client, cmd):

@@ -30,6 +30,7 @@ from protocol.v2 import (
     encode_response,
 )
 
+from ..engine.api import Making
 from ..log import log
 from ..net.transport import StreamError
 from . import commands
@@ -153,6 +154,9 @@ class OwnTasks:
                     if err.fatal:
                         raise
                     self.respond(encode_error(bytes(err)))
+                except Making as making:  # a SUB: run again once its channel is made
+                    await making.made()
+                    pending = cmd
         except NSQError as err:
             err.__traceback__ = None  # its frames hold the parser's buffer (a body cut short)
             log.error("[%s] - %s", self, err)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from nsqd.engine.api import Delivery, Message, Outcome, Refused
+from nsqd.engine.api import Delivery, Making, Message, Outcome, Refused
 from nsqd.engine.broker import Broker
 from nsqd.engine.settings import Settings
 from nsqd.storage.overflow import DiskOverflow
@@ -147,3 +147,46 @@ async def test_a_message_a_consumer_holds_is_not_the_handle_s(broker: Broker) ->
     out = broker.existing_channel("t", "c").finish([sent[0].id])
     assert out.done == 0 and out.failed[0].reason.endswith("client does not own message")
     assert subscription.finish(consumer, [sent[0].id]) == []  # type: ignore[arg-type]
+
+
+async def test_a_sub_waits_while_a_listener_makes_its_new_channel_elsewhere(
+    broker: Broker,
+) -> None:
+    """A listener that makes a new channel elsewhere too (the group's workers) holds its SUB
+    back (`Making`, nothing subscribed) until it says the channel is made; a channel already
+    made, or made by no such listener, is subscribed at once."""
+    made: list = []
+
+    class MakesInPeers:
+        def channel_created(self, topic, channel) -> None:  # type: ignore[no-untyped-def]
+            made.append(broker.making(topic.name, channel.name))
+
+        def topic_created(self, topic) -> None: ...  # type: ignore[no-untyped-def]
+        def topic_deleted(self, topic) -> None: ...  # type: ignore[no-untyped-def]
+        def channel_deleted(self, topic, channel) -> None: ...  # type: ignore[no-untyped-def]
+        def paused_changed(self, topic, channel) -> None: ...  # type: ignore[no-untyped-def]
+
+    class Consumer:
+        id, msg_timeout, sample_rate = 8, 30.0, 0
+
+        def credit(self) -> int:
+            return 0
+
+        def close(self) -> None: ...
+
+    broker.subscribe("t", "before", Consumer())  # type: ignore[arg-type]
+    broker.hooks.append(MakesInPeers())
+    with pytest.raises(Making) as raised:
+        broker.subscribe("t", "new", Consumer())  # type: ignore[arg-type]
+    assert broker.topics["t"].channels["new"].consumers == {}  # made here, nobody subscribed
+    with pytest.raises(Making):  # a second SUB meanwhile waits too
+        broker.subscribe("t", "new", Consumer())  # type: ignore[arg-type]
+    with trio.move_on_after(0.05) as waited:
+        await raised.value.made()
+    assert waited.cancelled_caught
+    made.pop()()  # the peers have it
+    await raised.value.made()
+    consumer = Consumer()
+    assert broker.subscribe("t", "new", consumer) is broker.topics["t"].channels["new"]  # type: ignore[arg-type]
+    broker.subscribe("t", "before", Consumer())  # type: ignore[arg-type]
+    assert made == []

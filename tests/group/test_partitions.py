@@ -3,12 +3,15 @@ FIN/REQ act where the consumer is, and nothing is pulled that no consumer has cr
 
 from __future__ import annotations
 
+import json
+import socket
 import time
+import zlib
 
 import pytest
 
 from protocol.v2 import encoders
-from tests.ops.conftest import http_post, stats_channel
+from tests.ops.conftest import V2, http_post, stats_channel
 
 from .conftest import Group
 
@@ -159,3 +162,75 @@ def test_nothing_is_pulled_past_the_consumers_credit(group: Group) -> None:
             assert there["depth"] == 95 - 5 * held, there
             for msg_id in ids:
                 sub.fin(msg_id)
+
+
+class _Deflated:
+    """A socket as a client sees it once IDENTIFY negotiated deflate (raw, as nsqd's flate)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._out = zlib.compressobj(6, zlib.DEFLATED, -15)
+        self._in = zlib.decompressobj(-15)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH))
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            chunk = self.sock.recv(size)
+            if not chunk:
+                return b""
+            data = self._in.decompress(chunk)
+            if data:
+                return data
+
+    def settimeout(self, timeout: float) -> None:
+        self.sock.settimeout(timeout)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "nsqd closed the connection"
+        data += chunk
+    return data
+
+
+def _consumer(group: Group, worker: int, deflate: bool) -> V2:
+    """A V2 connection in `worker`: served by the reactor, or (deflate) by tasks of its own."""
+    conn = group.pin(worker)
+    if deflate:
+        conn.send(encoders.identify({"feature_negotiation": True, "deflate": True}))
+        size = int.from_bytes(_exactly(conn.sock, 4), "big")  # the answer: read no further
+        data = _exactly(conn.sock, size)
+        assert data[:4] == b"\0\0\0\0" and json.loads(data[4:])["deflate"], data
+        conn.sock = _Deflated(conn.sock)  # type: ignore[assignment]
+        conn.expect_ok()  # the first frame compressed
+    return conn
+
+
+@pytest.mark.parametrize("deflate", [False, True], ids=["reactor", "own-tasks"])
+def test_a_channel_made_by_sub_gets_what_any_worker_takes_after_its_ok(
+    group: Group, deflate: bool
+) -> None:
+    """nsqd: a channel gets every message published after it was made. A SUB that makes a
+    channel in one worker is answered once every worker has it: a PUB sent the moment the OK
+    arrives, in a worker where the topic has another channel already, reaches the new one too
+    (it used to go to the old channel alone there, the new one never saw it)."""
+    group.start()
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?topic=t&channel=old")[0] == 200  # both workers
+    with group.pin(1) as pub:
+        for i in range(8):
+            with _consumer(group, 0, deflate) as sub:
+                sub.sub("t", f"new{i}")
+                pub.pub("t", b"after %d" % i)
+                sub.rdy(1)
+                sub.sock.settimeout(3)
+                ((_, body, _),) = _drain(sub, 1)
+                assert body == b"after %d" % i
