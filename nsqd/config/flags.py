@@ -335,6 +335,14 @@ FLAGS: list[Flag] = [
         "per core this process may use)",
         EXTENSIONS,
     ),
+    Flag(
+        "worker-timeout",
+        "duration",
+        60.0,
+        "with --workers: a worker that answers no /ping for this long is killed and started "
+        "again (0 = never)",
+        EXTENSIONS,
+    ),
 ]
 # Flags of ours that the Go nsqd lacks (its --help and GET /config know none of them).
 EXTENSION_FLAGS = frozenset(f.name for f in FLAGS if f.group == EXTENSIONS)

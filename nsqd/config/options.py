@@ -168,6 +168,8 @@ class Options:
         if (topic and not re.fullmatch(r"[.a-zA-Z0-9_-]+(#ephemeral)?", topic)) or len(topic) > 64:
             raise OptionError(f"--resp-expiry-topic: invalid topic name {topic!r}")
         v["workers"] = _workers(v["workers"])
+        if v["worker_timeout"] < 0:
+            raise OptionError("--worker-timeout must be >= 0")
 
     @property
     def tls_required_tcp(self) -> bool:

@@ -1,8 +1,9 @@
 """The process `nsqd --workers=N` starts: it runs no broker itself. It starts N workers (this
 same command line, with a worker identity in the environment), starts again one that dies
-(with a growing pause, so a worker that cannot start does not spin), hands SIGTERM/SIGINT on to
-every worker and exits when they have all stopped. It registers the group with nsqlookupd,
-once, from what its workers report (nsqd.group.lookupd).
+(with a growing pause, so a worker that cannot start does not spin), kills one that stops
+answering so that it is started again (nsqd.group.watchdog), hands SIGTERM/SIGINT on to every
+worker and exits when they have all stopped. It registers the group with nsqlookupd, once,
+from what its workers report (nsqd.group.lookupd).
 
 A worker that exits with a status of its own (a refusal: a port taken, a bad data path) within
 its first seconds stops the group: the error is in its log line, and starting it again would
@@ -128,6 +129,7 @@ class Supervisor:
             STARTED_ENV: str(int(time.time())),
         }
         self.workers = [Worker(i, count, argv, identity.link_file(i), group) for i in range(count)]
+        self.secret = group[SECRET_ENV]
         self.stopping: int | None = None  # the signal that stops the group
         self.status = 0
 
@@ -160,8 +162,14 @@ class Supervisor:
     async def _run(self, lookupd: GroupLookupd) -> None:
         import trio
 
+        from .watchdog import watch
+
         async with trio.open_nursery() as nursery:
             await nursery.start(lookupd.run)
+            timeout = self.opts.worker_timeout
+            if timeout > 0 and self.opts.http_address:
+                for worker in self.workers:
+                    nursery.start_soon(watch, worker, timeout, self.secret, self._stopping)
             while True:
                 for worker in self.workers:
                     if worker.reports is not None:
@@ -173,6 +181,9 @@ class Supervisor:
                 if self._tend_all() == 0 and self.stopping is not None:
                     break
             nursery.cancel_scope.cancel()
+
+    def _stopping(self) -> bool:
+        return self.stopping is not None
 
     def _tend_all(self) -> int:
         """Tend every worker; how many run (or are to run)."""

@@ -170,3 +170,45 @@ def test_a_pause_made_while_a_worker_was_down_reaches_it_when_it_starts_again(
     # its link listens before it caught up: its shared ports only after
     wait_until(lambda: group.listened(1) == 2, START_TIMEOUT, "worker 1 listening again")
     assert paused(1)
+
+
+def test_a_worker_that_stops_answering_is_killed_and_started_again(group: Group) -> None:
+    """--worker-timeout: a worker alive but serving nobody (SIGSTOPped here; a fault's endless
+    loop alike) would keep its share of new connections waiting for ever. The supervisor kills
+    it once it has answered no /ping for the timeout, and the group starts it again: what it had
+    on disk is served again, and the worker that kept answering is left alone."""
+    group.start("--mem-queue-size=0", "--worker-timeout=2s")
+    with group.pin(1) as pub:
+        for i in range(20):
+            pub.pub("t", b"m%d" % i)
+    pids = group.pids()
+    os.kill(pids[1], signal.SIGSTOP)
+    try:
+        wait_until(lambda: group.pids()[1] != pids[1], 20, "worker 1 killed and started again")
+    finally:
+        try:
+            os.kill(pids[1], signal.SIGCONT)  # (not killed: the test fails; let it stop)
+        except ProcessLookupError:
+            pass
+    assert "worker 1 exited (signal 9)" in group.log_text()
+    assert "answered no /ping" in group.log_text()
+    assert group.pids()[0] == pids[0]
+    wait_until(lambda: group.link(1), START_TIMEOUT, "worker 1's link")
+    with group.pin(0) as sub:
+        sub.sub("t", "c")
+        sub.rdy(100)
+        wanted = {b"m%d" % i for i in range(20)}
+        assert _drain(sub, wanted) == wanted
+
+
+def test_a_worker_that_answers_is_never_killed(group: Group) -> None:
+    """A busy worker still answers /ping: nothing is killed however short the timeout."""
+    group.start("--worker-timeout=1s")
+    pids = group.pids()
+    with group.pin(0) as a, group.pin(1) as b:
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            for conn in (a, b):
+                conn.pub("t", b"x" * 1000)
+    assert group.pids() == pids
+    assert "answered no /ping" not in group.log_text()

@@ -74,8 +74,8 @@ def test_help_lists_every_reference_flag_with_its_default() -> None:
     # ours adds its own flags (all off by default) in a group of their own
     extensions = {name: our_table.pop(name) for name in EXTENSION_FLAGS}
     # off by default: empty or false, but for limits that only apply once a feature is on
-    # (and --workers, whose off is one worker)
-    limits = {"resp-max-bulk": "536870912", "workers": '"1"'}
+    # (and --workers, whose off is one worker, and its --worker-timeout)
+    limits = {"resp-max-bulk": "536870912", "workers": '"1"', "worker-timeout": "1m0s"}
     assert extensions and all(
         v in ("", "false") or limits.get(name) == v for name, v in extensions.items()
     ), extensions
