@@ -139,7 +139,11 @@ class Worker:
         durable = not (channel.ephemeral or topic.ephemeral)
         if durable and not self.broker.loading and self._nursery is not None and not ASKED.get():
             made = self.broker.making(topic.name, channel.name)  # its SUB answers after
-            self._nursery.start_soon(self._make_in_peers, topic.name, channel.name, made)
+            try:
+                self._nursery.start_soon(self._make_in_peers, topic.name, channel.name, made)
+            except RuntimeError:  # the worker is closing: no SUB may wait for ever
+                made()
+                raise
 
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:
         """Its pulls stop at once: an ephemeral channel of a peer that only the link held
