@@ -4,6 +4,8 @@ FIN/REQ act where the consumer is, and nothing is pulled that no consumer has cr
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import time
 import zlib
@@ -11,7 +13,7 @@ import zlib
 import pytest
 
 from protocol.v2 import encoders
-from tests.ops.conftest import V2, http_post, stats_channel
+from tests.ops.conftest import START_TIMEOUT, V2, http_post, stats_channel, wait_until
 
 from .conftest import Group
 
@@ -234,3 +236,25 @@ def test_a_channel_made_by_sub_gets_what_any_worker_takes_after_its_ok(
                 sub.sock.settimeout(3)
                 ((_, body, _),) = _drain(sub, 1)
                 assert body == b"after %d" % i
+
+
+def test_a_sub_is_answered_while_a_peer_is_down(group: Group) -> None:
+    """The SUB that makes a channel waits for the peers that run, not for one that is down (it
+    makes the channel when it starts again, from its peers')."""
+    group.start()
+    group.proc.send_signal(signal.SIGSTOP)  # the supervisor: it starts nobody again meanwhile
+    try:
+        os.kill(group.pids()[1], signal.SIGKILL)
+        with group.pin(0) as sub:
+            began = time.monotonic()
+            sub.sub("t", "c")
+            assert time.monotonic() - began < 1.5
+    finally:
+        group.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: group.link(1), START_TIMEOUT, "worker 1 started again")
+    wait_until(lambda: "c" in _channels(group, 1), START_TIMEOUT, "the channel in worker 1")
+
+
+def _channels(group: Group, k: int) -> list[str]:
+    topics = group.worker_stats(k)["topics"]
+    return [c["channel_name"] for t in topics for c in t["channels"]]
