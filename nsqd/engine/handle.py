@@ -7,7 +7,7 @@ through it; TCP consumers keep the channel's own hot path (Broker.subscribe)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from protocol.v2 import NSQError
@@ -52,10 +52,11 @@ class ChannelHandle:
 
     # -- seeing and taking ------------------------------------------------------------------
 
-    def peek(self, state: str, n: int) -> Deliveries:
-        """Up to n messages of `state` (one of api.STATES), oldest first; nothing changes."""
-        pairs = leases.peek(self._channel, state, n)
-        return self._deliveries([m for m, _ in pairs], [due for _, due in pairs])
+    def peek(self, state: str, n: int, chunk: int) -> Iterator[Deliveries]:
+        """Up to n messages of `state` (one of api.STATES), oldest first, in parts of up to
+        `chunk`, each read when it is asked for; nothing changes."""
+        for msgs, due in leases.peek(self._channel, state, n, chunk):
+            yield self._deliveries(msgs, due)
 
     def receive(
         self, lease: str, n: int, timeout: float, max_bytes: int = 0, again: bool = False

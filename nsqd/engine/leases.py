@@ -11,6 +11,7 @@ way round, and an expired lease times out and is redelivered exactly like a TCP 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -125,13 +126,22 @@ def due_ms(deadline: float) -> int:
     return time.time_ns() // 1_000_000 + round((deadline - trio.current_time()) * 1000)
 
 
-def peek(channel: Channel, state: str, n: int) -> list[tuple[Message, int | None]]:
-    """Up to n messages of `state`, oldest first, with their due time (unix ms) when in
-    flight or deferred; nothing changes (attempts, order, timers)."""
+def peek(
+    channel: Channel, state: str, n: int, chunk: int
+) -> Iterator[tuple[list[Message], list[int | None] | None]]:
+    """Up to n messages of `state`, oldest first, in parts of up to `chunk`, each with their
+    due times (unix ms) when in flight or deferred (None: queued); nothing changes (attempts,
+    order, timers). Queued messages are read part by part as they are asked for (a long
+    backlog on disk); the held ones are sorted once."""
     if state == "queued":
-        return [(m, None) for m in channel.backlog.peek(n)]
+        for part in channel.backlog.peek_chunks(n, chunk):
+            yield part, None
+        return
     if state == "in_flight":
         held = sorted(channel.in_flight.by_id.values(), key=lambda m: (m.delivered_at, m.timestamp))
     else:
         held = sorted(channel.deferred.by_id.values(), key=lambda m: m.deadline)
-    return [(m, due_ms(m.deadline)) for m in held[:n]]
+    held = held[:n]
+    for a in range(0, len(held), chunk):
+        part = held[a : a + chunk]
+        yield part, [due_ms(m.deadline) for m in part]

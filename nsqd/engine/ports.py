@@ -6,7 +6,7 @@ disk queue is an `Overflow`; nsqd.dat and nsqlookupd registration are `Hooks` li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from typing import Any, Protocol
 
 from .message import Message
@@ -44,6 +44,11 @@ class Overflow(Protocol):
 
     def peek(self, n: int) -> list[Message]:
         """The next n messages get() would give, left where they are."""
+        ...
+
+    def peek_chunks(self, n: int, chunk: int) -> Iterator[list[Message]]:
+        """peek(n) in parts of up to `chunk` messages, each read when it is asked for (a
+        long peek lets the loop turn between parts); what was taken meanwhile is not given."""
         ...
 
     def __len__(self) -> int: ...

@@ -7,7 +7,7 @@ memory, as nsqd does."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, repeat
 
 from protocol.v2.bodies import PackedBodies
@@ -45,6 +45,9 @@ class DropOverflow:
 
     def peek(self, n: int) -> list[Message]:
         return []
+
+    def peek_chunks(self, n: int, chunk: int) -> Iterator[list[Message]]:
+        return iter(())
 
     def __len__(self) -> int:
         return 0
@@ -218,16 +221,29 @@ class Backlog:
 
     def peek(self, n: int) -> list[Message]:
         """Up to n messages in the order take() gives them, left in place."""
+        out = self.peek_memory(n)
+        if len(out) < n:
+            out += self.overflow.peek(n - len(out))
+        return out
+
+    def peek_chunks(self, n: int, chunk: int) -> Iterator[list[Message]]:
+        """peek(n) in parts of up to `chunk`: memory's (bounded by --mem-queue-size) as it is
+        now, then the overflow's, each part read when it is asked for."""
+        mem = self.peek_memory(n)
+        for a in range(0, len(mem), chunk):
+            yield mem[a : a + chunk]
+        if len(mem) < n:
+            yield from self.overflow.peek_chunks(n - len(mem), chunk)
+
+    def peek_memory(self, n: int) -> list[Message]:
         out: list[Message] = []
         for item in self._mem:
             if len(out) >= n:
-                return out
+                break
             if type(item) is Run:
                 out += item.view(n - len(out))
             else:
                 out.append(item)  # type: ignore[arg-type]
-        if len(out) < n:
-            out += self.overflow.peek(n - len(out))
         return out
 
     def clear(self) -> None:

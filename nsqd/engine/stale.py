@@ -20,7 +20,7 @@ is let go when the topic's backlog is drained. Elsewhere `NO_STALE` passes every
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ..log import log
 from .message import Message
@@ -93,6 +93,10 @@ class StaleFilter:
         ahead = self._inner.peek(n + min(len(self._ids), self._left))
         fresh = [m for i, m in enumerate(ahead) if i >= self._left or m.id not in self._ids]
         return fresh[:n]
+
+    def peek_chunks(self, n: int, chunk: int) -> Iterator[list[Message]]:
+        """In one part (this filter lasts only until the disk's first messages are read)."""
+        yield self.peek(n)
 
     # -- the rest: the disk queue's own ---------------------------------------------------------
 

@@ -85,7 +85,11 @@ class MessageHandlers:
         state = (req.query().get("state") or ["queued"])[0]
         if state not in STATES:
             raise HTTPError(400, "INVALID_STATE")
-        return await _encoded(False, [channel.peek(state, self._n(req))])
+        parts: list[Deliveries] = []
+        for part in channel.peek(state, self._n(req), CHUNK):  # read part by part
+            parts.append(part)
+            await trio.lowlevel.checkpoint()
+        return await _encoded(False, parts)
 
     async def receive(self, req: Request) -> JSONBody | BinaryBody:
         channel = self._existing_channel(req)

@@ -297,11 +297,18 @@ class DiskQueue:
     def peek(self, n: int) -> list[bytes]:
         """Up to n records from the read position on, leaving every position and file as it
         is (a separate read; stops quietly at a damaged record, which read() will handle)."""
+        return self.peek_at(n, None)[0]
+
+    def peek_at(self, n: int, at: tuple[int, int] | None) -> tuple[list[bytes], tuple[int, int]]:
+        """peek() from `at` (what an earlier peek_at returned; None: the read position), and
+        the position after what it gave: a long peek in parts. A position that reads have
+        passed since counts as the read position (those records are not queued any more)."""
         out: list[bytes] = []
         with self._lock:
             self._check_open()
             self._flush_quietly()
-            num, pos = self._read_file_num, self._read_pos
+            read = (self._read_file_num, self._read_pos)
+            num, pos = read if at is None or at < read else at
             end_num, end_pos = self._write_file_num, self._write_pos
             while len(out) < n and (num, pos) < (end_num, end_pos):
                 try:
@@ -312,16 +319,18 @@ class DiskQueue:
                             head = f.read(4)
                             size = HEADER.unpack(head)[0] if len(head) == 4 else -1
                             if not self._min_msg_size <= size <= self._max_msg_size:
-                                return out
+                                return out, (end_num, end_pos)
                             data = f.read(size)
                             if len(data) < size:
-                                return out
+                                return out, (end_num, end_pos)
                             out.append(data)
                             pos += 4 + size
                 except OSError:
-                    return out
+                    return out, (end_num, end_pos)
+                if pos < limit:  # n reached inside this file
+                    break
                 num, pos = num + 1, 0
-        return out
+        return out, (num, pos)
 
     def depth(self) -> int:
         return self._depth

@@ -251,9 +251,29 @@ class DiskOverflow:
         """The next n messages get() would give, without taking them (HTTP peek, and the
         scan that takes expired messages off the head: each with its own TTL, as get() gives
         it, or neither would see that it expired)."""
+        return self._decoded(self.queue.peek(n))
+
+    def peek_chunks(self, n: int, chunk: int) -> Iterator[list[Message]]:
+        """peek(n) in parts of up to `chunk`, each read from the disk when it is asked for
+        (the read goes on from where the last part ended, or from the queue's head once reads
+        have passed that); it ends early when the queue closes in between."""
+        at: tuple[int, int] | None = None
+        while n > 0:
+            asked = min(n, chunk)
+            try:
+                records, at = self.queue.peek_at(asked, at)
+            except DiskQueueError:  # closed meanwhile (its channel deleted, the daemon stopping)
+                return
+            if records:
+                yield self._decoded(records)
+            if len(records) < asked:
+                return
+            n -= asked
+
+    def _decoded(self, records: list[bytes]) -> list[Message]:
         expiries = self._expiries.expires if self._expiries is not None else _NO_EXPIRIES
         msgs: list[Message] = []
-        for data in self.queue.peek(n):
+        for data in records:
             try:
                 msg = decode(data)
             except Exception:  # get() logs and skips it

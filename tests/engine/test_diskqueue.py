@@ -398,3 +398,31 @@ def test_write_file_shorter_than_metadata(tmp_path: Path) -> None:
     assert drain(dq) == [payload(0), payload(1), payload(3)]
     assert dq.depth() == 0
     dq.close()
+
+
+def test_a_peek_in_parts_reads_on_from_where_it_stopped(tmp_path: Path) -> None:
+    """peek_at: parts across file rolls (100-byte files, 14-byte records) give what one peek
+    gives; a part's end that reads have passed since counts as the read position; nothing
+    moves."""
+    dq = make_queue(tmp_path)
+    for i in range(40):
+        dq.put(payload(i))
+    whole = dq.peek(40)
+    assert whole == [payload(i) for i in range(40)]
+    parts, at = [], None
+    while True:
+        part, at = dq.peek_at(3, at)
+        if not part:
+            break
+        parts += part
+    assert parts == whole
+    first, at = dq.peek_at(10, None)
+    assert first == whole[:10]
+    for _ in range(15):  # reads pass the part's end: the next part starts at the head
+        dq.read()
+    assert dq.peek_at(5, at)[0] == whole[15:20]
+    assert drain(dq) == whole[15:]
+    assert dq.peek_at(5, at)[0] == []
+    dq.close()
+    with pytest.raises(QueueClosedError):
+        dq.peek_at(5, None)

@@ -13,6 +13,7 @@ import trio
 
 from nsqd.engine.api import Delivery, Making, Message, Outcome, Refused
 from nsqd.engine.broker import Broker
+from nsqd.engine.handle import ChannelHandle
 from nsqd.engine.settings import Settings
 from nsqd.storage.overflow import DiskOverflow
 
@@ -96,8 +97,8 @@ async def test_the_channel_handle_answers_values(broker: Broker) -> None:
     got = channel.receive("", 2, 30.0)
     assert [(d.body, d.attempts) for d in got] == [(b"a", 1), (b"b", 1)]
     assert all(type(d) is Delivery and d.due is not None and d.due > 0 for d in got)
-    assert [(d.body, d.due) for d in channel.peek("queued", 5)] == [(b"c", None)]
-    assert [d.id for d in channel.peek("in_flight", 5)] == [got[0].id, got[1].id]
+    assert [(d.body, d.due) for d in _peek(channel, "queued", 5)] == [(b"c", None)]
+    assert [d.id for d in _peek(channel, "in_flight", 5)] == [got[0].id, got[1].id]
     a, b = got[0].id, got[1].id
     out = channel.finish([a, a, ABSENT])  # an id given twice is acted on and counted once
     assert type(out) is Outcome and out.done == 1
@@ -190,3 +191,36 @@ async def test_a_sub_waits_while_a_listener_makes_its_new_channel_elsewhere(
     assert broker.subscribe("t", "new", consumer) is broker.topics["t"].channels["new"]  # type: ignore[arg-type]
     broker.subscribe("t", "before", Consumer())  # type: ignore[arg-type]
     assert made == []
+
+
+def _peek(channel: ChannelHandle, state: str, n: int) -> list[Delivery]:
+    return [d for part in channel.peek(state, n, 2) for d in part]
+
+
+async def test_a_peek_reads_its_disk_part_by_part(tmp_path: Path) -> None:
+    """A peek is read a part at a time as its parts are asked for (the HTTP peek turns the
+    loop between them): memory's first, then the disk's from where the last part ended, or
+    from the queue's head when consumers took past it meanwhile; nothing is taken."""
+    async with trio.open_nursery() as nursery:
+        made: list[Broker] = []
+
+        def new_overflow(name: str, ephemeral: bool) -> DiskOverflow:
+            return DiskOverflow(name, str(tmp_path), 1 << 20, 1 << 20, 2500, 2.0, made[0], noop)
+
+        made.append(Broker(Settings(mem_queue_size=3), new_overflow, nursery.start_soon))
+        broker = made[0]
+        channel = broker.channel_handle("t", "c")
+        bodies = [b"m%02d" % i for i in range(20)]
+        broker.publish("t", bodies)
+        parts = channel.peek("queued", 20, 4)
+        assert [d.body for d in next(parts)] == bodies[:3]  # memory
+        assert [d.body for d in next(parts)] == bodies[3:7]  # disk, first part
+        assert [d.body for d in channel.pop("", 6, 30.0)] == bodies[:6]
+        assert [d.body for d in next(parts)] == bodies[7:11]  # on from where it stopped
+        assert [d.body for d in channel.pop("", 6, 30.0)] == bodies[6:12]
+        assert [d.body for d in next(parts)] == bodies[12:16]  # the head: 11 was taken
+        assert [d.body for d in next(parts)] == bodies[16:20]
+        assert next(parts, None) is None
+        assert broker.depth("t", "c") == 8
+        broker.close()
+        nursery.cancel_scope.cancel()

@@ -59,7 +59,8 @@ def reactor_pass(broker: Broker) -> Iterator[list[str | None]]:
 
 
 def queued(broker: Broker, topic: str, channel: str) -> list[bytes]:
-    return [d.body for d in broker.channel_handle(topic, channel).peek("queued", 100)]
+    parts = broker.channel_handle(topic, channel).peek("queued", 100, 100)
+    return [d.body for part in parts for d in part]
 
 
 async def test_a_pass_s_publishes_wait_for_its_commit_then_are_stored_in_order(

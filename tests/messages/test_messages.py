@@ -48,6 +48,18 @@ def test_peek_reads_queued_messages_on_disk(data_dir: Path) -> None:
         assert [m["body"] for m in taken] == [b"d%d" % i for i in range(6)]
 
 
+def test_a_peek_past_one_chunk_on_disk_is_whole_and_in_order(data_dir: Path) -> None:
+    """A peek of more than CHUNK (2,048) messages on disk is read a chunk at a time, with a
+    turn of the loop between: the answer is the same, each message once, oldest first."""
+    bodies = [b"%05d" % i for i in range(5000)]
+    with helpers.running("ours", data_dir, "--mem-queue-size=100") as daemon:
+        setup_queue(daemon, "q", bodies)
+        assert channel_stats(daemon, "q", "c")["backend_depth"] == 4900
+        seen = msgs(daemon, f"/channel/peek?{Q}&n=4999", "GET")
+        assert [m["body"] for m in seen] == bodies[:4999]
+        assert len({m["id"] for m in seen}) == 4999
+
+
 def test_peek_in_flight_and_deferred_show_due(daemon: helpers.Daemon) -> None:
     setup_queue(daemon, "q", [b"a", b"b"])
     call(daemon, "POST", "/pub?topic=q&defer=5000", b"later")
