@@ -143,7 +143,12 @@ class Storage:
 
     def close(self) -> None:
         """Clean shutdown: nsqd.dat, then every queue flushed and closed, then the lock."""
-        self.persist_now()
+        try:
+            self.persist_now()
+        except OSError as exc:
+            # as nsqd's Exit: logged, and the queues are still written; what memory holds
+            # would otherwise be lost for a file that the next start can do without
+            log.error("failed to persist metadata - %s", exc)
         self.commit.hold()  # what memory held goes to each queue file in one write
         try:
             self.broker.close()
