@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from protocol.v2 import is_ephemeral, is_valid_name
 
@@ -39,6 +40,9 @@ from ..engine.ports import StoreError
 from ..log import log
 from .commit import GroupCommit
 from .records import RecordLog, legacy_framing
+
+if TYPE_CHECKING:
+    from .overflow import Health
 
 SUFFIX = ".inflight.journal"
 _LEGACY_HEAD = struct.Struct(">II")  # the framing before records.py: length, crc32 of the body
@@ -141,6 +145,7 @@ class ChannelJournal:
         want_flush: Callable[[ChannelJournal], None],
         want_sync: Callable[[], None],
         commit: GroupCommit,
+        health: Health,
     ) -> None:
         self.path = path
         self.name = os.path.basename(path)[: -len(SUFFIX)]
@@ -155,6 +160,7 @@ class ChannelJournal:
         self._release_at_once = sync_every <= 1
         self._want_flush = want_flush
         self._commit = commit
+        self._health = health  # a failed write turns /ping NOK, as a disk queue's does
         self._compact_at = _COMPACT_FLOOR
         self._live_source: Callable[[], tuple[list[Message], list[tuple[Message, int]]]] | None
         self._live_source = None
@@ -247,9 +253,9 @@ class ChannelJournal:
             return
         try:
             self._log.flush()
+            self._maybe_compact()
         except OSError as exc:
-            raise StoreError(f"journal {self.name} write failed - {exc}") from exc
-        self._maybe_compact()
+            raise StoreError(self._failed(exc)) from exc
 
     def needs_sync(self) -> bool:
         return self._log.needs_sync()
@@ -267,17 +273,32 @@ class ChannelJournal:
         waits for it, as for a PUB's record), or written at once when none is held."""
         commit = self._commit
         if not commit.depth or self.closed:
-            self._write(record)
+            self._write(record, answered)
             return
         self._log.append(record)
         commit.add_after(self, answered)
 
-    def _write(self, record: bytes) -> None:
-        """One write(): the gathered releases first (the file stays in call order), then this."""
+    def _write(self, record: bytes, answered: bool = False) -> None:
+        """One write(): the gathered releases first (the file stays in call order), then this.
+        A failure is logged and turns /ping NOK; it is raised (StoreError) only where a
+        publisher waits for the record (`answered`: a DPUB, refused then). A delivery, a FIN,
+        a timeout go on without their record, as nsqd's memory-only state does: raised, it
+        went up through the channel into the scanner or the reactor and stopped the daemon."""
         if self.closed:
             return
-        self._log.write(record)
-        self._maybe_compact()
+        try:
+            self._log.write(record)
+            self._maybe_compact()
+        except OSError as exc:
+            reason = self._failed(exc)
+            if answered:
+                raise StoreError(reason) from exc
+
+    def _failed(self, exc: OSError) -> str:
+        reason = f"journal {self.name} write failed - {exc}"
+        log.error("JOURNAL(%s): write failed - %s", self.name, exc)
+        self._health.last_error = reason
+        return reason
 
     def _maybe_compact(self) -> None:
         if self._log.size >= self._compact_at and self._live_source is not None:

@@ -192,6 +192,7 @@ class Storage:
             self._journal_wants_flush,
             self.sync_wanted,
             self.commit,
+            self.broker,
         )
         self._journals.append(journal)
         return journal
@@ -220,9 +221,8 @@ class Storage:
             for journal in batch:
                 try:
                     journal.flush()
-                except StoreError as exc:
-                    self.broker.store_failed(str(exc))
-                    log.error("JOURNAL(%s): %s", journal.name, exc)
+                except StoreError:
+                    pass  # logged and told to /ping by the journal; its FINs come back
 
     def sync_wanted(self) -> None:
         self._sync_wakeup.set()

@@ -3,9 +3,25 @@ costs what it must and no more (the clean stop still writes every queue, ...).""
 
 from __future__ import annotations
 
+import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from . import helpers
+
+
+def request(
+    daemon: helpers.Daemon, method: str, path: str, body: bytes | None = None
+) -> tuple[int, bytes]:
+    """An HTTP request's status and body, a 500 included."""
+    url = f"http://{helpers.HOST}:{daemon.http_port}{path}"
+    req = urllib.request.Request(url, data=body, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
 
 
 def test_a_clean_stop_writes_the_queues_when_nsqd_dat_cannot_be_written(
@@ -33,3 +49,36 @@ def test_a_clean_stop_writes_the_queues_when_nsqd_dat_cannot_be_written(
         conn.sub(topic, "ch", rdy=100)
         got = conn.consume(len(bodies), timeout=5, quiet=0.2, idle=2)
     assert sorted(helpers.bodies(got)) == bodies
+
+
+def limit_file_size(daemon: helpers.Daemon, size: int | str) -> None:
+    """Files of the daemon cannot grow past `size` from now on (EFBIG, a stand-in for a full
+    disk set from outside with prlimit; its log must stay below it too)."""
+    limit = f"--fsize={size}:unlimited"
+    subprocess.run(["prlimit", f"--pid={daemon.proc.pid}", limit], check=True, timeout=10)
+
+
+def test_a_journal_write_failing_when_deferred_messages_fall_due_keeps_the_daemon_up(
+    data_dir: Path,
+) -> None:
+    """--durable-inflight: deferred messages fall due while their journal cannot grow. Each
+    delivery's journal record fails: logged, /ping NOK, the messages delivered all the same
+    (the scanner's hand-out raised the OSError and the daemon exited 1)."""
+    daemon = helpers.start("ours", data_dir, "--durable-inflight")
+    with daemon.client() as conn:
+        conn.sub("due", "ch", rdy=10)
+        for _ in range(3):  # bodies big enough that the journal outgrows the daemon's log
+            assert request(daemon, "POST", "/pub?topic=due&defer=1000", b"d" * 4000)[0] == 200
+        journal = data_dir / "due:ch.inflight.journal"
+        assert helpers.wait_for(lambda: journal.stat().st_size > 12_000, 5)
+        limit_file_size(daemon, journal.stat().st_size)
+        got = [conn.message(timeout=5) for _ in range(3)]
+        assert [len(m.body) for m in got] == [4000] * 3
+        status, health = request(daemon, "GET", "/ping")
+        assert daemon.alive()
+        assert (status, health[:33]) == (500, b"NOK - journal due:ch write failed"), health
+        limit_file_size(daemon, "unlimited")
+        conn.fin_many(m.id for m in got)
+        conn.barrier()
+    assert "JOURNAL(due:ch): write failed" in daemon.log()
+    daemon.stop()

@@ -23,10 +23,11 @@ class Calls:
         self.flush: list[ChannelJournal] = []
         self.sync = 0
         self.commit = GroupCommit()
+        self.last_error: str | None = None  # the journal's health sink
 
     def journal(self, path: Path, sync_every: int = 1) -> ChannelJournal:
         return ChannelJournal(
-            str(path), sync_every, 2.0, self.flush.append, self._sync, self.commit
+            str(path), sync_every, 2.0, self.flush.append, self._sync, self.commit, self
         )
 
     def _sync(self) -> None:
