@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2 import ErrorCode, NSQError
 
+from ..log import log
 from .e2e import E2ELatency
 from .inflight import TimeoutQueue
 from .message import Message
 from .policies.attributes import ChannelAttributes
 from .policies.policy import NO_CHANNEL_POLICY, ChannelPolicy, NoChannelPolicy
-from .ports import NO_JOURNAL, UNBOUNDED
+from .ports import NO_JOURNAL, UNBOUNDED, StoreError
 from .queue import Backlog, messages
 from .settings import Settings
 from .stale import NO_STALE, NoStale, PumpFilter, StaleFilter
@@ -35,6 +36,8 @@ from .stale import NO_STALE, NoStale, PumpFilter, StaleFilter
 # What one round of a hand-out takes from the queue per ready consumer, at most (messages of
 # any size): the round goes on while consumers have credit and room in their output.
 HAND_OUT_BYTES = 1 << 20
+# how long a message its queue's disk refused waits in memory before it is offered again
+REQUEUE_RETRY = 1.0
 
 if TYPE_CHECKING:
     from .ports import Consumer, Journal, OverflowFactory
@@ -179,9 +182,27 @@ class Channel:
         self.journal.deferred([msg], self._wall_ms(deadline))
 
     def _requeue(self, msg: Message) -> None:
-        self.backlog.put(msg)
+        try:
+            self.backlog.put(msg)
+        except StoreError as exc:
+            self._requeue_later(msg, exc)
+            return
         self.journal.released([msg.id])  # queued again: its queue keeps it now
         self._dispatch(1)
+
+    def _requeue_later(self, msg: Message, exc: StoreError) -> None:
+        """A timed-out, REQ'd or due message whose queue's disk refused it (full, failing:
+        /ping is NOK by then) waits in memory as a deferred message and is offered to the
+        queue again a moment later. Raised, the failure went up into the scanner (or the
+        command) and stopped the daemon; nsqd drops such a message."""
+        log.error(
+            "CHANNEL(%s:%s): message %s not requeued, kept in memory - %s",
+            self.topic_name,
+            self.name,
+            msg.id.decode("latin-1"),
+            exc,
+        )
+        self.deferred.add(msg, self.clock() + REQUEUE_RETRY)
 
     def _dispatch(self, budget: int = UNBOUNDED) -> bool:
         """Hand queued messages to the clients in the ready rotation, `budget` messages at

@@ -82,3 +82,28 @@ def test_a_journal_write_failing_when_deferred_messages_fall_due_keeps_the_daemo
         conn.barrier()
     assert "JOURNAL(due:ch): write failed" in daemon.log()
     daemon.stop()
+
+
+def test_a_timed_out_message_its_queue_cannot_take_is_kept_and_delivered_later(
+    data_dir: Path,
+) -> None:
+    """--mem-queue-size=0: a message times out while its channel's queue file cannot grow.
+    It waits in memory (logged, /ping NOK) and is delivered again once the disk takes writes;
+    the scanner's requeue raised the write's failure and the daemon exited 1 (nsqd drops the
+    message and goes on)."""
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    with daemon.client() as conn, daemon.client() as publisher:
+        conn.identify(msg_timeout=1000)
+        conn.sub("late", "ch", rdy=1)
+        publisher.pub("late", b"t" * 20_000)
+        first = conn.message()
+        queue = helpers.queue_files(data_dir, "late:ch")[-1]
+        limit_file_size(daemon, queue.stat().st_size)
+        assert helpers.wait_for(lambda: "not requeued" in daemon.log(), 5), daemon.log_tail()
+        status, health = request(daemon, "GET", "/ping")
+        assert daemon.alive()
+        assert (status, health[:4]) == (500, b"NOK "), health
+        limit_file_size(daemon, "unlimited")
+        again = conn.message(timeout=5)
+    assert (again.id, again.attempts) == (first.id, 2)
+    daemon.stop()
