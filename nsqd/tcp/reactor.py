@@ -294,15 +294,19 @@ class Reactor(EpollReactor):
                 if client.reactor is not self:
                     return
             appended = commit.appended - appended
-            if not appended:
+            wrote = self._wrote
+            if not appended or wrote is None:
+                # no publish of its own waits for the write: a REQ's record or a refill's is
+                # the queue's (its failure logged, /ping NOK); refused, a consumer was closed
+                # with a PUB's error (or, REQ'ing, took the reactor down: no such error)
                 self._write(client)
             elif appended < WRITE_NOW:
                 # a small publish: answered once the pass's one write has this one's too
-                self._held.append((client, mark, self._wrote or Pub))
+                self._held.append((client, mark, wrote))
             elif (error := commit.flush()) is None:
                 self._write(client)  # an MPUB is a write of its own: no wait for the pass
             else:
-                self._refuse(client, mark, error, self._wrote or Pub)
+                self._refuse(client, mark, error, wrote)
 
     def _run(self, client: Client, pending: Sub | None = None) -> bool:
         """Run the complete commands (`pending` first); False when the connection is closed,
@@ -336,7 +340,7 @@ class Reactor(EpollReactor):
                         if self._settled(client):
                             self._park(client, cmd, making)
                         return False
-                    if commit.appended != appended and self._wrote is None:
+                    if commit.appended != appended and self._wrote is None and kind in _FAILED:
                         self._wrote = kind
                 elif kind is not Identify or not self._identify(client, cmd):
                     # answers so far stay queued: the task sends them before this one's

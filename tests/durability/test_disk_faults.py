@@ -107,3 +107,28 @@ def test_a_timed_out_message_its_queue_cannot_take_is_kept_and_delivered_later(
         again = conn.message(timeout=5)
     assert (again.id, again.attempts) == (first.id, 2)
     daemon.stop()
+
+
+def test_a_req_its_queue_cannot_take_leaves_the_daemon_and_the_consumer_up(
+    data_dir: Path,
+) -> None:
+    """--mem-queue-size=0: a REQ whose record cannot be written (EFBIG) is the queue's failure
+    (logged, /ping NOK; the message is lost, as nsqd loses it), not the consumer's: the pass
+    refused the consumer as a publisher, found no error for a REQ, and the reactor's KeyError
+    stopped the daemon."""
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    with daemon.client() as conn, daemon.client() as publisher:
+        conn.sub("req", "ch", rdy=1)
+        publisher.pub("req", b"r" * 20_000)
+        msg = conn.message()
+        queue = helpers.queue_files(data_dir, "req:ch")[-1]
+        limit_file_size(daemon, queue.stat().st_size)
+        conn.req(msg.id)
+        conn.barrier()  # the connection still serves
+        status, health = request(daemon, "GET", "/ping")
+        assert (status, health[:4]) == (500, b"NOK "), health
+        limit_file_size(daemon, "unlimited")
+        publisher.pub("req", b"next")
+        assert conn.message(timeout=5).body == b"next"
+    assert daemon.alive()
+    daemon.stop()
