@@ -60,6 +60,9 @@ def read(data_path: str) -> dict[str, Any]:
             raw = f.read()
     except FileNotFoundError:
         return empty
+    except OSError as exc:  # unreadable: started without, as when damaged (not refused)
+        log.error("ATTRIBUTES: cannot read %s, starting without attributes - %s", path, exc)
+        return empty
     try:
         line, crc, _ = raw.split(b"\n")
         if int(crc, 16) != zlib.crc32(line):

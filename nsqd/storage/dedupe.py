@@ -103,7 +103,12 @@ class KeyFile:
             raise StoreError(f"dedupe keys write failed - {exc}") from exc
 
     def rewrite(self, entries: Iterable[tuple[str, str, int]]) -> None:
-        self._log.replace(_record(*e) for e in entries)
+        """Compacted to `entries`; when that cannot be written the file stays as it is (its
+        stale keys too): logged, as the start (or the publish that compacts) goes on."""
+        try:
+            self._log.replace(_record(*e) for e in entries)
+        except OSError as exc:
+            log.error("DEDUPE: cannot rewrite %s, kept as it is - %s", self.path, exc)
 
     def needs_sync(self) -> bool:
         return self._log.needs_sync()

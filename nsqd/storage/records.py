@@ -210,10 +210,18 @@ class RecordLog:
                 data = f.read()
         except FileNotFoundError:
             return Scan()
+        except OSError as exc:
+            # unreadable (a bad disk, a directory in its place): the daemon starts without
+            # its records, as with a damaged one; raised, it refused to start at all
+            log.error("%s: cannot read %s, starting without it - %s", self.what, self.path, exc)
+            return Scan()
         scan = read(data, self.what, self._legacy)
         if not scan.legacy and scan.end < len(data):
-            with open(self.path, "r+b") as f:
-                f.truncate(scan.end)
+            try:
+                with open(self.path, "r+b") as f:
+                    f.truncate(scan.end)
+            except OSError as exc:  # appends follow the damage then: read back skips it
+                log.error("%s: cannot cut the damaged tail of %s - %s", self.what, self.path, exc)
         return scan
 
     # -- writing ---------------------------------------------------------------------------
@@ -404,6 +412,8 @@ class RecordLog:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+            except OSError as exc:  # left behind; its owner's work (a delivery, a stop) goes on
+                log.error("%s: cannot remove %s - %s", self.what, path, exc)
         self.size = 0
 
     def _close_fd(self) -> None:

@@ -8,6 +8,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from . import helpers
 
 
@@ -132,3 +134,29 @@ def test_a_req_its_queue_cannot_take_leaves_the_daemon_and_the_consumer_up(
         assert conn.message(timeout=5).body == b"next"
     assert daemon.alive()
     daemon.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("t:ch.inflight.journal", "JOURNAL(t:ch)"),
+        ("trio-nsqd.dedupe", "DEDUPE"),
+        ("trio-nsqd.attributes", "ATTRIBUTES"),
+        ("t:ch.diskqueue.ttl", "DISKQUEUE("),
+    ],
+)
+def test_the_daemon_starts_when_a_file_of_ours_cannot_be_read(
+    data_dir: Path, name: str, what: str
+) -> None:
+    """A directory where a file of ours is expected (as an unreadable file): the start logs it
+    and goes on without its records, as for a damaged one; it refused to start (exit 1)."""
+    flags = ("--durable-inflight", "--dedupe-window=1m", "--mem-queue-size=0")
+    with helpers.running("ours", data_dir, *flags) as daemon, daemon.client() as conn:
+        conn.sub("t", "ch", rdy=0)
+    (data_dir / name).unlink(missing_ok=True)
+    (data_dir / name).mkdir()
+    with helpers.running("ours", data_dir, *flags) as daemon, daemon.client() as conn:
+        conn.pub("t", b"served")
+        conn.sub("t", "ch", rdy=1)
+        assert conn.message().body == b"served"
+    assert f"{what}" in daemon.log() and "cannot read" in daemon.log(), daemon.log_tail()
