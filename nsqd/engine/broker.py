@@ -346,8 +346,7 @@ class Broker:
                 bodies, keys = [bodies[i] for i in fresh], [keys[i] for i in fresh]
             if bodies:
                 self._stored(self.topic(topic).publish, bodies, ttl_ms)
-            deduper.remember(topic, keys)  # after the store took them: a refusal is retried
-            self._written_now()
+            self._remember(deduper, topic, keys)  # after the store took them: a refusal is retried
             return
         self._stored(self.topic(topic).publish, bodies, ttl_ms)
 
@@ -378,8 +377,17 @@ class Broker:
             return
         self._stored(self.topic(topic).publish_deferred, body, delay_ms)
         if deduper is not None:
-            deduper.remember(topic, [key])
-            self._written_now()
+            self._remember(deduper, topic, [key])
+
+    def _remember(self, deduper: Deduper, topic: str, keys: Sequence[str]) -> None:
+        """The keys of a stored publish kept (written now, or with the reactor's pass); a
+        failed write refuses it as a store's does (/ping NOK; the publisher's retry may store
+        it twice), not as an internal error."""
+        try:
+            deduper.remember(topic, keys)
+        except StoreError as exc:
+            raise self._refused(exc) from exc
+        self._written_now()
 
     def _written_now(self) -> None:
         """Inside another's hold, for a publisher answered at once: what the publish buffered

@@ -90,7 +90,7 @@ class KeyFile:
                 self._log.append(_record(topic, k, seen_at))
         commit = self._commit
         if not commit.depth:
-            self._log.flush()  # one write(), before the publish is acknowledged
+            self.flush()  # one write(), before the publish is acknowledged
             return
         commit.add(self, answered=True)  # its publisher is answered after the release's write
 

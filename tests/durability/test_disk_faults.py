@@ -160,3 +160,17 @@ def test_the_daemon_starts_when_a_file_of_ours_cannot_be_read(
         conn.sub("t", "ch", rdy=1)
         assert conn.message().body == b"served"
     assert f"{what}" in daemon.log() and "cannot read" in daemon.log(), daemon.log_tail()
+
+
+def test_a_dedupe_key_that_cannot_be_written_refuses_the_publish_as_a_store_failure(
+    data_dir: Path,
+) -> None:
+    """--dedupe-window: the keys file cannot be written (a directory in its place). A /pub
+    with a dedupe_key is refused as nsqd refuses a failed put (503 EXITING) and /ping turns
+    NOK; it was a 500 INTERNAL_ERROR with /ping OK."""
+    (data_dir / "trio-nsqd.dedupe").mkdir()
+    with helpers.running("ours", data_dir, "--dedupe-window=1m") as daemon:
+        status, body = request(daemon, "POST", "/pub?topic=keys&dedupe_key=k1", b"once")
+        assert (status, body) == (503, b'{"message":"EXITING"}')
+        status, health = request(daemon, "GET", "/ping")
+        assert (status, health[:31]) == (500, b"NOK - dedupe keys write failed "), health
