@@ -48,8 +48,9 @@ class ExpiryFile:
             self._log.replace(_REC.pack(*item) for item in self.expires.items())
 
     def add(self, msg_id: bytes, expires: int) -> None:
-        self._log.write(_REC.pack(msg_id, expires))
+        """Kept in memory, then written (OSError when that fails: kept for this run only)."""
         self.expires[msg_id] = expires
+        self._log.write(_REC.pack(msg_id, expires))
 
     def pop(self, msg_id: bytes) -> int:
         """The expiry of a message leaving the queue (0 if none); the file goes when empty."""

@@ -116,7 +116,15 @@ class DiskOverflow:
         if expires:
             if self._expiries is None:
                 self._expiries = ExpiryFile(self.queue.name_path("ttl"))
-            self._expiries.add(msg.id, expires)
+            try:
+                self._expiries.add(msg.id, expires)
+            except OSError as exc:
+                # the message is in its queue: refused now, its retry was stored twice (and
+                # raised from a requeue, into the scanner, it stopped the daemon). Its TTL is
+                # kept for this run; after a restart only its topic's or channel's applies.
+                reason = f"DISKQUEUE({self.queue.name}) TTL write failed - {exc}"
+                log.error("%s", reason)
+                self._health.last_error = reason
         self._count += 1
         if self.queue.needs_sync():
             self._sync_wanted()  # --sync-every reached: fsync now, not at the next poll

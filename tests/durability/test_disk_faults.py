@@ -174,3 +174,24 @@ def test_a_dedupe_key_that_cannot_be_written_refuses_the_publish_as_a_store_fail
         assert (status, body) == (503, b'{"message":"EXITING"}')
         status, health = request(daemon, "GET", "/ping")
         assert (status, health[:31]) == (500, b"NOK - dedupe keys write failed "), health
+
+
+def test_a_ttl_that_cannot_be_written_keeps_the_message_and_its_ttl_for_the_run(
+    data_dir: Path,
+) -> None:
+    """--mem-queue-size=0: a /pub?ttl= whose TTL record cannot be written (a directory in its
+    file's place): the message is in its queue, so it is answered 200 and delivered, the TTL
+    kept in memory, the failure logged and /ping NOK (a 500 INTERNAL_ERROR, whose retry
+    stored the message twice; from a requeue it went up into the scanner)."""
+    with helpers.running("ours", data_dir, "--mem-queue-size=0") as daemon:
+        with daemon.client() as conn:
+            conn.sub("ttl", "ch", rdy=0)
+        (data_dir / "ttl:ch.diskqueue.ttl").mkdir()
+        assert request(daemon, "POST", "/pub?topic=ttl&ttl=60000", b"short-lived")[0] == 200
+        status, health = request(daemon, "GET", "/ping")
+        assert (status, health[:4]) == (500, b"NOK "), health
+        with daemon.client() as conn:
+            conn.sub("ttl", "ch", rdy=1)
+            assert conn.message().body == b"short-lived"
+            conn.barrier()
+    assert "TTL write failed" in daemon.log()
