@@ -211,7 +211,12 @@ class ChannelJournal:
                 len(in_flight),
                 len(deferred),
             )
-            self._rewrite(in_flight, deferred)  # compacted: only the live set from here on
+            try:
+                self._rewrite(in_flight, deferred)  # compacted: only the live set from here on
+            except OSError as exc:
+                # no room for the copy (a nearly full disk): appended to as it is, which
+                # replays to the same live set; raised, the daemon could not start at all
+                self._failed(exc)
         return in_flight, deferred
 
     def clear(self) -> None:

@@ -3,9 +3,13 @@ costs what it must and no more (the clean stop still writes every queue, ...).""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,3 +199,42 @@ def test_a_ttl_that_cannot_be_written_keeps_the_message_and_its_ttl_for_the_run(
             assert conn.message().body == b"short-lived"
             conn.barrier()
     assert "TTL write failed" in daemon.log()
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted on `path` (root only; unmounted after the block)."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, timeout=10)
+
+
+def fill_up(path: Path, leave: int) -> None:
+    """Fill the file system of `path` until `leave` bytes are free."""
+    st = os.statvfs(path)
+    with open(path / "filler", "wb") as f, contextlib.suppress(OSError):
+        f.write(b"\0" * max(st.f_bavail * st.f_frsize - leave, 0))
+
+
+def test_the_daemon_starts_when_a_journal_cannot_be_compacted_on_a_nearly_full_disk(
+    data_dir: Path,
+) -> None:
+    """--durable-inflight: 400 KB of deferred messages in a journal, 50 KB free at the next
+    start: the start's compaction of the journal cannot be written, which is logged (/ping
+    NOK), and the daemon starts with the messages, appending to the file as it is (the start
+    exited 1, where nsqd.dat alone would have fitted)."""
+    with small_disk(data_dir, "2m"):
+        with helpers.running("ours", data_dir, "--durable-inflight") as daemon:
+            with daemon.client() as conn:
+                conn.sub("big", "ch", rdy=0)
+            for i in range(4):
+                body = b"%d" % i + b"d" * 100_000
+                assert request(daemon, "POST", "/pub?topic=big&defer=3600000", body)[0] == 200
+        fill_up(data_dir, 50_000)
+        with helpers.running("ours", data_dir, "--durable-inflight") as daemon:
+            stats = json.loads(request(daemon, "GET", "/stats?format=json&topic=big")[1])
+            assert stats["topics"][0]["channels"][0]["deferred_count"] == 4
+            assert stats["health"].startswith("NOK - journal big:ch write failed"), stats
+            assert "JOURNAL(big:ch): write failed" in daemon.log()
