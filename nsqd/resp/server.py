@@ -59,7 +59,7 @@ class Frontend:
         self.blocking = Blocking(self.ks.ready)
         self.bridge = Bridge(broker, options.max_msg_size, peers)
         self.log = keyspace_log
-        self.expirer = Expirer(self.ks, self.log.flush)
+        self.expirer = Expirer(self.ks, self._expired)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
         self.settings: dict[bytes, bytes] = {}  # CONFIG SET's values (commands/admin.py)
@@ -74,6 +74,16 @@ class Frontend:
     def load(self) -> None:
         n = self.log.load(self.ks)
         log.info("RESP: %d keys restored (%d log records)", self.ks.key_count(), n)
+
+    def _expired(self) -> None:
+        """An expiry pass's DEL records written. No client waits for them: a failed write is
+        logged and turns /ping NOK, as a command's is (Reactor._commit); raised, it ended
+        the expiry task and the daemon with it, before the queues' clean stop."""
+        try:
+            self.log.flush()
+        except OSError as exc:
+            log.error("RESP: resp.log write failed - %s", exc)
+            self.broker.store_failed(f"resp.log write failed - {exc}")
 
     # -- what commands call ------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from . import helpers
+from .helpers import nsqd_process
 
 
 def request(
@@ -238,3 +240,39 @@ def test_the_daemon_starts_when_a_journal_cannot_be_compacted_on_a_nearly_full_d
             assert stats["topics"][0]["channels"][0]["deferred_count"] == 4
             assert stats["health"].startswith("NOK - journal big:ch write failed"), stats
             assert "JOURNAL(big:ch): write failed" in daemon.log()
+
+
+def resp_command(sock: socket.socket, *args: bytes) -> bytes:
+    """One Redis command (RESP2) and the first line of its reply."""
+    sock.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+    reply = b""
+    while not reply.endswith(b"\r\n"):
+        reply += sock.recv(1)
+    return reply
+
+
+def test_keys_expiring_while_resp_log_cannot_grow_leave_the_daemon_up(data_dir: Path) -> None:
+    """--resp-address: keys expire while resp.log cannot grow. The expiry pass's failed write
+    is logged and turns /ping NOK, as a command's does; it ended the expiry task and the
+    daemon (exit 1) before the clean stop, and the messages held in memory were lost."""
+    port = nsqd_process.free_ports(1)[0]
+    daemon = helpers.start("ours", data_dir, f"--resp-address={helpers.HOST}:{port}")
+    with socket.create_connection((helpers.HOST, port), timeout=5) as sock:
+        assert resp_command(sock, b"SET", b"big", b"v" * 30_000) == b"+OK\r\n"
+        for i in range(5):
+            assert resp_command(sock, b"SET", b"k%d" % i, b"x", b"PX", b"300") == b"+OK\r\n"
+    bodies = [b"in-memory-%d" % i for i in range(20)]
+    with daemon.client() as conn:
+        conn.sub("kept", "ch", rdy=0)
+        for body in bodies:
+            conn.pub("kept", body)
+    limit_file_size(daemon, (data_dir / "resp.log").stat().st_size)
+    assert helpers.wait_for(lambda: "RESP: resp.log write failed" in daemon.log(), 5)
+    status, health = request(daemon, "GET", "/ping")
+    assert (status, health[:28]) == (500, b"NOK - resp.log write failed "), health
+    limit_file_size(daemon, "unlimited")
+    daemon.stop()
+    with helpers.running("ours", data_dir) as again, again.client() as conn:
+        conn.sub("kept", "ch", rdy=100)
+        got = conn.consume(len(bodies), timeout=5, quiet=0.2, idle=2)
+    assert sorted(helpers.bodies(got)) == sorted(bodies)
