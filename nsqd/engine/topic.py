@@ -18,6 +18,7 @@ import trio
 
 from protocol.v2.bodies import PackedBodies
 
+from ..log import log
 from .channel import Channel
 from .guid import GUIDFactory
 from .message import DeferredMessage, Message
@@ -30,7 +31,7 @@ from .policies.policy import (
     NoTopicPolicy,
     TopicPolicy,
 )
-from .ports import NO_JOURNAL, JournalFactory, OverflowFactory, no_journal
+from .ports import NO_JOURNAL, JournalFactory, OverflowFactory, StoreError, no_journal
 from .queue import Backlog
 from .settings import Settings
 from .stale import NO_STALE
@@ -224,8 +225,28 @@ class Topic:
                     else:
                         ready_now.append(m)
                 batch = ready_now
-            if batch:
+            if not batch:
+                continue
+            if pumped:
+                self._pumped_into(channel, batch)
+            else:
                 channel.put_many(batch)
+
+    def _pumped_into(self, channel: Channel, batch: list[Message]) -> None:
+        """A chunk of the topic's backlog into one channel. When the channel's disk refuses
+        it (a full disk: /ping NOK by then), what it did not take is lost to that channel
+        with a log line, as nsqd's pump loses it, and the pump goes on (the chunk has left
+        the topic's queue); raised, it ended the pump's task and the daemon with it."""
+        try:
+            channel.put_many(batch)
+        except StoreError as exc:
+            log.error(
+                "TOPIC(%s): failed to put up to %d messages to channel(%s) - %s",
+                self.name,
+                len(batch),
+                channel.name,
+                exc,
+            )
 
     # -- channels --------------------------------------------------------------------------
 

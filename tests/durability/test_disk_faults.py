@@ -276,3 +276,29 @@ def test_keys_expiring_while_resp_log_cannot_grow_leave_the_daemon_up(data_dir: 
         conn.sub("kept", "ch", rdy=100)
         got = conn.consume(len(bodies), timeout=5, quiet=0.2, idle=2)
     assert sorted(helpers.bodies(got)) == sorted(bodies)
+
+
+def test_a_topic_backlog_pumped_into_a_channel_that_cannot_grow_leaves_the_daemon_up(
+    kind: str, data_dir: Path
+) -> None:
+    """--mem-queue-size=0: a topic's backlog on disk, then its first channel, whose queue file
+    cannot take half of it (EFBIG). What the channel cannot take is lost to it with a log line,
+    as nsqd's pump loses it; the daemon stays up, /ping NOK, and serves what comes next (the
+    pump's task raised the write's failure and the daemon exited 1)."""
+    daemon = helpers.start(kind, data_dir, "--mem-queue-size=0")
+    bodies = [b"backlog-%03d-" % i + b"b" * 200 for i in range(400)]
+    with daemon.client() as conn:
+        conn.mpub("pump", bodies)
+    backlog = helpers.queue_files(data_dir, "pump")[-1]
+    limit_file_size(daemon, backlog.stat().st_size // 2)
+    with daemon.client() as conn:
+        conn.sub("pump", "ch", rdy=0)
+        assert helpers.wait_for(lambda: request(daemon, "GET", "/ping")[0] == 500, 5)
+        assert daemon.alive()
+        limit_file_size(daemon, "unlimited")
+        conn.pub("pump", b"next")
+        conn.rdy(500)
+        got = conn.consume(201, timeout=5, quiet=0.3, idle=2)
+    assert b"next" in helpers.bodies(got)
+    assert 100 < len(got) < 400, len(got)  # about half reached the channel's file
+    daemon.stop()
