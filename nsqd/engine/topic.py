@@ -214,39 +214,37 @@ class Topic:
         channels = self._fanout
         batches = [msgs] + [[m.copy() for m in msgs] for _ in channels[1:]]
         for channel, batch in zip(channels, batches, strict=True):
-            if pumped:
-                batch = channel.stale.fresh(batch)
-            if deferred:
-                ready_now = []
-                for m in batch:
-                    if m.defer_ms:
-                        delay, m.defer_ms = m.defer_ms, 0
-                        channel.put_deferred(m, delay)
-                    else:
-                        ready_now.append(m)
-                batch = ready_now
-            if not batch:
-                continue
-            if pumped:
-                self._pumped_into(channel, batch)
-            else:
-                channel.put_many(batch)
+            try:
+                if pumped:
+                    batch = channel.stale.fresh(batch)
+                if deferred:
+                    ready_now = []
+                    for m in batch:
+                        if m.defer_ms:
+                            delay, m.defer_ms = m.defer_ms, 0
+                            channel.put_deferred(m, delay)
+                        else:
+                            ready_now.append(m)
+                    batch = ready_now
+                if batch:
+                    channel.put_many(batch)
+            except StoreError as exc:
+                if not pumped:
+                    raise  # a publish: its publisher is refused
+                self._lost_to(channel, len(batch), exc)
 
-    def _pumped_into(self, channel: Channel, batch: list[Message]) -> None:
-        """A chunk of the topic's backlog into one channel. When the channel's disk refuses
-        it (a full disk: /ping NOK by then), what it did not take is lost to that channel
-        with a log line, as nsqd's pump loses it, and the pump goes on (the chunk has left
-        the topic's queue); raised, it ended the pump's task and the daemon with it."""
-        try:
-            channel.put_many(batch)
-        except StoreError as exc:
-            log.error(
-                "TOPIC(%s): failed to put up to %d messages to channel(%s) - %s",
-                self.name,
-                len(batch),
-                channel.name,
-                exc,
-            )
+    def _lost_to(self, channel: Channel, n: int, exc: StoreError) -> None:
+        """A chunk of the topic's backlog that the channel's disk refused (a full disk, its
+        journal: /ping NOK by then): what it did not take is lost to that channel with a log
+        line, as nsqd's pump loses it, and the pump goes on (the chunk has left the topic's
+        queue); raised, it ended the pump's task and the daemon with it."""
+        log.error(
+            "TOPIC(%s): failed to put up to %d messages to channel(%s) - %s",
+            self.name,
+            n,
+            channel.name,
+            exc,
+        )
 
     # -- channels --------------------------------------------------------------------------
 

@@ -302,3 +302,25 @@ def test_a_topic_backlog_pumped_into_a_channel_that_cannot_grow_leaves_the_daemo
     assert b"next" in helpers.bodies(got)
     assert 100 < len(got) < 400, len(got)  # about half reached the channel's file
     daemon.stop()
+
+
+def test_deferred_messages_pumped_into_a_channel_whose_journal_fails_leave_the_daemon_up(
+    data_dir: Path,
+) -> None:
+    """--durable-inflight: DPUBs wait in a topic without channels; its first channel's journal
+    cannot be written (a directory in its place). The pump's deferral is logged, the daemon
+    stays up and the channel serves (the journal's StoreError ended the pump's task and the
+    daemon, exit 1)."""
+    daemon = helpers.start("ours", data_dir, "--durable-inflight")
+    with daemon.client() as conn:
+        for i in range(3):
+            conn.send(helpers.command("DPUB later 600000", b"deferred-%d" % i))
+            conn.expect_ok()
+    (data_dir / "later:ch.inflight.journal").mkdir()
+    with daemon.client() as conn:
+        conn.sub("later", "ch", rdy=1)
+        conn.pub("later", b"now")
+        assert conn.message().body == b"now"
+    assert daemon.alive()
+    assert "JOURNAL(later:ch): write failed" in daemon.log()
+    daemon.stop()
