@@ -278,26 +278,24 @@ class ChannelJournal:
         waits for it, as for a PUB's record), or written at once when none is held."""
         commit = self._commit
         if not commit.depth or self.closed:
-            self._write(record, answered)
+            self._write(record)
             return
         self._log.append(record)
         commit.add_after(self, answered)
 
-    def _write(self, record: bytes, answered: bool = False) -> None:
+    def _write(self, record: bytes) -> None:
         """One write(): the gathered releases first (the file stays in call order), then this.
-        A failure is logged and turns /ping NOK; it is raised (StoreError) only where a
-        publisher waits for the record (`answered`: a DPUB, refused then). A delivery, a FIN,
-        a timeout go on without their record, as nsqd's memory-only state does: raised, it
-        went up through the channel into the scanner or the reactor and stopped the daemon."""
+        A failure is logged and turns /ping NOK, and the channel goes on without the record,
+        as nsqd's memory-only state does: no publisher waits here (a DPUB's record is written
+        by its held group commit, whose failure refuses it); raised, the failure went up
+        through the channel into the scanner, the pump or the reactor and stopped the daemon."""
         if self.closed:
             return
         try:
             self._log.write(record)
             self._maybe_compact()
         except OSError as exc:
-            reason = self._failed(exc)
-            if answered:
-                raise StoreError(reason) from exc
+            self._failed(exc)
 
     def _failed(self, exc: OSError) -> str:
         reason = f"journal {self.name} write failed - {exc}"
