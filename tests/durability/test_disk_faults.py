@@ -76,11 +76,11 @@ def test_a_journal_write_failing_when_deferred_messages_fall_due_keeps_the_daemo
     with daemon.client() as conn:
         conn.sub("due", "ch", rdy=10)
         for _ in range(3):  # bodies big enough that the journal outgrows the daemon's log
-            assert request(daemon, "POST", "/pub?topic=due&defer=1000", b"d" * 4000)[0] == 200
+            assert request(daemon, "POST", "/pub?topic=due&defer=2500", b"d" * 4000)[0] == 200
         journal = data_dir / "due:ch.inflight.journal"
         assert helpers.wait_for(lambda: journal.stat().st_size > 12_000, 5)
         limit_file_size(daemon, journal.stat().st_size)
-        got = [conn.message(timeout=5) for _ in range(3)]
+        got = [conn.message(timeout=8) for _ in range(3)]
         assert [len(m.body) for m in got] == [4000] * 3
         status, health = request(daemon, "GET", "/ping")
         assert daemon.alive()
@@ -101,13 +101,13 @@ def test_a_timed_out_message_its_queue_cannot_take_is_kept_and_delivered_later(
     message and goes on)."""
     daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
     with daemon.client() as conn, daemon.client() as publisher:
-        conn.identify(msg_timeout=1000)
+        conn.identify(msg_timeout=2000)
         conn.sub("late", "ch", rdy=1)
         publisher.pub("late", b"t" * 20_000)
         first = conn.message()
         queue = helpers.queue_files(data_dir, "late:ch")[-1]
         limit_file_size(daemon, queue.stat().st_size)
-        assert helpers.wait_for(lambda: "not requeued" in daemon.log(), 5), daemon.log_tail()
+        assert helpers.wait_for(lambda: "not requeued" in daemon.log(), 8), daemon.log_tail()
         status, health = request(daemon, "GET", "/ping")
         assert daemon.alive()
         assert (status, health[:4]) == (500, b"NOK "), health
@@ -260,14 +260,14 @@ def test_keys_expiring_while_resp_log_cannot_grow_leave_the_daemon_up(data_dir: 
     with socket.create_connection((helpers.HOST, port), timeout=5) as sock:
         assert resp_command(sock, b"SET", b"big", b"v" * 30_000) == b"+OK\r\n"
         for i in range(5):
-            assert resp_command(sock, b"SET", b"k%d" % i, b"x", b"PX", b"300") == b"+OK\r\n"
+            assert resp_command(sock, b"SET", b"k%d" % i, b"x", b"PX", b"1500") == b"+OK\r\n"
     bodies = [b"in-memory-%d" % i for i in range(20)]
     with daemon.client() as conn:
         conn.sub("kept", "ch", rdy=0)
         for body in bodies:
             conn.pub("kept", body)
     limit_file_size(daemon, (data_dir / "resp.log").stat().st_size)
-    assert helpers.wait_for(lambda: "RESP: resp.log write failed" in daemon.log(), 5)
+    assert helpers.wait_for(lambda: "RESP: resp.log write failed" in daemon.log(), 8)
     status, health = request(daemon, "GET", "/ping")
     assert (status, health[:28]) == (500, b"NOK - resp.log write failed "), health
     limit_file_size(daemon, "unlimited")
