@@ -256,11 +256,14 @@ class ChannelJournal:
         StoreError when it fails (the release refuses the pass's DPUBs)."""
         if self.closed:
             return
+        wrote = self._log.pending
         try:
             self._log.flush()
             self._maybe_compact()
         except OSError as exc:
             raise StoreError(self._failed(exc)) from exc
+        if wrote and self._health.last_error is not None:
+            self._health.last_error = None  # as nsqd: the next good write makes it healthy
 
     def needs_sync(self) -> bool:
         return self._log.needs_sync()
@@ -296,6 +299,9 @@ class ChannelJournal:
             self._maybe_compact()
         except OSError as exc:
             self._failed(exc)
+            return
+        if self._health.last_error is not None:
+            self._health.last_error = None  # as nsqd: the next good write makes it healthy
 
     def _failed(self, exc: OSError) -> str:
         reason = f"journal {self.name} write failed - {exc}"

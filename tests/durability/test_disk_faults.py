@@ -88,6 +88,9 @@ def test_a_journal_write_failing_when_deferred_messages_fall_due_keeps_the_daemo
         limit_file_size(daemon, "unlimited")
         conn.fin_many(m.id for m in got)
         conn.barrier()
+        conn.pub("due", b"after")  # its delivery's journal record is written again
+        assert conn.message().body == b"after"
+        assert request(daemon, "GET", "/ping") == (200, b"OK")  # healthy again, as nsqd
     assert "JOURNAL(due:ch): write failed" in daemon.log()
     daemon.stop()
 
