@@ -30,8 +30,9 @@ class KeyspaceLog(Protocol):
         """Replay into `keyspace`, then record its changes; how many records were applied."""
         ...
 
-    def flush(self) -> None:
-        """Write the changes gathered so far (before their replies are sent)."""
+    def flush(self) -> bool:
+        """Write the changes gathered so far (before their replies are sent); True when
+        there were any."""
         ...
 
     def replay(self, keyspace: Databases) -> int:
@@ -80,7 +81,8 @@ class Frontend:
         logged and turns /ping NOK, as a command's is (Reactor._commit); raised, it ended
         the expiry task and the daemon with it, before the queues' clean stop."""
         try:
-            self.log.flush()
+            if self.log.flush() and self.broker.last_error is not None:
+                self.broker.last_error = None  # as nsqd: the next good write makes it healthy
         except OSError as exc:
             log.error("RESP: resp.log write failed - %s", exc)
             self.broker.store_failed(f"resp.log write failed - {exc}")

@@ -118,12 +118,15 @@ class RespLog:
             return
         self._append(encode(rec))
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
         """Write what the last commands changed (one write()); rewrite when grown, in a child
-        process (as Redis's auto-aof-rewrite), so that the loop never stops for it."""
+        process (as Redis's auto-aof-rewrite), so that the loop never stops for it. True when
+        something was written (a good write: /ping may turn OK again)."""
+        wrote = self._log.pending
         self._log.flush()
         if self._log.size > max(self.rewrite_min, 2 * self._base) and not self._log.replacing:
             self.rewrite_in_background()
+        return wrote
 
     def rewrite_in_background(self) -> None:
         """BGREWRITEAOF: the snapshot is taken and written by a forked child; the records

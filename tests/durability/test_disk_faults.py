@@ -274,6 +274,9 @@ def test_keys_expiring_while_resp_log_cannot_grow_leave_the_daemon_up(data_dir: 
     status, health = request(daemon, "GET", "/ping")
     assert (status, health[:28]) == (500, b"NOK - resp.log write failed "), health
     limit_file_size(daemon, "unlimited")
+    with socket.create_connection((helpers.HOST, port), timeout=5) as sock:
+        assert resp_command(sock, b"SET", b"later", b"y") == b"+OK\r\n"
+    assert request(daemon, "GET", "/ping") == (200, b"OK")  # a good write: healthy again
     daemon.stop()
     with helpers.running("ours", data_dir) as again, again.client() as conn:
         conn.sub("kept", "ch", rdy=100)
