@@ -311,8 +311,12 @@ class Broker:
         topic.refresh_policies()
 
     def _attributes_changed(self) -> None:
-        for listener in self.attribute_listeners:
-            listener()
+        """The stores keep the new attributes; a store that cannot is Refused (500)."""
+        try:
+            for listener in self.attribute_listeners:
+                listener()
+        except StoreError as exc:
+            raise Refused("internal", str(exc)) from exc
 
     # -- publishing --------------------------------------------------------------------------
 

@@ -265,7 +265,7 @@ class Storage:
         if not topic.ephemeral:
             self.metadata_changed()
         if self._has_attributes:
-            self.attributes_changed()  # its attributes go with it
+            self._attributes_dropped()  # its attributes go with it
 
     def channel_created(self, topic: Topic, channel: Channel) -> None:
         if not channel.ephemeral:
@@ -275,13 +275,29 @@ class Storage:
         if not channel.ephemeral:
             self.metadata_changed()
         if self._has_attributes:
-            self.attributes_changed()
+            self._attributes_dropped()
 
     def attributes_changed(self) -> None:
-        """Write the attributes file now, before the change is acknowledged (rare, small)."""
+        """Write the attributes file now, before the change is acknowledged (rare, small);
+        StoreError when it cannot be written (logged, /ping NOK: the change is refused)."""
         doc = attributes.snapshot(self.broker.topics.values())
-        attributes.write(self.data_path, doc)
+        try:
+            attributes.write(self.data_path, doc)
+        except OSError as exc:
+            reason = f"attributes write failed - {exc}"
+            log.error("ATTRIBUTES: %s", reason)
+            self.broker.store_failed(reason)
+            raise StoreError(reason) from exc
         self._has_attributes = bool(doc["topics"])
+
+    def _attributes_dropped(self) -> None:
+        """A deleted topic's or channel's attributes leave the file. The delete itself (an
+        ephemeral channel's last consumer gone, an HTTP delete) goes on when that write fails:
+        raised, it ended the connection that left with an unexpected error."""
+        try:
+            self.attributes_changed()
+        except StoreError:
+            pass  # logged, /ping NOK; the file keeps them until its next write
 
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
         self.metadata_changed()  # nsqd.dat keeps the paused flags

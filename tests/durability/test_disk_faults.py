@@ -330,3 +330,22 @@ def test_deferred_messages_pumped_into_a_channel_whose_journal_fails_leave_the_d
     assert daemon.alive()
     assert "JOURNAL(later:ch): write failed" in daemon.log()
     daemon.stop()
+
+
+def test_an_attributes_file_that_cannot_be_written_is_a_store_failure(data_dir: Path) -> None:
+    """Attributes are set, then their file cannot be rewritten (a directory in its place): an
+    ephemeral channel's last consumer leaving (its attributes leave the file) goes on with a
+    log line and /ping NOK, and a new setting is refused (500); the OSError ended the leaving
+    connection as an unexpected error, and /ping stayed OK."""
+    with helpers.running("ours", data_dir) as daemon:
+        assert request(daemon, "POST", "/topic/config?topic=attrs&ttl=600000")[0] == 200
+        (data_dir / "trio-nsqd.attributes").unlink()
+        (data_dir / "trio-nsqd.attributes").mkdir()
+        with daemon.client() as conn:
+            conn.sub("attrs", "e#ephemeral", rdy=1)
+        assert helpers.wait_for(lambda: "ATTRIBUTES: attributes write failed" in daemon.log(), 5)
+        status, health = request(daemon, "GET", "/ping")
+        assert (status, health[:34]) == (500, b"NOK - attributes write failed - [E"), health
+        status, body = request(daemon, "POST", "/channel/config?topic=attrs&channel=c&ttl=1000")
+        assert (status, body) == (500, b'{"message":"INTERNAL_ERROR"}')
+    assert "unexpected error" not in daemon.log()
