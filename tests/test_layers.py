@@ -53,7 +53,7 @@ BROKER_DOOR = {
     "publish", "publish_deferred", "batch_keys", "subscribe", "channel_handle",
     "existing_channel", "create_topic", "require_topic", "remove_topic", "create_channel",
     "remove_channel", "empty", "pause", "configure_topic", "configure_channel", "topic_view",
-    "exists", "depth", "health", "start_time", "store_failed", "next_client_id",
+    "exists", "depth", "health", "start_time", "store_failed", "store_wrote", "next_client_id",
     "add_client", "remove_client",
 }  # fmt: skip
 

@@ -413,6 +413,11 @@ class Broker:
         """A store failed outside a publish (an fsync): health turns NOK."""
         self.last_error = reason
 
+    def store_wrote(self) -> None:
+        """A store wrote again (a front-end's own log): health turns OK, as nsqd's does on
+        the next good write."""
+        self.last_error = None
+
     @property
     def health(self) -> str:
         """nsqd's GetHealth: "OK", or "NOK - <the last store error>"."""

@@ -361,10 +361,9 @@ class Reactor(EpollReactor):
     def _commit(self) -> None:
         """One log write for the pass, then every client's replies (durable before sent)."""
         clients, self.to_send = self.to_send, []
-        broker = self.fe.broker
         try:
-            if self.fe.log.flush() and broker.last_error is not None:
-                broker.last_error = None  # as nsqd: the next good write makes it healthy
+            if self.fe.log.flush():
+                self.fe.broker.store_wrote()  # as nsqd: the next good write makes it healthy
         except OSError as exc:
             # not durable, so not acknowledged: these clients are closed unanswered
             log.error("RESP: resp.log write failed - %s", exc)

@@ -81,8 +81,8 @@ class Frontend:
         logged and turns /ping NOK, as a command's is (Reactor._commit); raised, it ended
         the expiry task and the daemon with it, before the queues' clean stop."""
         try:
-            if self.log.flush() and self.broker.last_error is not None:
-                self.broker.last_error = None  # as nsqd: the next good write makes it healthy
+            if self.log.flush():
+                self.broker.store_wrote()  # as nsqd: the next good write makes it healthy
         except OSError as exc:
             log.error("RESP: resp.log write failed - %s", exc)
             self.broker.store_failed(f"resp.log write failed - {exc}")
