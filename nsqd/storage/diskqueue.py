@@ -49,6 +49,10 @@ class _Corrupt(Exception):  # the read file cannot be trusted from the read posi
     pass
 
 
+def _none_lost(n: int, reason: str) -> None:
+    pass  # no owner to tell (a queue built without one, or closed)
+
+
 @dataclass(slots=True)
 class _SyncJob:
     fds: list[int]  # private fds: fsynced then closed by whoever runs the job
@@ -74,7 +78,7 @@ class DiskQueue:
         sync_timeout: float,
         logger: logging.Logger | None = None,
         commit: GroupCommit | None = None,
-        on_lost: Callable[[int, str], None] = lambda n, reason: None,
+        on_lost: Callable[[int, str], None] = _none_lost,
     ) -> None:
         self.name = name
         self._dir = os.fspath(data_path)
@@ -359,6 +363,7 @@ class DiskQueue:
             job = self._snapshot()
             self._closed = True
             self._close_files()
+            self._let_owner_go()
         self._run_sync(job)
 
     def empty(self) -> None:
@@ -387,6 +392,14 @@ class DiskQueue:
             with self._meta_lock:
                 self._meta_written = 1 << 62  # later snapshots of a running sync are dropped
                 _remove(self._meta_path, self._log)
+            self._let_owner_go()
+
+    def _let_owner_go(self) -> None:
+        """A closed queue writes nothing, so loses nothing: forget `on_lost`. Its owner's bound
+        method (storage/overflow.py's) is a reference cycle that refcounting cannot free: every
+        deleted topic or channel's queue stayed in memory until a full collection, which the
+        daemon's thresholds (cli.py) make rare."""
+        self._on_lost = _none_lost
 
     def _settle_reader(self) -> None:
         """Buffered records are written before the reader, in their file, may reach them

@@ -5,6 +5,8 @@ succeeds. DiskOverflow.put_many (a clean stop's memory): the records put() write
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -198,3 +200,20 @@ def test_a_clean_stop_puts_memory_and_in_flight_in_order(tmp_path: Path) -> None
         *((i, b, 0) for i, b in zip(more, [b"m0", b"m1"], strict=True)),
         (in_flight[0].id, b"held", 1),
     ]
+
+
+@pytest.mark.parametrize("end", ["delete", "close"])
+def test_an_ended_queue_is_freed_without_a_collection(tmp_path: Path, end: str) -> None:
+    """A deleted (or closed) topic or channel's overflow is freed by refcounting: its queue
+    held the overflow's bound method, a cycle the daemon's rare full collections (cli.py's
+    thresholds) left in memory, one per topic or channel made and deleted."""
+    gc.disable()
+    try:
+        store = overflow(tmp_path, "t:c", Health())
+        store.put(Message(b"0" * 16, b"body", TS))
+        queue = weakref.ref(store.queue)
+        getattr(store, end)()
+        del store
+        assert queue() is None, "the queue waits for the cyclic garbage collector"
+    finally:
+        gc.enable()
