@@ -180,6 +180,8 @@ class Broker:
         if topic is not None:
             log.info("TOPIC(%s): deleting", name)
             topic.delete()
+            if self.deduper is not None:
+                self.deduper.topic_deleted(name)
             for hook in self.hooks:
                 hook.topic_deleted(topic)
 

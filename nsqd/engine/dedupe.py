@@ -105,6 +105,12 @@ class Deduper:
             by_topic[topic] = by_topic.get(topic, 0) + skipped
         return out
 
+    def topic_deleted(self, topic: str) -> None:
+        """A deleted topic's duplicates are forgotten with its other counters: made again, it
+        counts from 0, and a daemon that makes and deletes topics (ephemeral ones, one per
+        job) keeps no count for every topic it ever had. Its keys stay to the window's end."""
+        self.duplicates_by_topic.pop(topic, None)
+
     def remember(self, topic: str, keys: Sequence[str]) -> None:
         """Keys `fresh` let through and the store took (so none is in the window: each goes
         to the end of the oldest-first order by insertion alone)."""

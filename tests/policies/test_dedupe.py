@@ -100,6 +100,21 @@ def test_the_window_ends_and_a_refused_publish_is_not_remembered(data_dir: Path)
         assert stats(daemon)["full"]["depth"] == 2
 
 
+def test_a_deleted_topic_s_duplicates_go_with_it(data_dir: Path) -> None:
+    """Made again, a topic counts its duplicates from 0, as its other counters: the count was
+    kept per topic name for every topic ever made (one entry each under topic churn)."""
+    with helpers.running("ours", data_dir, "--dedupe-window=60s") as daemon:
+        for _ in range(2):
+            assert call(daemon, "POST", "/pub?topic=gone&dedupe_key=k", b"1") == (200, "OK")
+        assert duplicates(daemon) == {"gone": 1}
+        assert call(daemon, "POST", "/topic/delete?topic=gone")[0] == 200
+        assert call(daemon, "POST", "/pub?topic=gone&dedupe_key=k2", b"2") == (200, "OK")
+        assert duplicates(daemon) == {"gone": 0}
+        # the keys stay to the window's end: a retry after the delete is still one
+        assert call(daemon, "POST", "/pub?topic=gone&dedupe_key=k", b"1") == (200, "OK")
+        assert count(daemon, "gone") == 1 and duplicates(daemon) == {"gone": 1}
+
+
 def test_off_by_default(data_dir: Path) -> None:
     with helpers.running("ours", data_dir) as daemon:
         for _ in range(2):
