@@ -230,6 +230,7 @@ class ChannelJournal:
         once, a SIGTERM then a kill -9 a few ms later lost them (found by fuzzing a group,
         whose workers a dying supervisor stops)."""
         self.closed = True
+        self._live_source = None  # see delete()
         if self._commit.depth:
             self._commit.later(lambda error: self._closed(deferred, error))
         else:
@@ -248,6 +249,10 @@ class ChannelJournal:
     def delete(self) -> None:
         self._log.remove()
         self.closed = True
+        # the channel's bound method: a reference cycle (channel -> journal -> channel) that
+        # kept every deleted channel, its queues and files' objects, until a full collection,
+        # which the daemon's thresholds (cli.py) make rare; a closed journal compacts nothing
+        self._live_source = None
 
     # -- the store's flusher and syncer ------------------------------------------------------
 
