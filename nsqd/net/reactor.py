@@ -306,6 +306,12 @@ class EpollReactor:
         """Also report `conn` ready when its socket takes output again (or stop)."""
         self.loop.ep.modify(conn.socket.fd, _IN | _OUT if on else _IN)
 
+    def only_output(self, conn: Watched) -> None:
+        """Report `conn` only when its socket takes output again, or fails: what it sends
+        meanwhile waits in the kernel's buffers (bounded: its writer blocks) instead of being
+        read into ours. `want_output(conn, False)` reads it again."""
+        self.loop.ep.modify(conn.socket.fd, _OUT)
+
     def schedule(self, conn: Watched, due: float) -> None:
         """Call `_expire(conn)` at `due`, unless an earlier call is already scheduled."""
         self.loop.schedule(conn, self, due)

@@ -11,7 +11,8 @@ command or the bridge publish that served it) puts the client back in the run li
 the loop (`wake`); the loop's deadline heap answers timeouts (a client's `due` is its parked
 command's). A reply deferred for a group's peers (a bridge pop, commands.Deferred) parks its
 client the same way while a task of the front-end asks them. A client whose replies do not
-fit in its socket buffer waits for EPOLLOUT before its next commands run."""
+fit in its socket buffer waits for EPOLLOUT before its next commands run, and is not read
+until then."""
 
 from __future__ import annotations
 
@@ -393,7 +394,9 @@ class Reactor(EpollReactor):
                 continue
             if sent < len(data):
                 client.out += memoryview(data)[sent:]
-                self.want_output(client, True)
+                # nor read until it takes them: a client that pipelines and never reads had
+                # its commands read into its parser up to QUERY_MAX (1 GiB) each
+                self.only_output(client)
                 self._check_soft_limit(client)
             elif client.close_after_send:
                 self._close(client)

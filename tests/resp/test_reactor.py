@@ -1,5 +1,6 @@
 """The reactor under awkward clients: a big reply to a client that does not read waits for
-EPOLLOUT without holding up anyone else, then arrives whole; many short blocking waits served
+EPOLLOUT without holding up anyone else, then arrives whole, and that client is not read
+meanwhile; many short blocking waits served
 at once leave nothing behind (INFO's blocked_clients is 0), and the timeouts of the waits that
 come after them still fire (their deadlines share the reactor's heap with the spent ones)."""
 
@@ -39,6 +40,32 @@ def test_big_reply_to_a_slow_reader_blocks_no_one(pair) -> None:
         got += chunk
     assert got.startswith(b"*2000\r\n$10000\r\neee") and got.endswith(b"e\r\n:2000\r\n")
     assert len(got) == expected_len
+    slow.close()
+    setup.close()
+
+
+def test_a_pipeline_that_never_reads_is_not_read_either(ours) -> None:
+    """Its replies wait for EPOLLOUT and its commands in the kernel's buffers: they were read
+    into its parser up to QUERY_MAX (1 GiB) while it read nothing, one client's way to grow the
+    daemon by a gigabyte (here: 64 MB of LRANGEs taken whole in a few seconds)."""
+    server = ours.start()
+    setup = Conn(server.port)
+    setup.send(encode([b"RPUSH", b"big", *[b"e" * 1000] * 100]))
+    assert setup.reply() == b":100\r\n"
+    slow = socket.create_connection(("127.0.0.1", server.port))
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.settimeout(2)
+    chunk = encode([b"LRANGE", b"big", b"0", b"-1"]) * 2000
+    taken = 0
+    try:
+        while taken < 64 << 20:
+            slow.sendall(chunk)
+            taken += len(chunk)
+    except TimeoutError:
+        pass
+    assert taken < 16 << 20, f"{taken >> 20} MB of commands taken from a client that reads none"
+    setup.send(encode([b"PING"]))
+    assert setup.reply() == b"+PONG\r\n"
     slow.close()
     setup.close()
 
