@@ -264,6 +264,13 @@ class Reactor(EpollReactor):
             self._drain(client)
             if not events & ~_OUT or client.reactor is not self:
                 return
+        if client._sending and client._out_size >= HIGH_WATER:
+            # its answers pile up unread past HIGH_WATER (its deliveries stopped there): its
+            # commands wait in the kernel's buffers until its socket takes output, as nsqd's
+            # IOLoop waits on such a write (read on, one client that sent FINs of unknown ids
+            # and read nothing grew the daemon by ~40 MB a second)
+            self.only_output(client)
+            return
         data = client.socket.read_now(RECEIVE_SIZE)
         if data is None:
             return

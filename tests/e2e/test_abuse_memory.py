@@ -95,3 +95,39 @@ def test_a_silent_consumer_is_let_go_when_go_lets_it_go() -> None:
     assert 3.5 <= ours <= 6.5, (ours, go)
     # memory is bounded by what is in flight and in the output buffer, not by the backlog
     assert ours_grew < max(2 * go_grew, 64), (ours_grew, go_grew)
+
+
+def taken_from_a_client_that_reads_nothing(kind: str) -> tuple[int, float]:
+    """A subscriber sends FINs of ids it never got (each answered E_FIN_FAILED, the
+    connection kept) and reads nothing: (bytes the daemon took before its writes blocked,
+    capped at 64 MB; its RSS growth in MiB)."""
+    daemon = start_daemon(kind)
+    try:
+        with socket.create_connection(("127.0.0.1", daemon.tcp_port), timeout=5) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"  V2SUB deaf ch\n")
+            time.sleep(0.2)
+            before = rss_mib(daemon.proc.pid)
+            s.settimeout(2)
+            chunk, taken = b"FIN 0000000000000000\n" * 3000, 0
+            try:
+                while taken < 64 << 20:
+                    s.sendall(chunk)
+                    taken += len(chunk)
+            except TimeoutError:
+                pass
+            return taken, rss_mib(daemon.proc.pid) - before
+    finally:
+        shutdown(daemon)
+
+
+def test_answers_nobody_reads_stop_the_reading_as_in_go() -> None:
+    """nsqd's IOLoop waits on the write of an answer its client does not read, so the
+    client's commands wait in the kernel's buffers; ours read them on while the answers piled
+    up in memory (64 MB of FINs in ~8 s, RSS +400 MiB). Past HIGH_WATER of unsent output its
+    commands wait too."""
+    go, _ = taken_from_a_client_that_reads_nothing("reference")
+    ours, grew = taken_from_a_client_that_reads_nothing("ours")
+    assert go < 16 << 20, go  # the reference proves the expectation
+    assert ours < 16 << 20, (ours, go)
+    assert grew < 32, (grew, ours)
