@@ -99,7 +99,11 @@ class LookupPeer:
         self.connected = False
 
     def notify(self, command: bytes) -> None:
-        self._send.send_nowait(command)
+        # Disconnected, it is dropped (as nsqd drops a command its lookupPeer cannot send):
+        # the replay on connecting covers it. Queued, an nsqlookupd down for a month kept
+        # every topic and channel made and deleted meanwhile in memory.
+        if self.connected:
+            self._send.send_nowait(command)
 
     async def run(self) -> None:
         backoff = 1.0
