@@ -43,7 +43,7 @@ async def broker(tmp_path: Path, no_collector: None) -> AsyncIterator[Broker]:
 
         def new_journal(name: str) -> ChannelJournal:  # --durable-inflight's
             path = os.path.join(tmp_path, name + SUFFIX)
-            return ChannelJournal(path, 2500, 2.0, noop_journal, noop, commit)
+            return ChannelJournal(path, 2500, 2.0, noop_journal, noop, commit, made[0])
 
         made.append(
             Broker(Settings(mem_queue_size=1), new_overflow, nursery.start_soon, new_journal)
