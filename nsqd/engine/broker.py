@@ -86,6 +86,7 @@ class Broker:
         self.loading = False  # topics being restored from nsqd.dat
         # new channels a listener is making elsewhere too (the group: in every peer worker)
         self._making: dict[tuple[str, str], trio.Event] = {}
+        self.subscribing: Consumer | None = None  # during a SUB's making of its channel
         # told after any attribute change (storage keeps them in a file of its own)
         self.attribute_listeners: list[Callable[[], None]] = []
         self.attribute_limits = attrs.Limits(
@@ -120,7 +121,11 @@ class Broker:
         """SUB: `consumer` joins the channel (both made if missing); the channel is the TCP
         consumer's hot path (FIN / REQ / TOUCH / RDY) from then on. `Making` while a listener
         still makes a new channel elsewhere (its front-end waits, then asks again)."""
-        target = self.topic(topic).get_channel(channel)
+        self.subscribing = consumer  # who makes the channel, if new (a listener may ask)
+        try:
+            target = self.topic(topic).get_channel(channel)
+        finally:
+            self.subscribing = None
         making = self._making.get((topic, channel))
         if making is not None:
             raise Making(making.wait)

@@ -165,6 +165,7 @@ class Pull:
         self._link: Link | None = None  # the session now in the loop
         self.sent = -1  # the RDY the peer has now (-1: none sent on this session yet)
         self.scope = trio.CancelScope()
+        self.greeted = trio.Event()  # its first try ended: subscribed at the peer, or failed
 
     def nudge(self, want: int) -> None:
         """The channel's credit changed and `want` is what this link should ask for now: its
@@ -201,6 +202,7 @@ class Pull:
                     except* (OSError, trio.BrokenResourceError, LinkError, ValueError) as exc:
                         where = f"{self.topic}:{self.channel} {address}"
                         log.debug("group: link %s - %s", where, exc.exceptions[0])
+                self.greeted.set()
                 await trio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
@@ -228,6 +230,7 @@ class Pull:
                 if frame.frame_type == FrameType.ERROR:
                     raise LinkError(frame.data.decode(errors="replace"))
                 answers += 1
+        self.greeted.set()
         self._link = link = Link(self, stream, decoder)
         try:
             await self._links.serve(link)  # the loop reads and writes it from now on

@@ -51,6 +51,7 @@ CATCH_UP = "/group/queues"
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
+GREETED = 1.0  # seconds the pulls a SUB started keep before its consumer is counted
 
 
 class Worker:
@@ -131,19 +132,37 @@ class Worker:
     # -- the broker's Hooks -------------------------------------------------------------------
 
     def channel_created(self, topic: Topic, channel: Channel) -> None:
-        """Every channel tells this worker when its consumers' credit changes; a durable one
-        is made in every peer as well (a channel gets what is published after it was made,
-        in whichever worker: nsqd's promise), unless restored at start (the peers restore
-        their own) or made by an admin request (whose fan-out asks the peers itself)."""
+        """Every channel tells this worker when its consumers' credit changes; a new one is
+        made in every peer as well before its SUB is answered (a channel gets what is
+        published after it was made, in whichever worker: nsqd's promise), unless restored at
+        start (the peers restore their own) or made by an admin request (whose fan-out asks
+        the peers itself)."""
         channel.starved = self._starved
-        durable = not (channel.ephemeral or topic.ephemeral)
-        if durable and not self.broker.loading and self._nursery is not None and not ASKED.get():
+        nursery = self._nursery
+        if self.broker.loading or nursery is None or ASKED.get():
+            return
+        if not (channel.ephemeral or topic.ephemeral):
             made = self.broker.making(topic.name, channel.name)  # its SUB answers after
-            try:
-                self._nursery.start_soon(self._make_in_peers, topic.name, channel.name, made)
-            except RuntimeError:  # the worker is closing: no SUB may wait for ever
-                made()
-                raise
+            work = partial(self._make_in_peers, topic.name, channel.name, made)
+        else:
+            # an ephemeral one is made in a peer by this worker's pull link (and goes when it
+            # leaves): for a SUB of a client here the links start now, and the SUB answers
+            # once they have subscribed (not for a peer's link: the peers would wait on each
+            # other)
+            subscriber = self.broker.subscribing
+            if subscriber is None or is_link(subscriber):
+                return
+            key = (topic.name, channel.name)
+            made = self.broker.making(*key)
+            if key not in self._pulls:
+                self._start(nursery, key)
+            self._idle_since[key] = trio.current_time() + GREETED  # kept till the SUB runs
+            work = partial(self._greeted, self._pulls[key], made)
+        try:
+            nursery.start_soon(work)
+        except RuntimeError:  # the worker is closing: no SUB may wait for ever
+            made()
+            raise
 
     def channel_deleted(self, topic: Topic, channel: Channel) -> None:
         """Its pulls stop at once: an ephemeral channel of a peer that only the link held
@@ -183,6 +202,16 @@ class Worker:
             async with trio.open_nursery() as nursery:
                 for address in self._peer_http():
                     nursery.start_soon(one, address)
+        finally:
+            made()
+
+    async def _greeted(self, pulls: list[Pull], made: Callable[[], None]) -> None:
+        """`made()` once every pull's first try has ended (subscribed at its peer, or failed:
+        a peer that is down makes the channel when its link comes), or after ASK_TIMEOUT."""
+        try:
+            with trio.move_on_after(ASK_TIMEOUT):
+                for pull in pulls:
+                    await pull.greeted.wait()
         finally:
             made()
 

@@ -215,14 +215,19 @@ def _consumer(group: Group, worker: int, deflate: bool) -> V2:
     return conn
 
 
-@pytest.mark.parametrize("deflate", [False, True], ids=["reactor", "own-tasks"])
+@pytest.mark.parametrize(
+    ("deflate", "suffix"),
+    [(False, ""), (True, ""), (False, "#ephemeral")],
+    ids=["reactor", "own-tasks", "ephemeral"],
+)
 def test_a_channel_made_by_sub_gets_what_any_worker_takes_after_its_ok(
-    group: Group, deflate: bool
+    group: Group, deflate: bool, suffix: str
 ) -> None:
     """nsqd: a channel gets every message published after it was made. A SUB that makes a
     channel in one worker is answered once every worker has it: a PUB sent the moment the OK
     arrives, in a worker where the topic has another channel already, reaches the new one too
-    (it used to go to the old channel alone there, the new one never saw it)."""
+    (it used to go to the old channel alone there, the new one never saw it). An ephemeral
+    one is made in the peers by this worker's pull links, started by the SUB."""
     group.start()
     base = f"http://127.0.0.1:{group.http}"
     assert http_post(f"{base}/topic/create?topic=t")[0] == 200
@@ -230,12 +235,18 @@ def test_a_channel_made_by_sub_gets_what_any_worker_takes_after_its_ok(
     with group.pin(1) as pub:
         for i in range(8):
             with _consumer(group, 0, deflate) as sub:
-                sub.sub("t", f"new{i}")
+                sub.sub("t", f"new{i}{suffix}")
                 pub.pub("t", b"after %d" % i)
                 sub.rdy(1)
                 sub.sock.settimeout(3)
                 ((_, body, _),) = _drain(sub, 1)
                 assert body == b"after %d" % i
+    if suffix:  # gone with their consumer, from every worker (the links left the peers')
+
+        def none_left() -> bool:
+            return not [c for k in (0, 1) for c in _channels(group, k) if c.startswith("new")]
+
+        wait_until(none_left, 10, "the ephemeral channels gone")
 
 
 def test_a_sub_is_answered_while_a_peer_is_down(group: Group) -> None:
