@@ -276,6 +276,28 @@ def float_arg(raw: bytes, message: str = NOT_FLOAT) -> float:
     return value
 
 
+_C_SPACE = b" \t\n\v\f\r"
+
+
+def strtod_whole(raw: bytes) -> float | None:
+    """A bare `strtod(s, &end)` that must reach the end, as zslParseRange reads a score
+    bound (not getDoubleFromObject): leading C white space is skipped, an overflow is an
+    infinity and an underflow zero (errno is never looked at), "" is 0; None where strtod
+    stops early or reads NaN."""
+    text = raw.lstrip(_C_SPACE)
+    if not text:
+        return 0.0 if not raw else None  # all spaces: nothing read, end points at the first
+    if _HEX_FLOAT.match(text):
+        try:
+            return float.fromhex(text.decode("ascii"))
+        except OverflowError:
+            return float("-inf") if text[:1] == b"-" else float("inf")
+    if not _FLOAT.match(text):
+        return None
+    value = float(text)
+    return None if value != value else value
+
+
 def _long_double(raw: bytes | None, message: str) -> Fraction:
     if raw is None:
         return Fraction(0)

@@ -18,6 +18,7 @@ from .registry import (
     float_arg,
     integer_arg,
     positive_arg,
+    strtod_whole,
 )
 
 _ZADD_FLAGS = {b"nx", b"xx", b"ch", b"incr", b"gt", b"lt"}
@@ -112,12 +113,10 @@ def zcard(s: Session, argv: list[bytes]) -> bytes:
 def _bound(raw: bytes) -> tuple[float, bool]:
     """zslParseRange's one end: a score, `(score` for an open end, +inf/-inf."""
     is_open = raw[:1] == b"("
-    if raw in (b"", b"("):  # strtod of nothing: 0, with nothing left over, which Redis takes
-        return 0.0, is_open
-    try:
-        value = float_arg(raw[1:] if is_open else raw, "ERR min or max is not a float")
-    except ReplyError:
-        raise ReplyError("ERR min or max is not a float") from None
+    # strtod itself, not getDoubleFromObject: " 1" and 1e400 (inf) are bounds, "" is 0
+    value = strtod_whole(raw[1:] if is_open else raw)
+    if value is None:
+        raise ReplyError("ERR min or max is not a float")
     return value, is_open
 
 
