@@ -5,7 +5,7 @@ groups and XREAD BLOCK are not here (see docs/redis.md)."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import ZERO, array, bulk, integer
+from protocol.resp.codec import ZERO, array, bulk, integer, string2ll
 
 from ..keyspace import now_ms
 from ..stream import MAX_ID, MAX_SEQ, Stream, StreamID, format_id
@@ -15,7 +15,9 @@ INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 
 
 def _parse_id(raw: bytes, missing_seq: int) -> StreamID:
-    ms_text, dash, seq_text = raw.partition(b"-")
+    """streamGenericParseIDOrReply, strict: <ms>[-<seq>], split at the first `-`, each part
+    read by string2ull; the text is a C string of at most 127 bytes (cut at a NUL)."""
+    ms_text, dash, seq_text = _c_string(raw).partition(b"-")
     ms = _u64(ms_text)
     seq = _u64(seq_text) if dash else missing_seq
     if ms is None or seq is None:
@@ -23,11 +25,42 @@ def _parse_id(raw: bytes, missing_seq: int) -> StreamID:
     return ms, seq
 
 
+def _xadd_id(raw: bytes) -> tuple[StreamID, bool]:
+    """XADD's explicit ID and whether its seq was given: `<ms>-*` leaves it to the stream."""
+    ms_text, dash, seq_text = _c_string(raw).partition(b"-")
+    if dash and seq_text == b"*":
+        ms = _u64(ms_text)
+        if ms is None:
+            raise ReplyError(INVALID_ID)
+        return (ms, 0), False
+    return _parse_id(raw, 0), True
+
+
+def _c_string(raw: bytes) -> bytes:
+    if len(raw) > 127:
+        raise ReplyError(INVALID_ID)
+    return raw.partition(b"\0")[0]  # memcpy'd into a char buffer: a NUL ends it
+
+
+_C_SPACE = b" \t\n\v\f\r"
+
+
 def _u64(text: bytes) -> int | None:
-    if not text.isdigit() or len(text) > 20:
+    """string2ull: string2ll's strict form (a negative one refused), else strtoull base 10,
+    which skips leading spaces, takes a sign and wraps a negative value modulo 2**64
+    (" -1" is 18446744073709551615, "-0" is 0) and refuses only what overflows 64 bits."""
+    if string2ll(text) is not None:
+        value = int(text)
+        return value if value >= 0 else None
+    body = text.lstrip(_C_SPACE)
+    negative = body[:1] == b"-"
+    digits = body[1:] if body[:1] in (b"-", b"+") else body
+    if not digits.isdigit() or not digits.isascii():
         return None
-    value = int(text)
-    return value if value <= MAX_SEQ else None
+    value = int(digits)
+    if value > MAX_SEQ:
+        return None  # ERANGE
+    return (-value) % (MAX_SEQ + 1) if negative else value
 
 
 def _bound(raw: bytes, low: bool) -> StreamID:
@@ -94,7 +127,7 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
         elif xadd and opt == b"nomkstream":
             nomk = True
         elif xadd:  # the ID: a bad one is refused before the options' checks, as Redis
-            _parse_id(argv[j].removesuffix(b"-*"), 0)
+            _xadd_id(argv[j])
             break
         else:
             raise ReplyError(SYNTAX)
@@ -111,6 +144,7 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
 
 
 XADD_ARITY = "ERR wrong number of arguments for 'xadd' command"
+ZERO_ID = "ERR The ID specified in XADD must be greater than 0-0"
 
 
 @command("xadd", -5)
@@ -119,9 +153,13 @@ def xadd(s: Session, argv: list[bytes]) -> bytes:
     if j >= len(argv):  # the options used up the arguments: no ID left
         raise ReplyError(XADD_ARITY)
     raw_id, fields = argv[j], argv[j + 1 :]
-    sid = None if raw_id == b"*" else _parse_id(raw_id.removesuffix(b"-*"), 0)  # (first, as Redis)
+    # xaddCommand's order: the ID (read with the options), the arity, an explicit 0-0, the
+    # key (WRONGTYPE, NOMKSTREAM), an exhausted stream, then the ID against the stream's top
+    sid, seq_given = (None, True) if raw_id == b"*" else _xadd_id(raw_id)
     if not fields or len(fields) % 2:
         raise ReplyError(XADD_ARITY)
+    if sid == (0, 0) and seq_given:
+        raise ReplyError(ZERO_ID)
     ks, key = s.ks, argv[1]
     st = ks.get_stream(key)
     if st is None and nomk:
@@ -133,12 +171,12 @@ def xadd(s: Session, argv: list[bytes]) -> bytes:
         )
     if sid is None:
         sid = (st or Stream()).next_id(now_ms())
-    elif raw_id.endswith(b"-*") and sid[0] == last[0]:  # the next sequence
+    elif not seq_given and sid[0] == last[0]:  # the next sequence
         if last[1] == MAX_SEQ:  # (Redis's text for its overflow there)
             raise ReplyError("ERR Elements are too large to be stored")
         sid = (sid[0], last[1] + 1)
     if sid == (0, 0):
-        raise ReplyError("ERR The ID specified in XADD must be greater than 0-0")
+        raise ReplyError(ZERO_ID)
     if sid <= last and (st is not None):
         raise ReplyError(
             "ERR The ID specified in XADD is equal or smaller than the target stream top item"
@@ -187,9 +225,10 @@ def xrevrange(s: Session, argv: list[bytes]) -> bytes:
 
 @command("xdel", -3)
 def xdel(s: Session, argv: list[bytes]) -> bytes:
-    sids = [_parse_id(raw, 0) for raw in argv[2:]]
+    # xdelCommand looks the key up (missing: 0, WRONGTYPE) before it parses any id
     if s.ks.get_stream(argv[1]) is None:
         return ZERO
+    sids = [_parse_id(raw, 0) for raw in argv[2:]]
     return integer(s.ks.xdel(argv[1], sids))
 
 
