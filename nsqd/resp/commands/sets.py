@@ -23,7 +23,7 @@ from .registry import (
 MUST_BE_POSITIVE = "ERR value is out of range, must be positive"
 
 
-def _ordered(members: set[bytes] | list[bytes]) -> list[bytes]:
+def member_order(members: set[bytes] | list[bytes]) -> list[bytes]:
     """An intset (every member an integer, at most 512 of them) in Redis's ascending order."""
     if len(members) <= 512:
         numbers = [string2ll(m) for m in members]
@@ -52,7 +52,7 @@ def scard(s: Session, argv: list[bytes]) -> bytes:
 
 @command("smembers", 2)
 def smembers(s: Session, argv: list[bytes]) -> bytes:
-    return s.enc.set(_ordered(s.ks.get_set(argv[1]) or set()))
+    return s.enc.set(member_order(s.ks.get_set(argv[1]) or set()))
 
 
 @command("sismember", 3)
@@ -123,7 +123,7 @@ def _combine(s: Session, keys: list[bytes], op: str) -> set[bytes]:
 
 def _read(op: str):  # type: ignore[no-untyped-def]
     def handler(s: Session, argv: list[bytes]) -> bytes:
-        return s.enc.set(_ordered(_combine(s, argv[1:], op)))
+        return s.enc.set(member_order(_combine(s, argv[1:], op)))
 
     return handler
 
@@ -133,7 +133,7 @@ def _store(op: str):  # type: ignore[no-untyped-def]
         result = _combine(s, argv[2:], op)
         s.ks.delete([argv[1]])
         if result:
-            s.ks.sadd(argv[1], _ordered(result))
+            s.ks.sadd(argv[1], member_order(result))
         return integer(len(result))
 
     return handler
@@ -163,5 +163,5 @@ def sintercard(s: Session, argv: list[bytes]) -> bytes:
 
 @command("sscan", -3)
 def sscan(s: Session, argv: list[bytes]) -> bytes:
-    members = _ordered(s.ks.get_set(argv[1]) or set())
+    members = member_order(s.ks.get_set(argv[1]) or set())
     return scan_all(argv, [(m, [m]) for m in members])

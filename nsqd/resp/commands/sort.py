@@ -15,6 +15,7 @@ from protocol.resp.codec import integer, raw_array
 from ..keyspace import Keyspace, WrongType
 from ..zset import ZSet
 from .registry import SYNTAX, ReplyError, Session, command, float_arg, integer_arg
+from .sets import member_order
 
 NOT_DOUBLE = "ERR One or more scores can't be converted into double"
 
@@ -82,8 +83,10 @@ def lookup(ks: Keyspace, pattern: bytes, subst: bytes) -> bytes | None:
 def _elements(value: object) -> list[bytes]:
     if value is None:
         return []
-    if isinstance(value, deque | set):
+    if isinstance(value, deque):
         return list(value)
+    if isinstance(value, set):  # SMEMBERS's order: BY nosort keeps it (an intset ascends)
+        return member_order(value)
     if isinstance(value, ZSet):
         return [member for _, member in value.order]
     raise WrongType
