@@ -36,7 +36,7 @@ def _sessions(s: Session) -> list[Session]:
     return [conn.session for conn in s.fe.connections.values()]
 
 
-def _line(me: Session, s: Session, cmd: bytes) -> bytes:
+def _line(s: Session) -> bytes:
     fe = s.fe
     conn = fe.connections.get(s.id)
     laddr = _laddr(s)
@@ -57,13 +57,13 @@ def _line(me: Session, s: Session, cmd: bytes) -> bytes:
         flags or b"N",
         s.db,
         -1 if s.multi is None else len(s.multi),
-        cmd if s is me else b"NULL",  # the last command of others is not tracked
+        b"NULL" if s.last is None else s.last.name.encode(),  # fullname: "client|list"
         s.enc.version,
     )
 
 
 def _info(s: Session, argv: list[bytes]) -> bytes:
-    return s.enc.verbatim(_line(s, s, b"client|info"))
+    return s.enc.verbatim(_line(s))
 
 
 def _list(s: Session, argv: list[bytes]) -> bytes:
@@ -85,7 +85,7 @@ def _list(s: Session, argv: list[bytes]) -> bytes:
     elif len(argv) != 2:
         raise ReplyError(SYNTAX)
     sessions.sort(key=lambda x: x.id)
-    return s.enc.verbatim(b"".join(_line(s, x, b"client|list") for x in sessions))
+    return s.enc.verbatim(b"".join(_line(x) for x in sessions))
 
 
 def _kill_filters(s: Session, argv: list[bytes]) -> tuple[list[Callable[[Session], bool]], bool]:

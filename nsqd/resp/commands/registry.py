@@ -69,7 +69,7 @@ class Session:
 
     __slots__ = (
         "authed", "channels", "close_after", "created", "db", "dirty", "enc", "fe", "id", "ks",
-        "multi", "multi_failed", "name", "parser", "patterns", "table", "watching",
+        "last", "multi", "multi_failed", "name", "parser", "patterns", "table", "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -91,6 +91,9 @@ class Session:
         # WATCHed keys with their database (each keyspace's watchers has the reverse)
         self.watching: set[tuple[Keyspace, bytes]] = set()
         self.dirty = False  # one of them changed: EXEC answers the null array
+        # c->lastcmd, CLIENT LIST's cmd=: the command last looked up for this connection
+        # (None: an unknown one), set before its checks; EXEC's and EVAL's own calls keep it
+        self.last: Command | None = None
 
 
 Handler = Callable[[Session, list[bytes]], "bytes | Block"]
@@ -165,6 +168,7 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
         # the usual case (no subcommand, in no MULTI): the checks below in one expression
         argc, arity = len(argv), cmd.arity
         if (argc == arity if arity > 0 else argc >= -arity) and (s.authed or cmd.noauth):
+            s.last = cmd
             return run(s, cmd, argv)
     error = None
     if cmd is None:
@@ -182,6 +186,7 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
             error = wrong_arity(cmd.name).reply  # type: ignore[union-attr]
         if error is None and not s.authed and not cmd.noauth:  # type: ignore[union-attr]
             error = b"-NOAUTH Authentication required.\r\n"
+    s.last = cmd
     if error is not None:
         if s.multi is not None:
             s.multi_failed = True
