@@ -96,8 +96,8 @@ def lmpop(s: Session, argv: list[bytes]) -> bytes | Block:
 
 @command("blmpop", -5)
 def blmpop(s: Session, argv: list[bytes]) -> bytes | Block:
-    timeout = timeout_arg(argv[1])
     keys, left, count = _mpop_args(argv, 2)
+    timeout = timeout_arg(argv[1])  # read after the rest, in blockingPopGenericCommand
     found = _mpop_now(s, keys, left, count)
     if found is not None:
         return found
