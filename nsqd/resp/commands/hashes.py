@@ -17,7 +17,7 @@ from protocol.resp.codec import (
     string2ll,
 )
 
-from .keys import scan_all
+from .keys import EMPTY_SCAN, scan_all, scan_key
 from .registry import (
     NOT_FLOAT,
     SYNTAX,
@@ -139,7 +139,9 @@ def hincrbyfloat(s: Session, argv: list[bytes]) -> bytes:
 
 @command("hscan", -3)
 def hscan(s: Session, argv: list[bytes]) -> bytes:
-    h = s.ks.get_hash(argv[1]) or {}
+    h = scan_key(argv, s.ks.get_hash)
+    if h is None:
+        return EMPTY_SCAN
     return scan_all(argv, [(f, [f, v]) for f, v in h.items()])
 
 

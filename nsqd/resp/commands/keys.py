@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import TypeVar
 
 from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, simple
 
@@ -207,6 +208,8 @@ def _cursor(text: bytes) -> int:
     """A cursor as Redis reads it (C's strtoul: an optional sign, digits, up to 2**64 - 1; a
     negative one wraps, so -1 is the largest). Ours are below 2**32 + 1: a larger one ends the
     scan at once, as a cursor past Redis's table does."""
+    if not text:
+        return 0  # strtoul of nothing: 0, its end at the string's end, which Redis takes
     sign, digits = (text[:1], text[1:]) if text[:1] in (b"-", b"+") else (b"", text)
     if not digits.isdigit() or not digits.isascii() or int(digits) > 2**64 - 1:
         raise ReplyError("ERR invalid cursor")
@@ -235,6 +238,17 @@ def scan_options(
             raise ReplyError(SYNTAX)
         j += 2
     return cursor, pattern, count, kind
+
+
+T = TypeVar("T")
+EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
+
+
+def scan_key(argv: list[bytes], get: Callable[[bytes], T | None]) -> T | None:
+    """SSCAN/HSCAN/ZSCAN's first checks, in their order: the cursor, then the key (`get`
+    raises WRONGTYPE); None: no such key, answered EMPTY_SCAN with the options unread."""
+    _cursor(argv[2])
+    return get(argv[1])
 
 
 def scan_all(argv: list[bytes], items: list[tuple[bytes, list[bytes]]]) -> bytes:

@@ -10,7 +10,7 @@ import random
 
 from protocol.resp.codec import ONE, ZERO, array, bulk, integer, string2ll
 
-from .keys import scan_all
+from .keys import EMPTY_SCAN, scan_all, scan_key
 from .registry import (
     SYNTAX,
     ReplyError,
@@ -163,5 +163,7 @@ def sintercard(s: Session, argv: list[bytes]) -> bytes:
 
 @command("sscan", -3)
 def sscan(s: Session, argv: list[bytes]) -> bytes:
-    members = member_order(s.ks.get_set(argv[1]) or set())
-    return scan_all(argv, [(m, [m]) for m in members])
+    members = scan_key(argv, s.ks.get_set)
+    if members is None:
+        return EMPTY_SCAN
+    return scan_all(argv, [(m, [m]) for m in member_order(members)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from protocol.resp.codec import EMPTY_ARRAY, ZERO, bulk, integer
 
 from ..zset import ZSet
-from .keys import scan_all
+from .keys import EMPTY_SCAN, scan_all, scan_key
 from .registry import (
     SYNTAX,
     ReplyError,
@@ -335,6 +335,7 @@ def zpopmax(s: Session, argv: list[bytes]) -> bytes:
 
 @command("zscan", -3)
 def zscan(s: Session, argv: list[bytes]) -> bytes:
-    z = s.ks.get_zset(argv[1])
-    order = z.order if z is not None else []
-    return scan_all(argv, [(m, [m, b"%.17g" % v]) for v, m in order])
+    z = scan_key(argv, s.ks.get_zset)
+    if z is None:
+        return EMPTY_SCAN
+    return scan_all(argv, [(m, [m, b"%.17g" % v]) for v, m in z.order])
