@@ -263,6 +263,8 @@ def eval_(s: Session, argv: list[bytes]) -> bytes:
 
 @command("evalsha", -3)
 def evalsha(s: Session, argv: list[bytes]) -> bytes:
+    if len(argv[1]) != 40:  # evalShaCommand: no such script, before numkeys is read
+        raise ReplyError(NOSCRIPT)
     keys, args = _keys_args(argv)
     lua = _lua()
     sha = argv[1].decode("latin-1").lower()
