@@ -34,7 +34,7 @@ def _options(argv: list[bytes]) -> tuple[set[bytes], bytes, bytes | None]:
             (opt == b"nx" and b"xx" not in flags)
             or (opt == b"xx" and b"nx" not in flags)
             or opt == b"get"
-            or (opt == b"keepttl" and not flags & _EXCLUSIVE)
+            or (opt == b"keepttl" and not flags & (_EXCLUSIVE - {opt}))  # (KEEPTTL KEEPTTL is fine)
         ):
             flags.add(opt)
         elif (
@@ -118,15 +118,17 @@ def getex(s: Session, argv: list[bytes]) -> bytes:
     j = 2
     while j < len(argv):
         opt = argv[j].lower()
+        # parseExtendedStringArgumentsOrReply: an option excludes the others, not itself
+        # (EX 10 EX 20 is EX 20, PERSIST PERSIST is PERSIST)
         if (
             opt in (b"ex", b"px", b"exat", b"pxat")
-            and not unit
+            and unit in (b"", opt)
             and not persist
             and j + 1 < len(argv)
         ):
             unit, raw = opt, argv[j + 1]
             j += 1
-        elif opt == b"persist" and not unit and not persist:
+        elif opt == b"persist" and not unit:
             persist = True
         else:
             raise ReplyError(SYNTAX)
