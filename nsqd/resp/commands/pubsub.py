@@ -10,18 +10,22 @@ from __future__ import annotations
 from protocol.resp.codec import array, bulk, integer
 
 from .. import glob
-from .registry import TABLE, Command, ReplyError, Session, command, container
+from .registry import TABLE, Command, ReplyError, Session, command, container, exec_abort
 
 ALLOWED = {b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe", b"ping", b"quit",
            b"reset", b"ssubscribe", b"sunsubscribe"}  # fmt: skip
 
 
 def _refuse(name: str) -> Command:
+    error = (
+        f"ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT "
+        "/ RESET are allowed in this context"
+    )
+
     def refuse(s: Session, argv: list[bytes]) -> bytes:
-        raise ReplyError(
-            f"ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT "
-            "/ RESET are allowed in this context"
-        )
+        if name == "exec":  # rejectCommand ends a transaction with EXECABORT
+            return exec_abort(s, ReplyError(error).reply)
+        raise ReplyError(error)
 
     return Command(name, refuse, TABLE[name.encode()].arity)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.resp.codec import ReplyError, string2ll
 from protocol.resp.replies import RESP2, Resp2
 
-from .. import longdouble
+from .. import longdouble, watch
 from ..blocking import Waiter
 from ..keyspace import WRONGTYPE, Keyspace, WrongType
 
@@ -188,6 +188,8 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
             error = b"-NOAUTH Authentication required.\r\n"
     s.last = cmd
     if error is not None:
+        if cmd is not None and cmd.name == "exec":
+            return exec_abort(s, error)
         if s.multi is not None:
             s.multi_failed = True
         return error
@@ -196,6 +198,16 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
         s.multi.append((cmd, argv))
         return b"+QUEUED\r\n"
     return run(s, cmd, argv)
+
+
+def exec_abort(s: Session, error: bytes) -> bytes:
+    """An EXEC that processCommand refuses (arity, NOAUTH, RESP2's subscribed context) ends
+    the transaction, in MULTI or not, WATCHes included: execCommandAbort's reply, the
+    refusal without its -ERR."""
+    s.multi, s.multi_failed = None, False
+    watch.unwatch(s)
+    text = error[5:] if error.startswith(b"-ERR ") else error[1:]
+    return b"-EXECABORT Transaction discarded because of: " + text
 
 
 def run(s: Session, cmd: Command, argv: list[bytes]) -> bytes | Block:
