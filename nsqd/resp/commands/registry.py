@@ -4,11 +4,11 @@ dispatch (unknown command, wrong arity, NOAUTH, WRONGTYPE) in processCommand's o
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -246,29 +246,25 @@ _FLOAT = re.compile(
 _HEX_FLOAT = re.compile(
     rb"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?\Z"
 )
-_LDBL_MAX = Decimal("1.18973149535723176502e4932")
 
 
 def timeout_arg(raw: bytes) -> float:
     """A blocking command's timeout in seconds, as Redis 7.0's getTimeoutFromObjectOrReply
-    reads it with strtold (its long double overflows past ~1.19e4932; a value past 2**63 ms
-    wraps to negative)."""
+    reads it with string2ld (strtold: its long double overflows past ~1.19e4932 and
+    underflows to zero below ~3.6e-4951, both refused; a value past 2**63 ms wraps to
+    negative)."""
     text = raw.decode("latin-1")
-    if _HEX_FLOAT.match(raw):  # strtold reads C99 hex floats too
-        text = str(Decimal(float.fromhex(text)))
-    elif len(raw) > 5 * 1024 or not _FLOAT.match(raw) or "nan" in text.lower():
+    if len(raw) >= 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+        raise ReplyError("ERR timeout is not a float or out of range")
+    if "nan" in text.lower():
         raise ReplyError("ERR timeout is not a float or out of range")
     if "inf" in text.lower():
         raise ReplyError("ERR timeout is negative")
     try:
-        value = Decimal(text)
-    except InvalidOperation:
+        value = longdouble.parse(text)
+    except longdouble.OutOfRange:
         raise ReplyError("ERR timeout is not a float or out of range") from None
-    if abs(value) > _LDBL_MAX:
-        raise ReplyError("ERR timeout is not a float or out of range")
-    ms = (value * 1000).to_integral_value(
-        rounding=ROUND_CEILING
-    )  # ceil to whole ms first, as Redis: -0.0001 s is 0, forever
+    ms = math.ceil(value * 1000)  # to whole ms first, as Redis: -0.0001 s is 0, forever
     if ms < 0 or ms >= 2**63:
         raise ReplyError("ERR timeout is negative")
     return float(ms) / 1000
@@ -280,10 +276,13 @@ NOT_FLOAT = "ERR value is not a valid float"
 def float_arg(raw: bytes, message: str = NOT_FLOAT) -> float:
     """getDoubleFromObject: what strtod reads whole (hex floats and inf too), no spaces, no
     NaN, no overflow to infinity or underflow to zero."""
-    if len(raw) > 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+    if not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):  # (string2d: no length limit)
         raise ReplyError(message)
     text = raw.decode("ascii")
-    value = float.fromhex(text) if _HEX_FLOAT.match(raw) else float(text)
+    try:
+        value = float.fromhex(text) if _HEX_FLOAT.match(raw) else float(text)
+    except OverflowError:  # a hex float past a double: strtod's ERANGE
+        raise ReplyError(message) from None
     if value != value:
         raise ReplyError(message)
     if value in (float("inf"), float("-inf")) and "inf" not in text.lower():
@@ -318,18 +317,25 @@ def strtod_whole(raw: bytes) -> float | None:
 def _long_double(raw: bytes | None, message: str) -> Fraction:
     if raw is None:
         return Fraction(0)
-    if len(raw) > 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
-        raise ReplyError(message)
+    if len(raw) >= 5 * 1024 or not (_FLOAT.match(raw) or _HEX_FLOAT.match(raw)):
+        raise ReplyError(message)  # string2ld: 5,120 characters or more are refused
     text = raw.decode("ascii")
     if "nan" in text.lower():
         raise ReplyError(message)
     if "inf" in text.lower():
         raise ReplyError("ERR increment would produce NaN or Infinity")
-    return longdouble.parse(text)
+    try:
+        return longdouble.parse(text)
+    except longdouble.OutOfRange:
+        raise ReplyError(message) from None  # getLongDoubleFromObject: ERANGE
 
 
 def add_float(current: bytes | None, increment: bytes, current_error: str) -> bytes:
     """INCRBYFLOAT/HINCRBYFLOAT: the sum in long double arithmetic, written as Redis writes
     it for humans."""
-    value = longdouble.add(_long_double(current, current_error), _long_double(increment, NOT_FLOAT))
+    total = _long_double(current, current_error), _long_double(increment, NOT_FLOAT)
+    try:
+        value = longdouble.add(*total)
+    except longdouble.OutOfRange:
+        raise ReplyError("ERR increment would produce NaN or Infinity") from None
     return longdouble.human(value).encode()
