@@ -34,9 +34,10 @@ def memtoull(raw: bytes) -> int | None:
     text = raw.lower()
     digits = text.rstrip(b"kmgb")
     unit = _UNITS.get(text[len(digits) :])
-    if unit is None or not digits.isdigit():
-        return None
-    return int(digits) * unit
+    if unit is None or not digits.isdigit() or len(digits) >= 128:
+        return None  # memtoull copies the digits into a 128-byte buffer, or refuses them
+    # strtoull saturates (ERANGE, which memtoull does not check); the product wraps, as C's
+    return min(int(digits), 2**64 - 1) * unit % 2**64
 
 
 # -- CONFIG GET / SET -------------------------------------------------------------------------
@@ -45,11 +46,16 @@ def memtoull(raw: bytes) -> int | None:
 Check = Callable[[bytes], "bytes | str"]  # the value as CONFIG GET shows it, or why not
 
 
-def _number(low: int, high: int, parse: Callable[[bytes], int | None]) -> Check:
+def _number(
+    low: int,
+    high: int,
+    parse: Callable[[bytes], int | None],
+    bad: str = "argument couldn't be parsed into an integer",
+) -> Check:
     def check(raw: bytes) -> bytes | str:
         value = parse(raw)
         if value is None:
-            return "argument couldn't be parsed into an integer"
+            return bad  # numericParseString's words: a memory value's differ
         if not low <= value <= high:
             return f"argument must be between {low} and {high} inclusive"
         return b"%d" % value  # 1k reads back as 1000
@@ -98,7 +104,7 @@ SETTINGS = (
     Setting((b"hash-max-listpack-entries", b"hash-max-ziplist-entries"), b"512",
             _number(0, LONG_MAX, string2ll)),
     Setting((b"hash-max-listpack-value", b"hash-max-ziplist-value"), b"64",
-            _number(0, LONG_MAX, memtoull)),
+            _number(0, LONG_MAX, memtoull, "argument must be a memory value")),
     Setting((b"save",), b"", _save),
     *(Setting((name.encode(),), value.encode(), _fixed(value.encode()))
       for name, value in FIXED.items()),

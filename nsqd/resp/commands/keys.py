@@ -211,7 +211,12 @@ def _cursor(text: bytes) -> int:
     if not text:
         return 0  # strtoul of nothing: 0, its end at the string's end, which Redis takes
     sign, digits = (text[:1], text[1:]) if text[:1] in (b"-", b"+") else (b"", text)
-    if not digits.isdigit() or not digits.isascii() or int(digits) > 2**64 - 1:
+    # (leading zeros first: int() of 4,300 digits or more raises, which closed the connection)
+    significant = digits.lstrip(b"0")
+    if not digits.isdigit() or not digits.isascii() or len(significant) > 20:
+        raise ReplyError("ERR invalid cursor")
+    digits = significant or b"0"
+    if int(digits) > 2**64 - 1:
         raise ReplyError("ERR invalid cursor")
     return -int(digits) % 2**64 if sign == b"-" else int(digits)
 
