@@ -14,12 +14,16 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..engine.dedupe import KeyRange
 from ..engine.ports import StoreError
 from ..log import log
 from .commit import GroupCommit
 from .records import RecordLog, legacy_framing
+
+if TYPE_CHECKING:
+    from .overflow import Health
 
 FILENAME = "trio-nsqd.dedupe"
 _LEGACY_HEAD = struct.Struct(">II")  # the framing before records.py
@@ -59,9 +63,11 @@ class KeyFile:
         sync_timeout: float,
         sync_due: Callable[[], None],
         commit: GroupCommit,
+        health: Health,
     ) -> None:
         self.path = os.path.join(data_path, FILENAME)
         self._commit = commit
+        self._health = health  # a good write turns /ping OK again, as a disk queue's does
         self._log = RecordLog(
             self.path,
             "DEDUPE",
@@ -97,10 +103,13 @@ class KeyFile:
     def flush(self) -> None:
         """The group commit's release: the pass's keys in one write; StoreError when it
         fails (the release refuses the pass's publishers)."""
+        wrote = self._log.pending
         try:
             self._log.flush()
         except OSError as exc:
             raise StoreError(f"dedupe keys write failed - {exc}") from exc
+        if wrote and self._health.last_error is not None:
+            self._health.last_error = None  # as nsqd: the next good write makes it healthy
 
     def rewrite(self, entries: Iterable[tuple[str, str, int]]) -> None:
         """Compacted to `entries`; when that cannot be written the file stays as it is (its

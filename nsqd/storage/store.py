@@ -116,7 +116,12 @@ class Storage:
 
             opts = self.options
             self._key_file = KeyFile(
-                self.data_path, opts.sync_every, opts.sync_timeout, self.sync_wanted, self.commit
+                self.data_path,
+                opts.sync_every,
+                opts.sync_timeout,
+                self.sync_wanted,
+                self.commit,
+                broker,
             )
             self._logs.append(self._key_file)
             broker.deduper.attach(self._key_file)

@@ -349,3 +349,18 @@ def test_an_attributes_file_that_cannot_be_written_is_a_store_failure(data_dir: 
         status, body = request(daemon, "POST", "/channel/config?topic=attrs&channel=c&ttl=1000")
         assert (status, body) == (500, b'{"message":"INTERNAL_ERROR"}')
     assert "unexpected error" not in daemon.log()
+
+
+def test_a_good_dedupe_key_write_turns_ping_ok_again(data_dir: Path) -> None:
+    """--dedupe-window: after a keys write that failed (the file may not grow: EFBIG), the
+    next one that succeeds turns /ping OK again, as a disk queue's does; with the default
+    --mem-queue-size no queue write came, and /ping stayed NOK."""
+    with helpers.running("ours", data_dir, "--dedupe-window=1m") as daemon:
+        assert request(daemon, "POST", "/pub?topic=keys&dedupe_key=k1", b"one")[0] == 200
+        keys = data_dir / "trio-nsqd.dedupe"
+        limit_file_size(daemon, keys.stat().st_size)
+        assert request(daemon, "POST", "/pub?topic=keys&dedupe_key=k2", b"two")[0] == 503
+        assert request(daemon, "GET", "/ping")[0] == 500
+        limit_file_size(daemon, "unlimited")
+        assert request(daemon, "POST", "/pub?topic=keys&dedupe_key=k3", b"three")[0] == 200
+        assert request(daemon, "GET", "/ping") == (200, b"OK")

@@ -27,25 +27,25 @@ def _flip_in_record(path: Path, index: int) -> None:
 
 
 def test_dedupe_keys_lose_only_the_damaged_record(tmp_path: Path) -> None:
-    keys = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit())
+    keys = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit(), _Health())
     keys.remembered("t", ["a"], 1)
     keys.remembered("t", ["b", "c"], 2)  # one record a key, one write
     keys.remembered("u", KeyRange("p", 0, 3), 3)
     keys.close()
     _flip_in_record(tmp_path / "trio-nsqd.dedupe", 1)
-    again = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit())
+    again = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit(), _Health())
     got = list(again.load())
     assert got == [("t", "a", 1), ("t", "c", 2), ("u", "p/0", 3), ("u", "p/1", 3), ("u", "p/2", 3)]
 
 
 def test_dedupe_keys_in_the_old_framing_still_load(tmp_path: Path) -> None:
-    fresh = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit())
+    fresh = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit(), _Health())
     fresh.remembered("t", ["a", "b"], 7)
     fresh.close()
     path = tmp_path / "trio-nsqd.dedupe"
     payloads = records.read(path.read_bytes(), "test").payloads
     path.write_bytes(b"".join(struct.pack(">II", len(p), zlib.crc32(p)) + p for p in payloads))
-    keys = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit())
+    keys = KeyFile(str(tmp_path), 1, 2.0, lambda: None, GroupCommit(), _Health())
     entries = list(keys.load())
     assert entries == [("t", "a", 7), ("t", "b", 7)]
     keys.rewrite(entries)  # what Deduper.attach does next
@@ -81,3 +81,7 @@ def test_ttls_in_the_old_layout_are_read_and_rewritten(tmp_path: Path) -> None:
     for msg_id in [*IDS, b"\x09" * 16]:
         ttl.pop(msg_id)
     assert not path.exists()  # gone with the last TTL
+
+
+class _Health:
+    last_error: str | None = None
