@@ -107,6 +107,9 @@ class Reactor(EpollReactor):
         # (client, its output's length before this read's commands, its first command that
         # appended to a disk queue): answered after the pass's write
         self._held: list[tuple[Client, int, type]] = []
+        # (client, id) of the pass's REQs whose record went to a disk queue: E_REQ_FAILED,
+        # as nsqd answers a requeue its disk refused, if the pass's write fails
+        self._requeued: list[tuple[Client, bytes]] = []
         self._mark = 0  # the output's length before the read being served
         self._wrote: type | None = None  # that first command, of the client being served
         self._spawn = spawn  # start_soon of the clients nursery
@@ -246,6 +249,20 @@ class Reactor(EpollReactor):
                 self._write(client)
             else:
                 self._refuse(client, mark, error, wrote)
+        if self._requeued:
+            requeued, self._requeued = self._requeued, []
+            if error is not None:
+                for client, msg_id in requeued:
+                    self._req_failed(client, msg_id, error)
+
+    def _req_failed(self, client: Client, msg_id: bytes, error: str) -> None:
+        """A REQ whose record the pass's write lost: nsqd's E_REQ_FAILED (not fatal; the
+        message is lost, as nsqd loses a requeue its disk refused)."""
+        if client.reactor is not self:
+            return
+        text = f"REQ {msg_id.decode('latin-1')} failed {error}"
+        client.respond(encode_error(bytes(NSQError(ErrorCode.E_REQ_FAILED, text))))
+        self._write(client)
 
     def _refuse(self, client: Client, mark: int, error: str, wrote: type) -> None:
         """The pass's write failed: this client's answers since `mark` never go out."""
@@ -347,8 +364,12 @@ class Reactor(EpollReactor):
                         if self._settled(client):
                             self._park(client, cmd, making)
                         return False
-                    if commit.appended != appended and self._wrote is None and kind in _FAILED:
-                        self._wrote = kind
+                    if commit.appended != appended:
+                        if kind in _FAILED:
+                            if self._wrote is None:
+                                self._wrote = kind
+                        elif kind is Req:  # its record waits for the pass's write too
+                            self._requeued.append((client, cmd.msg_id))
                 elif kind is not Identify or not self._identify(client, cmd):
                     # answers so far stay queued: the task sends them before this one's
                     if self._settled(client):

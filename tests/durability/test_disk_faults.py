@@ -123,10 +123,10 @@ def test_a_timed_out_message_its_queue_cannot_take_is_kept_and_delivered_later(
 def test_a_req_its_queue_cannot_take_leaves_the_daemon_and_the_consumer_up(
     data_dir: Path,
 ) -> None:
-    """--mem-queue-size=0: a REQ whose record cannot be written (EFBIG) is the queue's failure
-    (logged, /ping NOK; the message is lost, as nsqd loses it), not the consumer's: the pass
-    refused the consumer as a publisher, found no error for a REQ, and the reactor's KeyError
-    stopped the daemon."""
+    """--mem-queue-size=0: a REQ whose record cannot be written (EFBIG) is answered
+    E_REQ_FAILED, not fatal, as nsqd answers a requeue its disk refused (logged, /ping NOK;
+    the message is lost, as nsqd loses it): the pass refused the consumer as a publisher,
+    found no error for a REQ, and the reactor's KeyError stopped the daemon."""
     daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
     with daemon.client() as conn, daemon.client() as publisher:
         conn.sub("req", "ch", rdy=1)
@@ -135,6 +135,8 @@ def test_a_req_its_queue_cannot_take_leaves_the_daemon_and_the_consumer_up(
         queue = helpers.queue_files(data_dir, "req:ch")[-1]
         limit_file_size(daemon, queue.stat().st_size)
         conn.req(msg.id)
+        error = conn.expect_error()
+        assert error.startswith(f"E_REQ_FAILED REQ {msg.id.decode()} failed "), error
         conn.barrier()  # the connection still serves
         status, health = request(daemon, "GET", "/ping")
         assert (status, health[:4]) == (500, b"NOK "), health
