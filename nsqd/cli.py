@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from . import malloc
-from .config.argv import read_plain
+from .config.argv import go_command_line, read_plain
 from .config.flags import FLAGS, FLAGS_BY_CFG
 from .config.options import Options, convert
 from .gocompat.strconv import OptionError
@@ -19,11 +19,12 @@ from .version import BUILD
 def parse_flags(argv: list[str]) -> dict[str, Any]:
     """The flags given, as strings by option name (None when absent, lists for list flags):
     a plain command line read directly, argparse for anything else (--help, errors)."""
-    args = read_plain(argv)
+    go = go_command_line(argv)  # Go's reading, as --name=value words argparse reads alike
+    args = read_plain(argv if go is None else go)
     if args is None:
         from .config.parser import build_parser
 
-        args = vars(build_parser().parse_args(argv))
+        args = vars(build_parser().parse_args(argv if go is None else go))
     return args
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .flags import FLAGS
+from .flags import FLAGS, FLAGS_BY_NAME
 
 # how argparse reads a flag's value: one string, appended to a list, or optional (bools)
 _STORE, _APPEND, _OPTIONAL = "store", "append", "optional"
@@ -77,3 +77,38 @@ def read_plain(argv: list[str]) -> dict[str, Any] | None:
         else:
             args[dest] = value
     return args
+
+
+def go_command_line(argv: list[str]) -> list[str] | None:
+    """The flags Go's flag package reads from argv, each as `--name=value`; None where it
+    refuses the command line or where it is --help (argparse then words that).
+
+    Go stops at the first word that is not a flag ("stray", "-", "") or after "--", and
+    nsqd ignores the rest; a flag that takes a value takes the next word whatever it is
+    (`-mem-queue-size -5`); a bool flag (and --tls-required, an IsBoolFlag) takes a value
+    only after "=", so `--deflate false` is deflate=true and then a stray word."""
+    out: list[str] = []
+    i, n = 0, len(argv)
+    while i < n:
+        token = argv[i]
+        i += 1
+        if len(token) < 2 or token[0] != "-":
+            break
+        if token == "--":
+            break
+        body = token[2:] if token[1] == "-" else token[1:]
+        if not body or body[0] in "-=":
+            return None  # Go's "bad flag syntax"
+        name, eq, value = body.partition("=")
+        flag = FLAGS_BY_NAME.get(name)
+        if flag is None:
+            return None  # unknown, or -h/--help
+        if flag.kind in ("bool", "tls_required"):
+            value = value if eq else "true"
+        elif not eq:
+            if i == n:
+                return None  # "flag needs an argument"
+            value = argv[i]
+            i += 1
+        out.append(f"--{name}={value}")
+    return out

@@ -31,7 +31,7 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 def parse_duration(text: str) -> float:
     """Go's time.ParseDuration, returning seconds."""
-    s = text.strip()
+    s = text  # Go trims nothing: " 5s" is an invalid duration
     sign = -1.0 if s.startswith("-") else 1.0
     s = s.lstrip("+-")
     if s == "0":
@@ -72,17 +72,27 @@ def parse_int64(text: str) -> int | None:
 
 
 def parse_int(text: str, *, base_prefixes: bool = True) -> int:
-    """Go's strconv.ParseInt: base 0 (0x.., 0o.., 0b.. too) for flags, base 10 in config files."""
+    """Go's strconv.ParseInt(text, base, 64): base 0 for flags (0x.., 0o.., 0b.., a leading 0
+    for octal, _ between digits), base 10 in config files; out of int64's range is an error."""
     try:
         if not text.isascii():
             raise ValueError(text)
-        if base_prefixes and text.lstrip("+-").lower().startswith(("0x", "0o", "0b")):
-            return int(text, 0)
-        if not _DECIMAL.match(text):
+        if base_prefixes:
+            sign, body = (text[0], text[1:]) if text[:1] in ("+", "-") else ("", text)
+            if not body or not (body[0].isdigit() and body[-1].isalnum()):
+                raise ValueError(text)  # a second sign, spaces: Python's int() takes those
+            if len(body) > 1 and body[0] == "0" and body[1] in "01234567_":
+                body = "0o" + body[1:]  # Go reads "010" as octal 8; Python's base 0 refuses it
+            value = int(sign + body, 0)
+        elif _DECIMAL.match(text):
+            value = int(text)
+        else:
             raise ValueError(text)
-        return int(text)
     except ValueError:
         raise OptionError(f'parse error: invalid integer "{text}"') from None
+    if not -(2**63) <= value < 2**63:
+        raise OptionError(f'value out of range: "{text}"')
+    return value
 
 
 def format_float(value: float) -> str:

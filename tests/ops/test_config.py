@@ -269,6 +269,48 @@ def test_precedence_seen_by_the_running_daemon(
     }
 
 
+# -- Go's flag syntax ----------------------------------------------------------------------------
+
+# command lines the Go nsqd v1.3.0 reads, and the /config values it then answers (checked
+# against it below): integers in strconv.ParseInt's base 0, words after the flags ignored
+GO_FLAG_SYNTAX = [
+    (["--mem-queue-size=010"], "mem_queue_size", 8),  # a leading 0 is octal
+    (["--mem-queue-size=1_000"], "mem_queue_size", 1000),
+    (["--mem-queue-size=0x_1f"], "mem_queue_size", 31),
+    (["--mem-queue-size=-0b11", "--mem-queue-size=0o17"], "mem_queue_size", 15),
+    (["--mem-queue-size=5", "stray", "--mem-queue-size=7"], "mem_queue_size", 5),
+    (["--mem-queue-size=5", "--", "--mem-queue-size=7"], "mem_queue_size", 5),
+    (["-", "--mem-queue-size=7"], "mem_queue_size", 10000),
+    (["--deflate", "false", "--max-rdy-count=7"], "deflate", True),  # "false": a stray word
+    (["--snappy=false", "-max-rdy-count", "7"], "max_rdy_count", 7),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "value"), GO_FLAG_SYNTAX, ids=[" ".join(a) for a, _, _ in GO_FLAG_SYNTAX]
+)
+def test_go_flag_syntax(args: list[str], key: str, value: object) -> None:
+    flag = next(f for f in FLAGS if f.cfg_key == key)
+    assert resolve(args).values[flag.attr] == value
+
+
+@pytest.mark.parametrize("kind", ["ours", "reference"])
+def test_go_flag_syntax_seen_by_the_running_daemon(launcher: Launcher, kind: str) -> None:
+    nsqd = launcher.nsqd(
+        kind, "-max-rdy-count", "0x10", "--mem-queue-size=0_10", "--deflate", "false", "-snappy=0"
+    )
+    got = {}
+    for key in ("max_rdy_count", "mem_queue_size", "deflate", "snappy"):
+        status, body = http_get(f"http://{nsqd.addr('http')}/config/{key}")
+        got[key] = (status, json.loads(body))
+    assert got == {
+        "max_rdy_count": (200, 16),
+        "mem_queue_size": (200, 8),
+        "deflate": (200, True),
+        "snappy": (200, True),  # after the stray "false" Go reads no more flags
+    }
+
+
 # -- bad values ------------------------------------------------------------------------------
 
 BAD_FLAGS = [
@@ -288,6 +330,11 @@ BAD_FLAGS = [
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["--tls-required"], "cannot require TLS client connections without TLS key and cert"),
     (["--config=/nonexistent/nsqd.toml"], "failed to load config file /nonexistent/nsqd.toml"),
+    (["--mem-queue-size=9223372036854775808"], "value out of range"),
+    (["--mem-queue-size=08"], 'invalid value "08" for flag -mem-queue-size'),
+    (["--mem-queue-size= 5"], 'invalid value " 5" for flag -mem-queue-size'),
+    (["--msg-timeout= 5s"], 'invalid value " 5s" for flag -msg-timeout'),
+    (["--mem-queue-size"], "--mem-queue-size: expected one argument"),
 ]
 
 BAD_FILES = [
