@@ -18,6 +18,7 @@ from ..gocompat.strconv import (
     format_float,
     parse_bool,
     parse_duration,
+    parse_float,
     parse_int,
 )
 from .cores import usable_cores
@@ -81,6 +82,9 @@ def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
         for item in items:
             if isinstance(item, bool) or not isinstance(item, str | int | float):
                 raise OptionError(f"invalid value {item!r}, want a float")
+            if isinstance(item, str) and not from_config:
+                out.append(parse_float(item))  # the flag's Set: ParseFloat of each piece
+                continue
             if isinstance(item, str) and not item.strip():
                 continue
             try:

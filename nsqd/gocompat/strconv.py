@@ -95,6 +95,32 @@ def parse_int(text: str, *, base_prefixes: bool = True) -> int:
     return value
 
 
+_DIGITS = r"[0-9](?:_?[0-9])*"  # Go's underscoreOK: a "_" only between two digits
+_FLOAT = re.compile(rf"[+-]?({_DIGITS}\.?(?:{_DIGITS})?|\.{_DIGITS})([eE][+-]?{_DIGITS})?\Z")
+_HEX_FLOAT = re.compile(r"[+-]?0[xX](_?[0-9a-fA-F])*\.?(_?[0-9a-fA-F])*[pP][+-]?[0-9]+\Z")
+_FLOAT_WORDS = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan")
+
+
+def parse_float(text: str) -> float:
+    """Go's strconv.ParseFloat(text, 64): no spaces, no empty text (Python's float() takes
+    both); hex floats with their p exponent; inf and nan; a finite number
+    too large for a float64 is an error, not infinity."""
+    if text.lower() in _FLOAT_WORDS:
+        return float(text)
+    if _FLOAT.match(text):
+        value = float(text)
+    elif _HEX_FLOAT.match(text) and re.search(r"[0-9a-f]", text.lower()[2:].partition("p")[0]):
+        try:  # the mantissa holds a digit ("0xp1" has none)
+            value = float.fromhex(text.replace("_", "").replace("P", "p"))
+        except OverflowError:
+            raise OptionError(f'value out of range: "{text}"') from None
+    else:
+        raise OptionError(f'parse error: invalid float "{text}"')
+    if value in (float("inf"), float("-inf")):
+        raise OptionError(f'value out of range: "{text}"')
+    return value
+
+
 def format_float(value: float) -> str:
     """Go's %v of a float64 (2 -> "2", 0.99 -> "0.99")."""
     text = repr(float(value))

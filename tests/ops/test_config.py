@@ -283,6 +283,11 @@ GO_FLAG_SYNTAX = [
     (["-", "--mem-queue-size=7"], "mem_queue_size", 10000),
     (["--deflate", "false", "--max-rdy-count=7"], "deflate", True),  # "false": a stray word
     (["--snappy=false", "-max-rdy-count", "7"], "max_rdy_count", 7),
+    (
+        ["--e2e-processing-latency-percentile=0x1p-1,1e-1"],
+        "e2e_processing_latency_percentiles",
+        [0.5, 0.1],
+    ),
 ]
 
 
@@ -335,6 +340,10 @@ BAD_FLAGS = [
     (["--mem-queue-size= 5"], 'invalid value " 5" for flag -mem-queue-size'),
     (["--msg-timeout= 5s"], 'invalid value " 5s" for flag -msg-timeout'),
     (["--mem-queue-size"], "--mem-queue-size: expected one argument"),
+    # each comma-separated piece is strconv.ParseFloat's: nsqd's "Could not parse: ..."
+    (["--e2e-processing-latency-percentile=0.5,"], 'invalid float ""'),
+    (["--e2e-processing-latency-percentile= 0.5"], 'invalid float " 0.5"'),
+    (["--e2e-processing-latency-percentile=.5__0"], 'invalid float ".5__0"'),
 ]
 
 BAD_FILES = [
