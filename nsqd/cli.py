@@ -42,6 +42,11 @@ def resolve(argv: list[str]) -> Options:
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise OptionError(f"failed to load config file {config_path} - {exc}") from None
         for key, value in config.items():
+            if type(value) is int and not -(2**63) <= value < 2**63:  # BurntSushi/toml's int64
+                raise OptionError(
+                    f'failed to load config file {config_path} - toml: (last key "{key}"): '
+                    f"{value} is out of range for int64"
+                )
             flag = FLAGS_BY_CFG.get(key)
             if flag is None or key in ("config", "version"):
                 continue  # nsqd ignores keys it has no option for (these two are flags only)

@@ -85,6 +85,11 @@ def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
             if isinstance(item, str) and not from_config:
                 out.append(parse_float(item))  # the flag's Set: ParseFloat of each piece
                 continue
+            if isinstance(item, str) and isinstance(value, str):
+                # go-options' coerce of a config string: split on ",", each piece trimmed
+                # and ParseFloat's ("0.5, 0.9" is read, "0.5," refused)
+                out.append(parse_float(item.strip()))
+                continue
             if isinstance(item, str) and not item.strip():
                 continue
             try:
@@ -106,7 +111,9 @@ def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
         return text.lower()
     if kind == "tls_version":
         text = str(value)
-        if text and text.lower() not in TLS_VERSIONS:
+        if not text:
+            return flag.default  # tlsMinVersionOption.Set("") keeps the version it holds
+        if text.lower() not in TLS_VERSIONS:
             raise OptionError(f'unknown tlsVersionOption "{text}"')
         return text.lower()
     if isinstance(value, bool):

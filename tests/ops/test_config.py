@@ -283,6 +283,7 @@ GO_FLAG_SYNTAX = [
     (["-", "--mem-queue-size=7"], "mem_queue_size", 10000),
     (["--deflate", "false", "--max-rdy-count=7"], "deflate", True),  # "false": a stray word
     (["--snappy=false", "-max-rdy-count", "7"], "max_rdy_count", 7),
+    (["--tls-min-version="], "tls_min_version", "tls1.0"),  # Set("") keeps the default
     (
         ["--e2e-processing-latency-percentile=0x1p-1,1e-1"],
         "e2e_processing_latency_percentiles",
@@ -361,6 +362,8 @@ BAD_FILES = [
     ('log_level = "loud"', "log_level"),
     ('tls_min_version = "tls9"', "tls_min_version"),
     ("x = = 1", "failed to load config file"),
+    ("mem_queue_size = 99999999999999999999", "is out of range for int64"),
+    ('e2e_processing_latency_percentiles = "0.5,"', 'invalid float ""'),
     ("[unclosed", "failed to load config file"),
 ]
 
