@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..config.options import Options
 
@@ -58,6 +59,9 @@ def from_environment(opts: Options) -> Identity | None:
 
 
 CURRENT: list[Identity] = []  # this process's, once it became a worker
+# the options become() changed, as the user gave them: GET /config answers these, the same
+# from every worker and as one process would (not the partition, not node id + index)
+AS_GIVEN: dict[str, Any] = {}
 
 
 def become(identity: Identity, opts: Options) -> None:
@@ -69,6 +73,7 @@ def become(identity: Identity, opts: Options) -> None:
     os.makedirs(identity.data_path, exist_ok=True)
     CURRENT[:] = [identity]
     listeners.share_ports()
+    AS_GIVEN.update(data_path=opts.data_path, node_id=opts.node_id)
     opts.values["data_path"] = identity.data_path
     opts.values["node_id"] = (opts.node_id + identity.index) % 1024
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,15 @@ def test_a_worker_that_dies_soon_after_it_started_serving_is_started_again(tmp_p
         assert died_soon(reported=False) == 1
     assert died_soon(reported=False) == 0  # a refusal made again: the group stops
     assert sup.stopping == signal.SIGTERM and sup.status == 1
+
+
+def test_every_worker_answers_config_as_given(group: Group) -> None:
+    """GET /config/id and /config/data_path: the options as given, from each worker alike,
+    as one process answers them (not its partition of --data-path, not node id + index)."""
+    group.start("--node-id=7")
+    for k in range(group.count):
+        answers = {}
+        for key in ("id", "data_path"):
+            with urllib.request.urlopen(f"http://{group.private_http(k)}/config/{key}") as resp:
+                answers[key] = resp.read().decode()  # a string option: the text, as nsqd
+        assert answers == {"id": "7", "data_path": str(group.data)}, k
