@@ -47,6 +47,8 @@ def parse_duration(text: str) -> float:
             raise OptionError(f'time: invalid duration "{text}"')
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
+    if total * 1e9 >= 2**63:  # a time.Duration is int64 nanoseconds: Go refuses, not wraps
+        raise OptionError(f'time: invalid duration "{text}"')
     return sign * total
 
 

@@ -340,6 +340,8 @@ BAD_FLAGS = [
     (["--mem-queue-size=08"], 'invalid value "08" for flag -mem-queue-size'),
     (["--mem-queue-size= 5"], 'invalid value " 5" for flag -mem-queue-size'),
     (["--msg-timeout= 5s"], 'invalid value " 5s" for flag -msg-timeout'),
+    (["--msg-timeout=9223372037s"], 'invalid value "9223372037s" for flag -msg-timeout'),
+    (["--msg-timeout=2562048h"], 'invalid value "2562048h" for flag -msg-timeout'),
     (["--mem-queue-size"], "--mem-queue-size: expected one argument"),
     # each comma-separated piece is strconv.ParseFloat's: nsqd's "Could not parse: ..."
     (["--e2e-processing-latency-percentile=0.5,"], 'invalid float ""'),
