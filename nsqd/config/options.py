@@ -165,9 +165,6 @@ class Options:
         for p in v["e2e_processing_latency_percentile"]:
             if not 0 < p <= 1:
                 raise OptionError(f"invalid E2E processing latency percentile: {format_float(p)}")
-        v["e2e_processing_latency_percentile"] = sorted(
-            v["e2e_processing_latency_percentile"], reverse=True
-        )
         if v["log_level"].lower() not in LOG_LEVELS:
             raise OptionError(f"invalid log level '{v['log_level']}'")
         for key in ("mem_queue_size", "max_msg_size", "max_body_size", "max_rdy_count"):

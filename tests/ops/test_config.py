@@ -194,7 +194,7 @@ unknown_key = "ignored"
     assert o.max_msg_size == 2048
     assert o.lookupd_tcp_address == ["127.0.0.1:4160", "127.0.0.1:5160"]
     assert o.auth_http_address == ["a:1", "b:2"]
-    assert o.e2e_processing_latency_percentile == [1.0, 0.99, 0.5]
+    assert o.e2e_processing_latency_percentile == [0.5, 1.0, 0.99]  # nsqd keeps a file's order
     assert o.tls_required == "tcp-https"
     assert o.tls_min_version == "tls1.2"
     assert o.log_level == "warn"
