@@ -67,9 +67,7 @@ def resolve(argv: list[str]) -> Options:
                 converted.append(convert(flag, item))
             except OptionError as exc:
                 raise OptionError(f'invalid value "{item}" for flag -{flag.name}: {exc}') from None
-        if (
-            flag.kind == "floats"
-        ):  # the flag's Set sorts (descending); a file's list keeps its order
+        if flag.kind == "floats":  # the flag's Set sorts (descending); a file keeps its order
             opts.values[flag.attr] = sorted((x for xs in converted for x in xs), reverse=True)
         elif flag.kind == "list":
             opts.values[flag.attr] = [x for values in converted for x in values]
