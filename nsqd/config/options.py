@@ -130,6 +130,9 @@ def _defaults() -> dict[str, Any]:
 @dataclass(slots=True)
 class Options:
     values: dict[str, Any] = field(default_factory=_defaults)
+    # values as the user gave them where the process changed its own (a --workers worker's
+    # partition and node id): GET /config answers these, as one nsqd would
+    given: dict[str, Any] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from ..config.options import Options
 
@@ -59,9 +58,6 @@ def from_environment(opts: Options) -> Identity | None:
 
 
 CURRENT: list[Identity] = []  # this process's, once it became a worker
-# the options become() changed, as the user gave them: GET /config answers these, the same
-# from every worker and as one process would (not the partition, not node id + index)
-AS_GIVEN: dict[str, Any] = {}
 
 
 def become(identity: Identity, opts: Options) -> None:
@@ -73,7 +69,9 @@ def become(identity: Identity, opts: Options) -> None:
     os.makedirs(identity.data_path, exist_ok=True)
     CURRENT[:] = [identity]
     listeners.share_ports()
-    AS_GIVEN.update(data_path=opts.data_path, node_id=opts.node_id)
+    # GET /config answers these as given, from every worker (not the partition, nor node
+    # id + index), as one process would
+    opts.given.update(data_path=opts.data_path, node_id=opts.node_id)
     opts.values["data_path"] = identity.data_path
     opts.values["node_id"] = (opts.node_id + identity.index) % 1024
 
@@ -115,3 +113,15 @@ def _stranded(group_path: str, count: int) -> str:
             f"(a group of {beyond[-1] + 1} or more ran here); start it with that many workers"
         )
     return ""
+
+
+def link_address(link_file: str, line: int) -> tuple[str, int] | None:
+    """Where a worker's link (line 0) or private HTTP (line 1) listens, from its link file
+    (None before it wrote it, or without that line: no HTTP). Read again each time: a
+    restarted worker moves."""
+    try:
+        with open(link_file) as f:
+            host, _, port = f.read().split()[line].rpartition(":")
+        return host, int(port)
+    except (OSError, ValueError, IndexError):
+        return None

@@ -129,7 +129,6 @@ class Supervisor:
             STARTED_ENV: str(int(time.time())),
         }
         self.workers = [Worker(i, count, argv, identity.link_file(i), group) for i in range(count)]
-        self.secret = group[SECRET_ENV]
         self.stopping: int | None = None  # the signal that stops the group
         self.status = 0
 
@@ -169,7 +168,7 @@ class Supervisor:
             timeout = self.opts.worker_timeout
             if timeout > 0 and self.opts.http_address:
                 for worker in self.workers:
-                    nursery.start_soon(watch, worker, timeout, self.secret, self._stopping)
+                    nursery.start_soon(watch, worker, timeout, self._stopping)
             while True:
                 for worker in self.workers:
                     if worker.reports is not None:

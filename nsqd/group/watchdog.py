@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..log import log
-from .fanout import PEER_HEADER
+from .fanout import ASK_ERRORS, KeptConnections
+from .identity import link_address
 
 if TYPE_CHECKING:
     from .supervisor import Worker
@@ -28,23 +29,23 @@ PING_EVERY = 1.0  # seconds between two asks of one worker
 ASK_LIMIT = 5.0  # seconds one ask may take (less when --worker-timeout is shorter)
 
 
-async def watch(worker: Worker, silence: float, secret: str, stopping: Callable[[], bool]) -> None:
+async def watch(worker: Worker, silence: float, stopping: Callable[[], bool]) -> None:
     """Kill `worker` when it has answered no /ping for `silence` seconds while serving."""
     watched = None  # the process the watch is on (a new start is a new one)
     last = 0.0  # when it last answered (or began to serve)
     limit = min(ASK_LIMIT, silence)
-    request = b"GET /ping HTTP/1.0\r\n%s: %s\r\n\r\n" % (PEER_HEADER, secret.encode())
+    connections = KeptConnections()  # a peer's ask, answered by that worker alone
     while not stopping():
         await trio.sleep(PING_EVERY)
         proc = worker.proc
-        address = private_http(worker.link_file)
+        address = link_address(worker.link_file, 1)
         now = trio.current_time()
         if proc is None or not worker.serving or proc.poll() is not None or address is None:
             watched = None
             continue
         if proc is not watched:
             watched, last = proc, now
-        if await _answers(address, request, limit):
+        if await _answers(connections, address, limit):
             last = trio.current_time()
         elif trio.current_time() - last >= silence and not stopping() and proc.poll() is None:
             log.error(
@@ -58,34 +59,12 @@ async def watch(worker: Worker, silence: float, secret: str, stopping: Callable[
             watched = None
 
 
-def private_http(link_file: str) -> tuple[str, int] | None:
-    """The worker's private HTTP address, the second line of its link file (None before it
-    wrote it, or without HTTP)."""
-    try:
-        with open(link_file) as f:
-            host, _, port = f.read().split()[1].rpartition(":")
-        return host, int(port)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-async def _answers(address: tuple[str, int], request: bytes, limit: float) -> bool:
-    """Whether the worker answered the request with an HTTP status line within `limit`."""
+async def _answers(connections: KeptConnections, address: tuple[str, int], limit: float) -> bool:
+    """Whether the worker answered /ping at all within `limit` (any status: its loop ran)."""
     with trio.move_on_after(limit):
         try:
-            stream = await trio.open_tcp_stream(*address)
-        except OSError:  # nobody listens there: its loop cannot have seen the ask either
+            await connections.request(address, "GET", b"/ping")
+        except ASK_ERRORS:
             return False
-        async with stream:
-            try:
-                await stream.send_all(request)
-                head = b""
-                while b"\r\n" not in head and len(head) < 64:
-                    chunk = await stream.receive_some(64)
-                    if not chunk:
-                        break
-                    head += chunk
-            except (OSError, trio.BrokenResourceError):
-                return False
-            return head.startswith(b"HTTP/1.")
+        return True
     return False

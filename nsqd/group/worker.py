@@ -30,7 +30,7 @@ from ..net import listeners
 from .attributes import GroupAttributes
 from .bridge import PeerLists
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
-from .identity import Identity
+from .identity import Identity, link_address
 from .keys import KeyOwners
 from .links import Links
 from .messages import GroupMessages
@@ -116,14 +116,8 @@ class Worker:
         return listener
 
     def _address(self, peer: int, line: int = 0) -> tuple[str, int] | None:
-        """Where `peer`'s link (line 0) or private HTTP (line 1) listens (read again each
-        time: a restarted peer moves)."""
-        try:
-            with open(self.identity.link_file(peer)) as f:
-                host, _, port = f.read().split()[line].rpartition(":")
-            return host, int(port)
-        except (OSError, ValueError, IndexError):
-            return None
+        """Where `peer`'s link (line 0) or private HTTP (line 1) listens."""
+        return link_address(self.identity.link_file(peer), line)
 
     def _peer_http(self) -> list[tuple[str, int]]:
         found = (self._address(peer, 1) for peer in self.identity.peers)

@@ -9,7 +9,6 @@ with `X-NSQ-Content-Type: nsq; version=1.0`. `config_value` is an option as /con
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -216,10 +215,7 @@ def config_value(node: Node, name: str) -> Any:
     if flag is None:
         raise HTTPError(400, "INVALID_OPTION")
     opts = node.options
-    value = opts.values[flag.attr]
-    group = sys.modules.get("nsqd.group.identity")  # loaded in a --workers group only
-    if group is not None:
-        value = group.AS_GIVEN.get(flag.attr, value)
+    value = opts.given.get(flag.attr, opts.values[flag.attr])
     if name == "log_level":
         return _LOG_LEVEL_NUMBERS[str(value).lower()]
     if name == "tls_required":

@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -312,6 +313,18 @@ class Daemon(nsqd_process.LoggedProcess):
         req = urllib.request.Request(f"http://{HOST}:{self.http_port}{path}", method=method)
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read()
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float = 5.0
+    ) -> tuple[int, bytes]:
+        """An HTTP request's status and body, an error status included."""
+        url = f"http://{HOST}:{self.http_port}{path}"
+        req = urllib.request.Request(url, data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
 
     def has_http(self) -> bool:
         try:

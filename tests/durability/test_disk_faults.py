@@ -8,8 +8,6 @@ import json
 import os
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,19 +15,6 @@ import pytest
 
 from . import helpers
 from .helpers import nsqd_process
-
-
-def request(
-    daemon: helpers.Daemon, method: str, path: str, body: bytes | None = None
-) -> tuple[int, bytes]:
-    """An HTTP request's status and body, a 500 included."""
-    url = f"http://{helpers.HOST}:{daemon.http_port}{path}"
-    req = urllib.request.Request(url, data=body, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 def test_a_clean_stop_writes_the_queues_when_nsqd_dat_cannot_be_written(
@@ -76,13 +61,13 @@ def test_a_journal_write_failing_when_deferred_messages_fall_due_keeps_the_daemo
     with daemon.client() as conn:
         conn.sub("due", "ch", rdy=10)
         for _ in range(3):  # bodies big enough that the journal outgrows the daemon's log
-            assert request(daemon, "POST", "/pub?topic=due&defer=2500", b"d" * 4000)[0] == 200
+            assert daemon.request("POST", "/pub?topic=due&defer=2500", b"d" * 4000)[0] == 200
         journal = data_dir / "due:ch.inflight.journal"
         assert helpers.wait_for(lambda: journal.stat().st_size > 12_000, 5)
         limit_file_size(daemon, journal.stat().st_size)
         got = [conn.message(timeout=8) for _ in range(3)]
         assert [len(m.body) for m in got] == [4000] * 3
-        status, health = request(daemon, "GET", "/ping")
+        status, health = daemon.request("GET", "/ping")
         assert daemon.alive()
         assert (status, health[:33]) == (500, b"NOK - journal due:ch write failed"), health
         limit_file_size(daemon, "unlimited")
@@ -90,7 +75,7 @@ def test_a_journal_write_failing_when_deferred_messages_fall_due_keeps_the_daemo
         conn.barrier()
         conn.pub("due", b"after")  # its delivery's journal record is written again
         assert conn.message().body == b"after"
-        assert request(daemon, "GET", "/ping") == (200, b"OK")  # healthy again, as nsqd
+        assert daemon.request("GET", "/ping") == (200, b"OK")  # healthy again, as nsqd
     assert "JOURNAL(due:ch): write failed" in daemon.log()
     daemon.stop()
 
@@ -111,7 +96,7 @@ def test_a_timed_out_message_its_queue_cannot_take_is_kept_and_delivered_later(
         queue = helpers.queue_files(data_dir, "late:ch")[-1]
         limit_file_size(daemon, queue.stat().st_size)
         assert helpers.wait_for(lambda: "not requeued" in daemon.log(), 8), daemon.log_tail()
-        status, health = request(daemon, "GET", "/ping")
+        status, health = daemon.request("GET", "/ping")
         assert daemon.alive()
         assert (status, health[:4]) == (500, b"NOK "), health
         limit_file_size(daemon, "unlimited")
@@ -138,7 +123,7 @@ def test_a_req_its_queue_cannot_take_leaves_the_daemon_and_the_consumer_up(
         error = conn.expect_error()
         assert error.startswith(f"E_REQ_FAILED REQ {msg.id.decode()} failed "), error
         conn.barrier()  # the connection still serves
-        status, health = request(daemon, "GET", "/ping")
+        status, health = daemon.request("GET", "/ping")
         assert (status, health[:4]) == (500, b"NOK "), health
         limit_file_size(daemon, "unlimited")
         publisher.pub("req", b"next")
@@ -181,9 +166,9 @@ def test_a_dedupe_key_that_cannot_be_written_refuses_the_publish_as_a_store_fail
     NOK; it was a 500 INTERNAL_ERROR with /ping OK."""
     (data_dir / "trio-nsqd.dedupe").mkdir()
     with helpers.running("ours", data_dir, "--dedupe-window=1m") as daemon:
-        status, body = request(daemon, "POST", "/pub?topic=keys&dedupe_key=k1", b"once")
+        status, body = daemon.request("POST", "/pub?topic=keys&dedupe_key=k1", b"once")
         assert (status, body) == (503, b'{"message":"EXITING"}')
-        status, health = request(daemon, "GET", "/ping")
+        status, health = daemon.request("GET", "/ping")
         assert (status, health[:31]) == (500, b"NOK - dedupe keys write failed "), health
 
 
@@ -198,8 +183,8 @@ def test_a_ttl_that_cannot_be_written_keeps_the_message_and_its_ttl_for_the_run(
         with daemon.client() as conn:
             conn.sub("ttl", "ch", rdy=0)
         (data_dir / "ttl:ch.diskqueue.ttl").mkdir()
-        assert request(daemon, "POST", "/pub?topic=ttl&ttl=60000", b"short-lived")[0] == 200
-        status, health = request(daemon, "GET", "/ping")
+        assert daemon.request("POST", "/pub?topic=ttl&ttl=60000", b"short-lived")[0] == 200
+        status, health = daemon.request("GET", "/ping")
         assert (status, health[:4]) == (500, b"NOK "), health
         with daemon.client() as conn:
             conn.sub("ttl", "ch", rdy=1)
@@ -238,10 +223,10 @@ def test_the_daemon_starts_when_a_journal_cannot_be_compacted_on_a_nearly_full_d
                 conn.sub("big", "ch", rdy=0)
             for i in range(4):
                 body = b"%d" % i + b"d" * 100_000
-                assert request(daemon, "POST", "/pub?topic=big&defer=3600000", body)[0] == 200
+                assert daemon.request("POST", "/pub?topic=big&defer=3600000", body)[0] == 200
         fill_up(data_dir, 50_000)
         with helpers.running("ours", data_dir, "--durable-inflight") as daemon:
-            stats = json.loads(request(daemon, "GET", "/stats?format=json&topic=big")[1])
+            stats = json.loads(daemon.request("GET", "/stats?format=json&topic=big")[1])
             assert stats["topics"][0]["channels"][0]["deferred_count"] == 4
             assert stats["health"].startswith("NOK - journal big:ch write failed"), stats
             assert "JOURNAL(big:ch): write failed" in daemon.log()
@@ -273,12 +258,12 @@ def test_keys_expiring_while_resp_log_cannot_grow_leave_the_daemon_up(data_dir: 
             conn.pub("kept", body)
     limit_file_size(daemon, (data_dir / "resp.log").stat().st_size)
     assert helpers.wait_for(lambda: "RESP: resp.log write failed" in daemon.log(), 8)
-    status, health = request(daemon, "GET", "/ping")
+    status, health = daemon.request("GET", "/ping")
     assert (status, health[:28]) == (500, b"NOK - resp.log write failed "), health
     limit_file_size(daemon, "unlimited")
     with socket.create_connection((helpers.HOST, port), timeout=5) as sock:
         assert resp_command(sock, b"SET", b"later", b"y") == b"+OK\r\n"
-    assert request(daemon, "GET", "/ping") == (200, b"OK")  # a good write: healthy again
+    assert daemon.request("GET", "/ping") == (200, b"OK")  # a good write: healthy again
     daemon.stop()
     with helpers.running("ours", data_dir) as again, again.client() as conn:
         conn.sub("kept", "ch", rdy=100)
@@ -301,7 +286,7 @@ def test_a_topic_backlog_pumped_into_a_channel_that_cannot_grow_leaves_the_daemo
     limit_file_size(daemon, backlog.stat().st_size // 2)
     with daemon.client() as conn:
         conn.sub("pump", "ch", rdy=0)
-        assert helpers.wait_for(lambda: request(daemon, "GET", "/ping")[0] == 500, 5)
+        assert helpers.wait_for(lambda: daemon.request("GET", "/ping")[0] == 500, 5)
         assert daemon.alive()
         limit_file_size(daemon, "unlimited")
         conn.pub("pump", b"next")
@@ -340,15 +325,15 @@ def test_an_attributes_file_that_cannot_be_written_is_a_store_failure(data_dir: 
     log line and /ping NOK, and a new setting is refused (500); the OSError ended the leaving
     connection as an unexpected error, and /ping stayed OK."""
     with helpers.running("ours", data_dir) as daemon:
-        assert request(daemon, "POST", "/topic/config?topic=attrs&ttl=600000")[0] == 200
+        assert daemon.request("POST", "/topic/config?topic=attrs&ttl=600000")[0] == 200
         (data_dir / "trio-nsqd.attributes").unlink()
         (data_dir / "trio-nsqd.attributes").mkdir()
         with daemon.client() as conn:
             conn.sub("attrs", "e#ephemeral", rdy=1)
         assert helpers.wait_for(lambda: "ATTRIBUTES: attributes write failed" in daemon.log(), 5)
-        status, health = request(daemon, "GET", "/ping")
+        status, health = daemon.request("GET", "/ping")
         assert (status, health[:34]) == (500, b"NOK - attributes write failed - [E"), health
-        status, body = request(daemon, "POST", "/channel/config?topic=attrs&channel=c&ttl=1000")
+        status, body = daemon.request("POST", "/channel/config?topic=attrs&channel=c&ttl=1000")
         assert (status, body) == (500, b'{"message":"INTERNAL_ERROR"}')
     assert "unexpected error" not in daemon.log()
 
@@ -358,11 +343,11 @@ def test_a_good_dedupe_key_write_turns_ping_ok_again(data_dir: Path) -> None:
     next one that succeeds turns /ping OK again, as a disk queue's does; with the default
     --mem-queue-size no queue write came, and /ping stayed NOK."""
     with helpers.running("ours", data_dir, "--dedupe-window=1m") as daemon:
-        assert request(daemon, "POST", "/pub?topic=keys&dedupe_key=k1", b"one")[0] == 200
+        assert daemon.request("POST", "/pub?topic=keys&dedupe_key=k1", b"one")[0] == 200
         keys = data_dir / "trio-nsqd.dedupe"
         limit_file_size(daemon, keys.stat().st_size)
-        assert request(daemon, "POST", "/pub?topic=keys&dedupe_key=k2", b"two")[0] == 503
-        assert request(daemon, "GET", "/ping")[0] == 500
+        assert daemon.request("POST", "/pub?topic=keys&dedupe_key=k2", b"two")[0] == 503
+        assert daemon.request("GET", "/ping")[0] == 500
         limit_file_size(daemon, "unlimited")
-        assert request(daemon, "POST", "/pub?topic=keys&dedupe_key=k3", b"three")[0] == 200
-        assert request(daemon, "GET", "/ping") == (200, b"OK")
+        assert daemon.request("POST", "/pub?topic=keys&dedupe_key=k3", b"three")[0] == 200
+        assert daemon.request("GET", "/ping") == (200, b"OK")

@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -68,15 +66,6 @@ def record_starts(data: bytes) -> list[int]:
 
 def journal_files(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if ".inflight.journal" in p.name)
-
-
-def http(daemon: helpers.Daemon, path: str) -> tuple[int, bytes]:
-    req = urllib.request.Request(f"http://{helpers.HOST}:{daemon.http_port}{path}", method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
 
 
 def test_kill_9_keeps_in_flight_and_deferred_drops_finished(
@@ -252,14 +241,15 @@ def test_cancel_and_reschedule_deferred_messages_by_id(data_dir: Path) -> None:
         assert json.loads(body)["topics"][0]["channels"][0]["deferred_count"] == 2
         q = "topic=ids&channel=ch"
         cancel, move = got[b"cancel-me"], got[b"move-me"]
-        assert http(daemon, f"/message/cancel?{q}&id={cancel}") == (200, b"OK")
-        assert http(daemon, f"/message/cancel?{q}&id={cancel}") == (
+        assert daemon.request("POST", f"/message/cancel?{q}&id={cancel}") == (200, b"OK")
+        assert daemon.request("POST", f"/message/cancel?{q}&id={cancel}") == (
             404,
             b'{"message":"MESSAGE_NOT_FOUND"}',
         )
         in_flight = got[b"in-flight"]
-        assert http(daemon, f"/message/cancel?{q}&id={in_flight}")[0] == 404  # not deferred
-        assert http(daemon, f"/message/defer?{q}&id={move}&ms=100") == (200, b"OK")
+        cancel_held = daemon.request("POST", f"/message/cancel?{q}&id={in_flight}")
+        assert cancel_held[0] == 404  # not deferred
+        assert daemon.request("POST", f"/message/defer?{q}&id={move}&ms=100") == (200, b"OK")
         moved = consumer.message(timeout=5)
         assert (moved.body, moved.attempts) == (b"move-me", 2)
         status, body = daemon.http("GET", "/stats?format=json&topic=ids")
@@ -276,7 +266,7 @@ def test_cancel_and_reschedule_deferred_messages_by_id(data_dir: Path) -> None:
             ("/message/cancel?topic=nope&channel=ch&id=0000000000000000", "TOPIC_NOT_FOUND"),
             ("/message/cancel?topic=ids&channel=no&id=0000000000000000", "CHANNEL_NOT_FOUND"),
         ]:
-            status, body = http(daemon, path)
+            status, body = daemon.request("POST", path)
             assert json.loads(body) == {"message": answer}, (path, status, body)
             assert status == (404 if answer.endswith("NOT_FOUND") else 400), (path, status)
 
