@@ -14,9 +14,10 @@ A connection leaves for tasks of its own (nsqd/tcp/tasks.py) only when it needs 
 IDENTIFY that starts TLS or compression, AUTH. It leaves the epoll set and its `Client.serve`
 task starts with that command, the parser's buffered bytes and any unsent output, so the client
 sees one ordered stream either way. A SUB of a channel that a group's peer workers are still
-making (`Making`) parks its connection out of the set until they have; then the SUB runs
-again, its OK after. Heartbeats and nsqd's read deadline (two heartbeat intervals without a
-command) are kept here by a heap of per-client deadlines.
+making (`Making`) parks its connection out of the set until they have (nsqd/tcp/parking.py);
+a consumer is refilled a share at a time (nsqd/tcp/refills.py). Heartbeats and nsqd's read
+deadline (two heartbeat intervals without a command) are kept here by a heap of per-client
+deadlines.
 
 Group commit: each pass of the shared loop holds the store's `WriteBatch` (from `_passing` to
 `_passed`), so the pass's small TCP publishes (PUB) are stored together when the pass ends (one
@@ -58,13 +59,15 @@ from protocol.v2 import (
 )
 from protocol.v2.errors import ErrorCode
 
-from ..engine.api import Making, Subscription, WriteBatch
+from ..engine.api import Making, WriteBatch
 from ..log import log
-from ..net.boundary import describe, guarded
-from ..net.reactor import EpollReactor, Loop
+from ..net.boundary import guarded
+from ..net.reactor import Loop
 from ..net.transport import SocketTransport
 from . import commands
 from .connection import HIGH_WATER, OWN_TASKS
+from .parking import Parking
+from .refills import Refills
 from .tasks import RECEIVE_SIZE, upgrades
 
 if TYPE_CHECKING:
@@ -74,16 +77,6 @@ if TYPE_CHECKING:
 # and is answered without waiting for the rest of the pass: its OK is not held up by the
 # other clients' work, and the pass still groups the small publishes (PUB).
 WRITE_NOW = 32
-# A consumer's refill hands out this many messages at a time; while a publisher (or another
-# front-end's connection) is ready to be read, what is left goes on in the passes after
-# (`_refills`), each of which reads every ready connection too. Refilled at once, a consumer
-# at RDY 2500 on a disk backlog held each pass ~6 ms, and the publishers waited for it: an MPUB
-# 200 writer beside bench_reader got 25-50k msgs/s to the reader's 290k; with shares of 128,
-# 158-177k to 190-209k (the Go nsqd ~205k each), of 256 87-105k, of 64 215k to 115k.
-REFILL_BUDGET = 128
-# where nobody else waits the refill goes on at once, in larger shares (each share's look for
-# a waiting publisher, and the hand-out's own setup, cost a lone bench_reader ~10% at 128)
-REFILL_ALONE = 1024
 # what a publisher whose write failed is told, by its first command that wrote
 _FAILED: dict[type, tuple[ErrorCode, str]] = {
     Pub: (ErrorCode.E_PUB_FAILED, "PUB"),
@@ -98,7 +91,7 @@ _OUT = select.EPOLLOUT
 _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop, Sub, Rdy, Fin, Req, Touch, Cls))
 
 
-class Reactor(EpollReactor):
+class Reactor(Refills, Parking):
     def __init__(
         self, spawn: Callable[..., Any], commit: WriteBatch, loop: Loop | None = None
     ) -> None:
@@ -114,11 +107,6 @@ class Reactor(EpollReactor):
         self._wrote: type | None = None  # that first command, of the client being served
         self._spawn = spawn  # start_soon of the clients nursery
         self._lost: list[Client] = []  # whose peer was gone: dropped at the next pass
-        self._refills: list[Subscription] = []  # channels whose hand-out stopped at its budget
-        # SUBs of a channel still being made in the peer workers (`Making`), their
-        # connections out of the set until it is: then the SUB runs again, in `_passing`
-        self._parked: dict[Client, Sub] = {}
-        self._made: list[Client] = []
         self.clients: dict[int, Client] = self.conns
 
     # -- connections in and out ----------------------------------------------------------
@@ -138,7 +126,7 @@ class Reactor(EpollReactor):
         client.socket.close_now()
 
     def _forget(self, client: Client) -> bool:
-        if not self.unwatch(client) and self._parked.pop(client, None) is None:
+        if not self.unwatch(client) and not self._unpark(client):
             return False
         client.reactor = None
         client.waker = OWN_TASKS
@@ -151,38 +139,6 @@ class Reactor(EpollReactor):
         """The connection needs a task of its own from here on."""
         if self._forget(client):
             self._spawn(guarded, client, client.serve, pending)
-
-    def _park(self, client: Client, cmd: Sub, making: Making) -> None:
-        """A SUB of a channel still being made in the peer workers: its connection is not
-        read (nor timed) until the channel is made; then the SUB runs again and its OK goes,
-        followed by what the client sent meanwhile. Answers before the SUB go now."""
-        self._write(client)
-        if client.reactor is not self or not self.unwatch(client):
-            return
-        self._parked[client] = cmd
-        self._spawn(self._await_made, client, making)
-
-    async def _await_made(self, client: Client, making: Making) -> None:
-        await making.made()
-        if client in self._parked:  # not dropped meanwhile
-            self._made.append(client)
-            self.wake()
-
-    def _resume(self) -> None:
-        made, self._made = self._made, []
-        for client in made:
-            cmd = self._parked.pop(client, None)
-            if cmd is None:
-                continue
-            self.watch(client)
-            if client._sending:  # its socket was full: the rest goes when it takes output
-                self.want_output(client, True)
-            self._schedule(client)
-            try:
-                self._serve(client, cmd)
-            except Exception as exc:  # as the loop's pass does for a ready connection
-                log.error("[%s] unexpected error - %s", client, describe(exc))
-                self.drop(client)
 
     # -- the loop's hooks ------------------------------------------------------------------
 
@@ -203,43 +159,6 @@ class Reactor(EpollReactor):
             self._resume()
         if self._refills:
             self._refill()
-
-    def _refill(self) -> None:
-        """Go on with the hand-outs that stopped at their budget: a share each at least, and
-        another pass at once while some are left."""
-        owed, self._refills = self._refills, []
-        for channel in owed:
-            try:
-                if channel.dispatch_more(REFILL_BUDGET):
-                    self._go_on(channel)
-            except Exception as exc:  # its consumers' next FIN or RDY tries again
-                log.error("refilling %s failed - %s", channel, describe(exc))
-
-    def _top_up(self, client: Client) -> None:
-        """A consumer's credit changed: refill it, a share now and the rest as `_go_on` says."""
-        channel = client.channel
-        if channel is not None and channel.refresh(client, REFILL_BUDGET):
-            self._go_on(channel)
-
-    def _go_on(self, channel: Subscription) -> None:
-        """A hand-out stopped at its budget: on with it while no other kind of connection
-        waits to be read, else in the next pass."""
-        while not self._publisher_waits():
-            if not channel.dispatch_more(REFILL_ALONE):
-                return
-        if channel not in self._refills:
-            self._refills.append(channel)
-            self.wake()
-
-    def _publisher_waits(self) -> bool:
-        """A connection that consumes nothing here (a publisher, another front-end's) is
-        ready to be read (one epoll_wait that waits for nothing: ~1 us a share)."""
-        conns = self.loop.conns
-        for fd, _ in self.loop.ep.poll(0):
-            entry = conns.get(fd)
-            if entry is not None and (entry[1] is not self or entry[0].channel is None):
-                return True
-        return False
 
     def _passed(self) -> None:
         error = self._commit.release()
