@@ -4,7 +4,8 @@
   and an HTTP one answering for this worker alone; their addresses are the two lines of
   `worker-K.link` in the group's --data-path, for its peers;
 - group-wide HTTP answers (fanout.py, messages.py, attributes.py) in the API's route table,
-  and with --dedupe-window the keyed publishes made by their topic's owner (keys.py);
+  and at start what the peers made while it was starting or down (catchup.py), and with
+  --dedupe-window the keyed publishes made by their topic's owner (keys.py);
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
   channel's consumers here left;
@@ -12,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from functools import partial
@@ -22,13 +22,13 @@ import trio
 
 from protocol.v2 import encoders
 
-from ..engine.api import Refused
 from ..http import server as http_server
-from ..http.v1 import V1, HTTPError, JSONBody, Request, query_string, read_params
-from ..log import LEVELS, log
+from ..http.v1 import Request, query_string
+from ..log import log
 from ..net import listeners
 from .attributes import GroupAttributes
 from .bridge import PeerLists
+from .catchup import CatchUp
 from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
 from .identity import Identity, link_address
 from .keys import KeyOwners
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
     from ..metrics.statsd import Topics
     from ..net.reactor import Loop
 
-Queue = tuple[str, str | None, bool, dict[str, Any]]  # topic, channel, paused, attributes
-# a peer's durable queues and log level, for a starting worker (asked by peers only)
-CATCH_UP = "/group/queues"
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
 LINGER = 2.0  # seconds a pull outlives the channel's last consumer here (a reconnect keeps it)
@@ -77,11 +74,13 @@ class Worker:
         self._nursery: trio.Nursery | None = None  # run()'s, for pulls and peer requests
         self._connections = KeptConnections()  # every ask of a peer's private HTTP
         self._fanout: FanOut | None = None
+        self._catch_up: CatchUp | None = None  # with HTTP, where the peers can be asked
         if http is not None:
             fanout = self._fanout = FanOut(broker, http.api, self._peer_http, self._connections)
             fanout.install()
             GroupAttributes(fanout).install(http.api.routes)
-            http.api.routes[CATCH_UP] = {"GET": (self._queues, True, V1)}
+            catch_up = self._catch_up = CatchUp(fanout, http.node)
+            catch_up.install(http.api.routes)
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)
@@ -239,8 +238,8 @@ class Worker:
                 server = http_server.Server(handle, request_class=Request)
                 nursery.start_soon(server.serve, [(self._http_listener, None)])
             await self._await_peers()
-            if self._http is not None:
-                await self._catch_up()
+            if self._catch_up is not None:
+                await self._catch_up.run()
             listeners.listen_now()
             log.info("group: worker %d listens on the shared ports", self.identity.index)
             self._nursery = nursery
@@ -259,87 +258,6 @@ class Worker:
             # the links are files of other processes: no event of this one says they came
             while not all(self._address(peer) for peer in self.identity.peers):  # noqa: ASYNC110
                 await trio.sleep(0.01)
-
-    async def _catch_up(self) -> None:
-        """Make here the durable topics and channels that the peers up now have: one made
-        while this worker was starting or down was made in the peers whose link files were
-        there then, not here, and what is published here must reach it too (nsqd's promise).
-        A peer that starts after this worker's link file was written asks it in turn; one
-        that makes a channel from now on finds that file and asks this worker."""
-        found: list[Queue] = []
-        levels: set[str] = set()
-
-        async def one(address: tuple[str, int]) -> None:
-            try:
-                with trio.fail_after(ASK_TIMEOUT):
-                    target = CATCH_UP.encode()
-                    status, _, body = await self._connections.request(address, "GET", target)
-                if status == 200:
-                    doc = json.loads(body)
-                    found.extend(tuple(q) for q in doc["queues"])
-                    levels.add(doc["log_level"])
-            except ASK_ERRORS as exc:
-                log.warning("group: peer %s:%d gave no topics at start - %s", *address, exc)
-
-        async with trio.open_nursery() as nursery:
-            for address in self._peer_http():
-                nursery.start_soon(one, address)
-        paused: dict[tuple[str, str | None], set[bool]] = {}
-        attributes: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-        for topic, channel, is_paused, attrs in found:
-            if channel is None:
-                self.broker.create_topic(topic)
-            else:
-                self.broker.channel(topic, channel)
-            paused.setdefault((topic, channel), set()).add(is_paused)
-            attributes.setdefault((topic, channel), []).append(attrs)
-        # a pause or unpause, or attributes set, while this worker was down reached only the
-        # peers: theirs is the group's state when they agree (this worker's files have the old)
-        for (topic, channel), states in paused.items():
-            if len(states) == 1:
-                self.broker.pause(topic, channel, states.pop())
-        for (topic, channel), views in attributes.items():
-            if all(view == views[0] for view in views):
-                self._take_attributes(topic, channel, views[0])
-        if len(levels) == 1:  # a PUT /config/log_level made since the group started
-            self._set_log_level(levels.pop())
-
-    def _set_log_level(self, level: str) -> None:
-        if self._http is not None and level in LEVELS:
-            self._http.api.admin.set_log_level(level)
-
-    def _take_attributes(self, topic: str, channel: str | None, view: dict[str, Any]) -> None:
-        queue = self.broker.topics[topic]
-        mine = (queue if channel is None else queue.channels[channel]).attributes.to_json()
-        if view == mine:
-            return
-        params = {name: str(value) for name, value in view.items()}
-        try:
-            if channel is None:
-                self.broker.configure_topic(topic, params)
-            else:
-                self.broker.configure_channel(topic, channel, params)
-        except Refused as exc:  # the peers' limits are this worker's: not expected
-            log.error("group: attributes of %s/%s from the peers refused - %s", topic, channel, exc)
-
-    async def _queues(self, req: Request) -> Any:
-        """A starting peer's catch-up: this worker's durable topics and channels, each with
-        its paused flag and attributes, and its log level; asked by a peer only (a client
-        gets nsqd's 404)."""
-        if not req.peer:
-            raise HTTPError(404, "NOT_FOUND")
-        await read_params(req)
-        queues: list[Queue] = []
-        for topic in list(self.broker.topics.values()):
-            if topic.ephemeral:  # ephemeral ones live as long as their consumers, the peer's
-                continue
-            queues.append((topic.name, None, topic.paused, topic.attributes.to_json()))
-            for channel in list(topic.channels.values()):
-                if not channel.ephemeral:
-                    attrs = channel.attributes.to_json()
-                    queues.append((topic.name, channel.name, channel.paused, attrs))
-        level = self._http.node.options.log_level if self._http is not None else "info"
-        return JSONBody(json.dumps({"queues": queues, "log_level": level}).encode())
 
     def _scan(self, nursery: trio.Nursery, now: float) -> None:
         """Start the pulls a channel with consumers here lacks; stop those of a channel whose
