@@ -20,10 +20,11 @@ from ..engine.dedupe import KeyRange
 from ..engine.ports import StoreError
 from ..log import log
 from .commit import GroupCommit
+from .health import wrote
 from .records import RecordLog, legacy_framing
 
 if TYPE_CHECKING:
-    from .overflow import Health
+    from .health import Health
 
 FILENAME = "trio-nsqd.dedupe"
 _LEGACY_HEAD = struct.Struct(">II")  # the framing before records.py
@@ -103,13 +104,13 @@ class KeyFile:
     def flush(self) -> None:
         """The group commit's release: the pass's keys in one write; StoreError when it
         fails (the release refuses the pass's publishers)."""
-        wrote = self._log.pending
+        pending = self._log.pending
         try:
             self._log.flush()
         except OSError as exc:
             raise StoreError(f"dedupe keys write failed - {exc}") from exc
-        if wrote and self._health.last_error is not None:
-            self._health.last_error = None  # as nsqd: the next good write makes it healthy
+        if pending:
+            wrote(self._health)
 
     def rewrite(self, entries: Iterable[tuple[str, str, int]]) -> None:
         """Compacted to `entries`; when that cannot be written the file stays as it is (its

@@ -39,10 +39,11 @@ from ..engine.message import Message
 from ..engine.ports import StoreError
 from ..log import log
 from .commit import GroupCommit
+from .health import wrote
 from .records import RecordLog, legacy_framing
 
 if TYPE_CHECKING:
-    from .overflow import Health
+    from .health import Health
 
 SUFFIX = ".inflight.journal"
 _LEGACY_HEAD = struct.Struct(">II")  # the framing before records.py: length, crc32 of the body
@@ -261,14 +262,14 @@ class ChannelJournal:
         StoreError when it fails (the release refuses the pass's DPUBs)."""
         if self.closed:
             return
-        wrote = self._log.pending
+        pending = self._log.pending
         try:
             self._log.flush()
             self._maybe_compact()
         except OSError as exc:
             raise StoreError(self._failed(exc)) from exc
-        if wrote and self._health.last_error is not None:
-            self._health.last_error = None  # as nsqd: the next good write makes it healthy
+        if pending:
+            wrote(self._health)
 
     def needs_sync(self) -> bool:
         return self._log.needs_sync()
@@ -305,8 +306,7 @@ class ChannelJournal:
         except OSError as exc:
             self._failed(exc)
             return
-        if self._health.last_error is not None:
-            self._health.last_error = None  # as nsqd: the next good write makes it healthy
+        wrote(self._health)
 
     def _failed(self, exc: OSError) -> str:
         reason = f"journal {self.name} write failed - {exc}"

@@ -8,7 +8,7 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Final, Protocol
+from typing import Final
 
 from protocol.v2.bodies import uniform_heads
 from protocol.v2.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
@@ -19,6 +19,7 @@ from ..engine.ports import UNBOUNDED
 from .commit import GroupCommit
 from .diskqueue import DiskQueue, DiskQueueError
 from .expiries import ExpiryFile
+from .health import Health, wrote
 
 log = logging.getLogger("nsqd")
 
@@ -26,10 +27,6 @@ RECORD_SIZE: Final = struct.Struct(">i")  # go-diskqueue's frame: the record's s
 RECORD: Final = struct.Struct(">iqH")  # the frame's size and nsqd's header (timestamp, attempts)
 PUT_MANY_CHUNK: Final = 1 << 20  # bytes framed into one write by put_many
 _NO_EXPIRIES: Final[dict[bytes, int]] = {}  # a queue no message of which has its own TTL
-
-
-class Health(Protocol):
-    last_error: str | None  # the latest disk write failure, None when healthy
 
 
 def encode(msg: Message) -> bytes:
@@ -110,8 +107,7 @@ class DiskOverflow:
         except DiskQueueError as exc:
             self._health.last_error = str(exc)
             raise
-        if self._health.last_error is not None:
-            self._health.last_error = None  # as nsqd: the next good write makes it healthy
+        wrote(self._health)
         expires = msg.expires
         if expires:
             if self._expiries is None:
@@ -196,8 +192,7 @@ class DiskOverflow:
         self._stored()
 
     def _stored(self) -> None:
-        if self._health.last_error is not None:
-            self._health.last_error = None  # as put()
+        wrote(self._health)
         if self.queue.needs_sync():
             self._sync_wanted()
 
