@@ -197,20 +197,30 @@ async def test_the_probe_sees_a_ready_task_and_ready_io() -> None:
         theirs.close()
 
 
+def flood(sock: socket.socket, stop: threading.Event) -> threading.Thread:
+    """A thread (not started) that keeps the loop busy: it sends on `sock` and reads the echo,
+    as fast as the loop echoes, until `stop` is set or `sock` fails (the loop ended and closed
+    its side)."""
+
+    def run() -> None:
+        sock.settimeout(PROMPT)
+        try:
+            while not stop.is_set():
+                sock.send(b"busy" * 64)
+                sock.recv(65536)
+        except OSError:
+            pass
+
+    return threading.Thread(target=run, daemon=True)
+
+
 async def test_busy_passes_give_trio_its_turns() -> None:
     """A connection that always has input keeps the loop's passes back to back (a thread
     sending as fast as the loop echoes): a task woken by its socket, one by its timer and
     the loop's cancellation all come within PROMPT."""
     async with echo_loop() as (_, client):
         stop = threading.Event()
-
-        def flood() -> None:
-            client.settimeout(PROMPT)
-            while not stop.is_set():
-                client.send(b"busy" * 64)
-                client.recv(65536)
-
-        flooding = threading.Thread(target=flood, daemon=True)
+        flooding = flood(client, stop)
         flooding.start()
         try:
             ours, theirs = socket.socketpair()
@@ -233,17 +243,7 @@ async def test_a_busy_loop_stops_when_cancelled() -> None:
     ours, theirs = socket.socketpair()
     echo.watch(Conn(ours))
     stop = threading.Event()
-
-    def flood() -> None:
-        theirs.settimeout(PROMPT)
-        try:
-            while not stop.is_set():
-                theirs.send(b"busy" * 64)
-                theirs.recv(65536)
-        except OSError:  # the loop ended and closed its side
-            pass
-
-    flooding = threading.Thread(target=flood, daemon=True)
+    flooding = flood(theirs, stop)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(loop.run)
