@@ -3,10 +3,11 @@ and TLS+deflate: per mode, a Writer publishes N messages (half PUB, half MPUB of
 Reader consumes them; every body must arrive once, and both connections must really have
 upgraded (an SSL stream, a snappy/deflate encoder).
 
-    python tests/tls/pynsq_tls.py --nsqd 127.0.0.1:4150 --ca ca.pem [--modes tls,snappy] [-n 1000]
+    PYTHONPATH=. python tests/tls/pynsq_tls.py --nsqd 127.0.0.1:4150 --ca ca.pem [--modes tls]
 
 Prints ``RESULT PASS|FAIL <mode> <seconds> <detail>`` per mode; exit status 0 when all passed.
-Every wait is bounded."""
+Every wait is bounded. Its waits and publishes are the pynsq conformance harness's
+(conformance/clients/pynsq/harness.py: the repository's root on PYTHONPATH)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,14 @@ import logging
 import ssl
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import nsq
 from tornado.iostream import SSLIOStream
 
+from conformance.clients.pynsq.harness import mpub, pub, wait_for
+
 MODES = ("tls", "snappy", "deflate", "tls+snappy", "tls+deflate")
-
-
-async def wait_for(cond: Callable[[], bool], within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        await asyncio.sleep(0.01)
-    return cond()
 
 
 def conn_options(mode: str, ca: str, cert: str | None, key: str | None) -> dict[str, Any]:
@@ -61,20 +54,6 @@ def upgrades(conn: Any) -> set[str]:
     return found
 
 
-async def publish(w: Any, command: str, *args: Any) -> None:
-    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def callback(_conn: Any, data: Any) -> None:
-        if not fut.done():
-            if isinstance(data, Exception):
-                fut.set_exception(RuntimeError(f"{command}: {data!r}"))
-            else:
-                fut.set_result(None)
-
-    getattr(w, command)(*args, callback=callback)
-    await asyncio.wait_for(fut, 5.0)
-
-
 async def exchange(
     nsqd: str, mode: str, n: int, opts: dict[str, Any], run: str
 ) -> tuple[bool, str]:
@@ -98,9 +77,9 @@ async def exchange(
             return False, f"Writer connection upgraded to {sorted(got)}, want {sorted(want)}"
         half = n // 2
         for body in bodies[:half]:
-            await publish(w, "pub", topic, body)
+            await pub(w, topic, body)
         for i in range(half, n, 50):
-            await publish(w, "mpub", topic, bodies[i : i + 50])
+            await mpub(w, topic, bodies[i : i + 50])
         r = nsq.Reader(
             topic=topic,
             channel="ch",

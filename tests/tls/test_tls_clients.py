@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tls_support import Certs, Daemon, start_daemon
+from tls_support import Certs, Daemon, nsqd_process, start_daemon
 
 HERE = Path(__file__).resolve().parent
 MODES = ("tls", "snappy", "deflate", "tls+snappy", "tls+deflate")
@@ -53,9 +53,8 @@ def test_gonsq(nsqd: Daemon, certs: Certs, gonsq_bin: Path) -> None:
 
 def test_pynsq(nsqd: Daemon, certs: Certs) -> None:
     script = HERE / "pynsq_tls.py"
-    assert_all_passed(
-        run_client([sys.executable, str(script), "--nsqd", nsqd.tcp_address, "--ca", certs.ca])
-    )
+    argv = [sys.executable, str(script), "--nsqd", nsqd.tcp_address, "--ca", certs.ca]
+    assert_all_passed(run_client(argv, nsqd_process.pythonpath_env()))  # for the harness
 
 
 def test_nsqjs(nsqd: Daemon, certs: Certs, nsqjs_env: dict[str, str]) -> None:
