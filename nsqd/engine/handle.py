@@ -59,11 +59,18 @@ class ChannelHandle:
             yield self._deliveries(msgs, due)
 
     def receive(
-        self, lease: str, n: int, timeout: float, max_bytes: int = 0, again: bool = False
+        self,
+        lease: str,
+        n: int,
+        timeout: float,
+        max_bytes: int = 0,
+        again: bool = False,
+        held_only: bool = False,
     ) -> Deliveries:
         """Up to n messages in flight under the named lease for `timeout` s (leases.receive)."""
         channel = self._channel
-        msgs = leases.receive(channel, self._lease(lease), n, timeout, max_bytes, again)
+        holder = self._lease(lease)
+        msgs = leases.receive(channel, holder, n, timeout, max_bytes, again, held_only)
         return self._deliveries(msgs, leases.due_ms(msgs[0].deadline) if msgs else 0)
 
     def pop(self, lease: str, n: int, timeout: float) -> Deliveries:

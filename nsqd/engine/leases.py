@@ -81,13 +81,21 @@ def held_by(channel: Channel, lease: Lease) -> list[bytes]:
 
 
 def receive(
-    channel: Channel, lease: Lease, n: int, timeout: float, max_bytes: int = 0, again: bool = False
+    channel: Channel,
+    lease: Lease,
+    n: int,
+    timeout: float,
+    max_bytes: int = 0,
+    again: bool = False,
+    held_only: bool = False,
 ) -> list[Message]:
     """Up to n messages for `lease`, in flight for `timeout` s.
 
     `again` (a retried receive: a Spark task run twice, a batch replayed after a restart) gives
     back first what the lease already holds, oldest first, each touched for `timeout` (attempts
-    unchanged: the same delivery), then queued messages up to n. With `max_bytes`, taking stops
+    unchanged: the same delivery), then queued messages up to n; `held_only` with it stops
+    there (a group's worker gathers every worker's held messages before any takes a new one:
+    group/messages.py). With `max_bytes`, taking stops
     once the bodies reach it; queued messages are taken in chunks that start at one message and
     at most double (sized by the largest body seen), so only the last chunk can pass the cap,
     by fewer messages than were taken before it. Neither changes `Channel.lend`."""
@@ -98,6 +106,8 @@ def receive(
         msgs = held[:n]
         for m in msgs:
             channel.touch(lease, m.id, timeout)
+        if held_only:
+            return msgs
     if not max_bytes:
         return msgs + channel.lend(lease, n - len(msgs), timeout)
     size = sum(len(m.body) for m in msgs)

@@ -58,6 +58,7 @@ GATHERED = (("GET", "/channel/peek"), ("POST", "/channel/receive"), ("POST", "/c
 BY_ID = ["/message/fin", "/message/req", "/message/touch", "/message/cancel", "/message/defer"]
 _BINARY = b"Accept: application/octet-stream\r\n"
 _POP, _RECEIVE = b"/channel/pop", b"/channel/receive"
+_AGAIN = ("true", "1")  # a receive's `again` values that give back what its lease holds
 _FRAME_ID = 18  # a message frame: size, type, timestamp, attempts, then the id
 Address = tuple[str, int]
 
@@ -82,63 +83,92 @@ class GroupMessages:
         async def handle(req: Request) -> Any:
             if req.peer:
                 return await local(req)
-            missing: HTTPError | None = None
-            try:
-                answer = await local(req)  # every argument checked here first
-                binary = type(answer) is BinaryBody
-                parts = [split_messages(answer, binary)]
-            except Refused as exc:
-                if exc.http_status != 404:
-                    raise
-                # a topic or channel this worker lacks (made while it was down, not yet
-                # caught up): a peer may have it
-                missing, binary, parts = refused(exc), accepts_frames(req), [[]]
-            # where the queue is missing here, the first peer that has it judges the arguments
-            # (asked them as they came); after that, each is asked for what is still wanted
-            judged = missing is None
-            wanted, limit = _wanted(req) if judged else (0, 0)
-            got, taken = len(parts[0]), _bytes(parts[0], binary)
-            headers = _BINARY if binary else b""
-            refusals: list[tuple[int, bytes]] = []  # the peers' that lack the queue too
-            pop = req.raw_path == _POP
-            for address in self._fanout.peers():
-                if judged and (got >= wanted or (limit and taken >= limit)):
-                    break
-                target = req.target
-                if judged:
-                    rest = {"n": str(wanted - got)}
-                    if limit:
-                        rest["max_bytes"] = str(limit - taken)
-                    target = _with(req, **rest)
-                if pop:  # received, then finished (the docstring says why)
-                    target = _RECEIVE + target[len(_POP) :]
-                try:
-                    with trio.fail_after(ASK_TIMEOUT):
-                        status, body = await self._fanout.ask(address, req.method, target, headers)
-                except ASK_ERRORS as exc:
-                    log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
-                    continue
-                if status == 200:
-                    parts.append(split_messages(body, binary))
-                    if pop:
-                        await self._popped(address, req, parts[-1], binary)
-                    got += len(parts[-1])
-                    taken += _bytes(parts[-1], binary)
-                    if not judged:
-                        judged, (wanted, limit) = True, _wanted(req)
-                elif not judged:
-                    refusals.append((status, body))
-                    if not _queue_missing(status, body):  # judged where the queue is
-                        raise peer_error(status, body)
-            if len(parts) == 1:
-                if missing is not None:
-                    raise _judged(missing, refusals)
-                return answer
-            if binary:
-                return BinaryBody(b"".join(frame for part in parts for frame in part))
-            return JSONBody(go_json({"messages": [m for part in parts for m in part]}))
+            if req.raw_path == _RECEIVE and req.arg("again") in _AGAIN:
+                return await self._again(local, req)
+            return await self._gather(local, req)
 
         return handle
+
+    async def _again(self, local: Handler, req: Request) -> Any:
+        """A receive with `again`: what the lease holds in every worker (`again=held`), and
+        only then new messages for the rest (`again=false`). Asked as one, the worker that got
+        it would fill `n` with its own new messages before asking a peer for what the lease
+        holds there, and those, finished with the lease, were never read (a Spark task whose
+        retry reached another worker than its first run)."""
+        held = await self._gather(local, req.with_args(again="held"), by_bytes=False)
+        binary = type(held) is BinaryBody
+        got = split_messages(held, binary)
+        wanted, limit = _wanted(req)
+        taken = _bytes(got, binary)
+        if len(got) >= wanted or (limit and taken >= limit):
+            return held
+        rest = {"again": "false", "n": str(wanted - len(got))}
+        if limit:
+            rest["max_bytes"] = str(limit - taken)
+        more = await self._gather(local, req.with_args(**rest))
+        return _joined(got + split_messages(more, binary), binary)
+
+    async def _gather(self, local: Handler, req: Request, by_bytes: bool = True) -> Any:
+        """This worker's answer, then the peers' for what is still wanted (`by_bytes`: whether
+        `max_bytes` bounds it, else `n` alone: a lease's held messages are given back whole)."""
+        missing: HTTPError | None = None
+        try:
+            answer = await local(req)  # every argument checked here first
+            binary = type(answer) is BinaryBody
+            parts = [split_messages(answer, binary)]
+        except Refused as exc:
+            if exc.http_status != 404:
+                raise
+            # a topic or channel this worker lacks (made while it was down, not yet
+            # caught up): a peer may have it
+            missing, binary, parts = refused(exc), accepts_frames(req), [[]]
+        # where the queue is missing here, the first peer that has it judges the arguments
+        # (asked them as they came); after that, each is asked for what is still wanted
+        judged = missing is None
+        wanted, limit = _wanted(req) if judged else (0, 0)
+        got, taken = len(parts[0]), _bytes(parts[0], binary)
+        headers = _BINARY if binary else b""
+        refusals: list[tuple[int, bytes]] = []  # the peers' that lack the queue too
+        pop = req.raw_path == _POP
+        leased = req.raw_path == _RECEIVE and bool(req.arg("lease"))
+        for address in self._fanout.peers():
+            if judged and (got >= wanted or (by_bytes and limit and taken >= limit)):
+                break
+            target = req.target
+            if judged:
+                rest = {"n": str(wanted - got)}
+                if limit:
+                    rest["max_bytes"] = str(limit - taken)
+                target = _with(req, **rest)
+            if pop:  # received, then finished (the docstring says why)
+                target = _RECEIVE + target[len(_POP) :]
+            try:
+                with trio.fail_after(ASK_TIMEOUT):
+                    status, body = await self._fanout.ask(address, req.method, target, headers)
+            except ASK_ERRORS as exc:
+                log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
+                if leased and isinstance(exc, trio.TooSlowError):
+                    # it lives, and may take under the lease after all: left out, those
+                    # would be finished with the lease unread; the caller asks again
+                    raise HTTPError(503, "PEER_UNAVAILABLE") from None
+                continue  # down: what it held under the lease went with it
+            if status == 200:
+                parts.append(split_messages(body, binary))
+                if pop:
+                    await self._popped(address, req, parts[-1], binary)
+                got += len(parts[-1])
+                taken += _bytes(parts[-1], binary)
+                if not judged:
+                    judged, (wanted, limit) = True, _wanted(req)
+            elif not judged:
+                refusals.append((status, body))
+                if not _queue_missing(status, body):  # judged where the queue is
+                    raise peer_error(status, body)
+        if len(parts) == 1:
+            if missing is not None:
+                raise _judged(missing, refusals)
+            return answer
+        return _joined([m for part in parts for m in part], binary)
 
     async def _popped(
         self, address: Address, req: Request, messages: list[Any], binary: bool
@@ -287,6 +317,13 @@ async def finish_at(
     except ASK_ERRORS as exc:
         body = str(exc).encode()
     log.warning("group: peer %s:%d did not finish %s - %s", *address, target, body[:200])
+
+
+def _joined(messages: list[Any], binary: bool) -> Any:
+    """One answer of split messages: the frames back to back, or the JSON."""
+    if binary:
+        return BinaryBody(b"".join(messages))
+    return JSONBody(go_json({"messages": messages}))
 
 
 def split_messages(body: bytes, binary: bool) -> list[Any]:

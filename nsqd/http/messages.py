@@ -22,7 +22,8 @@ once the bodies reach B (the last chunk may pass it: engine/leases.receive). `ag
 receive with a named lease gives back first what that lease already holds (touched for `vt`,
 attempts unchanged), then queued messages up to n: a retried reader (a Spark task run again, a
 batch replayed from a checkpoint) gets the same messages instead of a second set while the
-first stays leased. Engine side: engine/leases.py, Channel.lend.
+first stays leased; `again=held` gives back what the lease holds and nothing else. Engine side:
+engine/leases.py, Channel.lend.
 
 A large answer is taken (receive, pop) and encoded in chunks of `CHUNK` messages with a turn
 of the loop between them, so other clients are served meanwhile: a pop of 100,000 held every
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
     from ..node import Node
 
 _ID = re.compile(rb"[0-9a-f]{16}")
+# receive's `again`: "held" gives back what the lease holds and takes nothing new (a group's
+# worker gathers that from every worker first: group/messages.py)
+_AGAIN = ("true", "false", "1", "0", "held")
 MAX_N = 1_000_000  # messages per peek, receive or pop
 CHUNK = 2048  # messages taken or encoded between two turns of the loop (~10-20 ms)
 
@@ -97,11 +101,12 @@ class MessageHandlers:
         lease = self._lease(req)
         query = req.query()
         again = (query.get("again") or ["false"])[0]
-        if again not in ("true", "false", "1", "0"):
+        if again not in _AGAIN:
             raise HTTPError(400, "INVALID_AGAIN")
         max_bytes = self._ms(req, "max_bytes", 0, 1 << 62, "INVALID_MAX_BYTES")
-        if again in ("true", "1"):  # what the lease holds comes first, whole: one take
-            parts = [channel.receive(lease, n, vt_ms / 1000, max_bytes, True)]
+        if again not in ("false", "0"):  # what the lease holds comes first, whole: one take
+            held_only = again == "held"
+            parts = [channel.receive(lease, n, vt_ms / 1000, max_bytes, True, held_only)]
         else:
             parts = await _taken(
                 lambda k, room: channel.receive(lease, k, vt_ms / 1000, room), n, max_bytes

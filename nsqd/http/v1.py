@@ -8,6 +8,7 @@ with `X-NSQ-Content-Type: nsq; version=1.0`. `config_value` is an option as /con
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Mapping
@@ -123,6 +124,15 @@ class Request(http_server.Request):
         """The first value of a query parameter, None if absent (nsqd's ReqParams.Get)."""
         values = self.query().get(name)
         return values[0] if values else None
+
+    def with_args(self, **changed: str) -> Request:
+        """This request with some query values changed (a group's worker asking itself and
+        its peers for a part of what was asked); the body is the original's, unread."""
+        other = copy.copy(self)
+        other._query = {**self.query(), **{k: [v] for k, v in changed.items()}}
+        other.query_string = query_string(other._query, doseq=True)
+        other.target = self.raw_path + b"?" + other.query_string
+        return other
 
 
 # -- rendering ---------------------------------------------------------------------------------

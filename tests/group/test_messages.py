@@ -261,3 +261,42 @@ def test_a_pop_whose_peer_answers_too_late_loses_nothing(group: Group) -> None:
     assert [set(m) for m in json.loads(answer)["messages"]] == [
         {"id", "timestamp", "attempts", "body"}
     ]
+
+
+def test_a_receive_asked_again_elsewhere_gets_back_what_its_lease_holds(group: Group) -> None:
+    """A receive under a lease, asked again (`again=true`, a Spark task run twice) of another
+    worker, gets back what the lease holds in every worker before any new message: worker 1,
+    asked again with a backlog of its own, filled `n` with new messages and never asked worker
+    0 for the ones the lease held there, which the lease's FIN then finished unread."""
+    group.start()
+    _fill(group, 6)
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=6&lease=L&again=true")
+    held = _bodies(answer)
+    assert status == 200 and {b[:2] for b in held.values()} == {b"w0"}  # worker 0's own six
+    status, frames = _ask(group, 1, f"/channel/receive?{Q}&n=8&lease=L&again=true", binary=True)
+    again, pos = [], 0
+    while pos < len(frames):  # nsqd's frames: size, type, timestamp, attempts, id, body
+        (size,) = struct.unpack_from(">i", frames, pos)
+        again.append(frames[pos + 18 : pos + 34].decode())
+        pos += 4 + size
+    assert status == 200 and sorted(again[:6]) == sorted(held) and len(again) == 8  # + 2 new
+    status, answer = _ask(group, 0, f"/message/fin?{Q}&lease=L")
+    assert json.loads(answer) == {"ok": 8, "failed": []}  # every one of them was read
+
+
+def test_a_leased_receive_whose_peer_answers_too_late_is_refused(group: Group) -> None:
+    """A receive under a named lease whose peer does not answer in time (stopped) is refused
+    (503): the peer takes under the lease once it runs again, and an answer that left those
+    out (a 200 with worker 0's messages alone) had them finished with the lease unread. Asked
+    again once the peer answers, the lease's messages come back from both workers."""
+    group.start()
+    bodies = _fill(group, 3)
+    worker_1 = group.pids()[1]
+    os.kill(worker_1, signal.SIGSTOP)
+    try:
+        status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=6&lease=L&again=true")
+        assert (status, json.loads(answer)) == (503, {"message": "PEER_UNAVAILABLE"})
+    finally:
+        os.kill(worker_1, signal.SIGCONT)
+    status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=6&lease=L&again=true")
+    assert status == 200 and set(_bodies(answer).values()) == bodies

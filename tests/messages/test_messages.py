@@ -218,6 +218,9 @@ def test_a_retried_receive_gets_what_its_lease_holds_first(daemon: helpers.Daemo
     ]
     second = msgs(daemon, f"/channel/receive?{Q}&n=2&lease=tok-4-0")
     assert not {m["id"] for m in second} & {m["id"] for m in again}
+    # `again=held`: what the lease holds, nothing new (a group gathers it from every worker)
+    held = msgs(daemon, f"/channel/receive?{Q}&n=100&lease=tok-4-0&again=held")
+    assert {m["id"] for m in held} == {m["id"] for m in again + second}
     assert call(daemon, "POST", f"/message/fin?{Q}&lease=tok-4-0")[1] == {"ok": 7, "failed": []}
     status, doc = call(daemon, "POST", f"/channel/receive?{Q}&lease=x&again=maybe")
     assert (status, doc["message"]) == (400, "INVALID_AGAIN")
