@@ -101,7 +101,7 @@ def test_retried_task_publishes_nothing_twice(dnsqd: Proc, topic: str, report: A
     report(f"sink, retried task: keys 0 duplicates; TCP {sum(again.values()) - n} duplicates")
 
 
-def _files(folder: Path, count: int, rows: int) -> list[str]:
+def batch_files(folder: Path, count: int, rows: int) -> list[str]:
     folder.mkdir()
     lines = []
     for k in range(count):
@@ -113,7 +113,7 @@ def _files(folder: Path, count: int, rows: int) -> list[str]:
     return lines
 
 
-def _stream(spark: Any, src: Path, nsqd: Proc, topic: str, ckpt: Path, **trigger: Any) -> Any:
+def files_to_nsq(spark: Any, src: Path, nsqd: Proc, topic: str, ckpt: Path, **trigger: Any) -> Any:
     return (
         spark.readStream.option("maxFilesPerTrigger", "1")
         .text(str(src))
@@ -145,7 +145,7 @@ def test_streaming_sink_retried_after_nsqd_restart_no_duplicates(
     once (over TCP, `dedupe=off`, the rows stored before the stop come twice)."""
     files, rows = 6, 1000
     src, ckpt = tmp_path / "in", tmp_path / "ckpt"
-    sent = _files(src, files, rows)
+    sent = batch_files(src, files, rows)
     daemon = our_nsqd(["--dedupe-window=10m"])
     try:
 
@@ -153,7 +153,7 @@ def test_streaming_sink_retried_after_nsqd_restart_no_duplicates(
             n = depth(daemon, topic)
             return n if 0 < n % rows < rows * 0.8 and n < (files - 1) * rows else 0
 
-        query = _stream(spark, src, daemon, topic, ckpt, processingTime="0 seconds")
+        query = files_to_nsq(spark, src, daemon, topic, ckpt, processingTime="0 seconds")
         try:
             held = wait_until(mid_batch, 120, 0.01, "a micro-batch half published")
             daemon = restart(daemon)
@@ -163,7 +163,7 @@ def test_streaming_sink_retried_after_nsqd_restart_no_duplicates(
         finally:
             query.stop()
         assert before % rows != 0, (held, before)  # part of a batch stored, not committed
-        query = _stream(spark, src, daemon, topic, ckpt, availableNow=True)
+        query = files_to_nsq(spark, src, daemon, topic, ckpt, availableNow=True)
         assert query.awaitTermination(180)
         got = Counter(drain(daemon.tcp, topic, "check", len(sent), settle=1.0))
     finally:
