@@ -59,6 +59,10 @@ BY_ID = ["/message/fin", "/message/req", "/message/touch", "/message/cancel", "/
 _BINARY = b"Accept: application/octet-stream\r\n"
 _POP, _RECEIVE = b"/channel/pop", b"/channel/receive"
 _AGAIN = ("true", "1")  # a receive's `again` values that give back what its lease holds
+# seconds a peer has for its part of a receive under a named lease (up to a Spark partition's
+# 8 MiB of frames): one that does not answer fails the receive (503), and a loaded peer that
+# needs more than ASK_TIMEOUT for such a part would fail each retry too (each asks for it again)
+LEASED_ASK_TIMEOUT = 10.0
 _FRAME_ID = 18  # a message frame: size, type, timestamp, attempts, then the id
 Address = tuple[str, int]
 
@@ -143,7 +147,7 @@ class GroupMessages:
             if pop:  # received, then finished (the docstring says why)
                 target = _RECEIVE + target[len(_POP) :]
             try:
-                with trio.fail_after(ASK_TIMEOUT):
+                with trio.fail_after(LEASED_ASK_TIMEOUT if leased else ASK_TIMEOUT):
                     status, body = await self._fanout.ask(address, req.method, target, headers)
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)

@@ -20,7 +20,9 @@ from .conftest import PEER_HEADER, Group
 Q = "topic=t&channel=c"
 
 
-def _ask(group: Group, k: int, path: str, body: bytes = b"", binary: bool = False):
+def _ask(
+    group: Group, k: int, path: str, body: bytes = b"", binary: bool = False, wait: float = 5.0
+):
     """POST (GET for peek and stats) to worker k's own HTTP listener, as a group's client."""
     method = "GET" if path.startswith(("/channel/peek", "/stats")) else "POST"
     headers = {"Accept": "application/octet-stream"} if binary else {}
@@ -28,7 +30,7 @@ def _ask(group: Group, k: int, path: str, body: bytes = b"", binary: bool = Fals
         f"http://{group.private_http(k)}{path}", data=body or None, method=method, headers=headers
     )
     try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
+        with urllib.request.urlopen(req, timeout=wait) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -285,16 +287,16 @@ def test_a_receive_asked_again_elsewhere_gets_back_what_its_lease_holds(group: G
 
 
 def test_a_leased_receive_whose_peer_answers_too_late_is_refused(group: Group) -> None:
-    """A receive under a named lease whose peer does not answer in time (stopped) is refused
-    (503): the peer takes under the lease once it runs again, and an answer that left those
-    out (a 200 with worker 0's messages alone) had them finished with the lease unread. Asked
-    again once the peer answers, the lease's messages come back from both workers."""
+    """A receive under a named lease whose peer does not answer in time (stopped; 10 s) is
+    refused (503): the peer takes under the lease once it runs again, and an answer that left
+    those out (a 200 with worker 0's messages alone) had them finished with the lease unread.
+    Asked again once the peer answers, the lease's messages come back from both workers."""
     group.start()
     bodies = _fill(group, 3)
     worker_1 = group.pids()[1]
     os.kill(worker_1, signal.SIGSTOP)
     try:
-        status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=6&lease=L&again=true")
+        status, answer = _ask(group, 0, f"/channel/receive?{Q}&n=6&lease=L&again=true", wait=30)
         assert (status, json.loads(answer)) == (503, {"message": "PEER_UNAVAILABLE"})
     finally:
         os.kill(worker_1, signal.SIGCONT)
