@@ -16,6 +16,13 @@ that a reader sees one nsqd:
   with this worker's reason.
 - fin and req with `lease=NAME` and no ids: every worker acts on what the lease holds there;
   the counts are summed.
+- a receive under a named lease is finished whole by a later caller (`fin?lease=`, a Spark
+  driver after its commit), so nothing the lease took may be left out of its answer: with
+  `again=true` what the lease holds in every worker comes first (`again=held` here, then at
+  each peer), and only then new messages; a peer that does not answer in time refuses the
+  receive (503 PEER_UNAVAILABLE, the caller asks again) rather than being left out while it
+  may still take under the lease. A peer that is down took nothing (or lost it with its
+  in-flight state: the journal puts it back in the queue).
 - pop asks its peers with `/channel/receive` and then finishes what came (`finish_at`), not
   with `/channel/pop`: a peer that answers after ASK_TIMEOUT (stopped, busy) has taken what it
   was asked for all the same, and a pop's messages, finished there and left out of the answer
