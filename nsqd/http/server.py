@@ -255,9 +255,15 @@ class Connection:
             except Exception as exc:
                 log.error("HTTP: error in %s %s - %s", request.method, request.path, describe(exc))
                 status, headers, body = _INTERNAL_ERROR
+            # the handler's reads met the end of the stream inside a Content-Length body: Go's
+            # body reader then reads as ended, so its answer keeps keep-alive's headers (no
+            # `Connection: close`) and the next read ends the connection
+            cut = self.eof and request.header(b"transfer-encoding") is None
             linger = conn.their_state is not _DONE and not await self._finish_body(request)
             if event.http_version == b"2.0":  # an HTTP/2 preface, answered as Go does, then closed
                 linger = True
+            elif cut:
+                linger = False  # nothing left to drain: the client's side is closed
             if linger:
                 headers = [*headers, (b"Connection", b"close")]
             data = conn.send(gonet.response(status, headers))
