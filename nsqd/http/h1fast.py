@@ -12,6 +12,11 @@ state as a kept-alive one). So whatever h11 answers or refuses, it still does: t
 takes requests h11 would accept, and gives them the same events (see tests/http, run against the
 Go nsqd as well).
 
+Between requests it reads as net/http does rather than as h11 (in either mode): after a POST
+it skips up to 4 CR or LF bytes, it judges a request after the first only once 4 bytes of it
+came (net/http's Peek(4)), and it says whether net/http answers a head cut short by the end of
+the stream (`cut_head_answered`).
+
 It offers the verbs of parser.ServerConnection and returns h11's event types, except for the
 request head: a `Head` with the attributes the server reads from h11's Request; and it is its
 own fast path (parser.FastPath: `fast` is itself) while requests are plain."""
@@ -40,6 +45,9 @@ _UNSEEN = object()
 # id(Response event) -> (the event, its head bytes, body length, chunked, keep-alive)
 _heads: dict[int, tuple[h11.Response, bytes, int, bool, bool]] = {}
 _MAX_CHUNK = 1 << 64  # Go's chunked reader takes at most 16 hex digits of chunk size
+# net/http skips this many CR or LF bytes before the request after a POST (old clients end a
+# POST body with a CRLF); and it reads a request after the first only once this many bytes came
+_AFTER_POST = 4
 
 
 class Head:
@@ -109,6 +117,7 @@ class FastConnection:
     __slots__ = (
         "_buf",
         "_chunked",
+        "_crlf",
         "_eof",
         "_h11",
         "_keep_alive",
@@ -116,7 +125,10 @@ class FastConnection:
         "_max_head",
         "_our",
         "_out_left",
+        "_post",
         "_remaining",
+        "_served",
+        "_skipped",
         "_their",
     )
 
@@ -132,6 +144,10 @@ class FastConnection:
         self._out_left = 0  # response body bytes still owed (Content-Length framing)
         self._our: Any = h11.IDLE
         self._their: Any = h11.IDLE
+        self._post = False  # the last request was a POST
+        self._served = False  # a request was served before the one now read
+        self._crlf = 0  # CR/LF bytes net/http would still skip before this request
+        self._skipped = 0  # those it skipped
 
     @property
     def h11(self) -> Any:
@@ -167,6 +183,8 @@ class FastConnection:
         return self._h11 is not None and self._h11.they_are_waiting_for_100_continue
 
     def receive_data(self, data: bytes) -> None:
+        if self._crlf and data:  # nothing else buffered: bytes before the next request
+            data = data[self._skip_crlf(data) :]
         if self._h11 is not None:
             self._h11.receive_data(data)
         elif data:
@@ -176,7 +194,12 @@ class FastConnection:
 
     def next_event(self) -> Any:
         if self._h11 is not None:
-            return self._h11.next_event()
+            if self._served and self._h11.their_state is h11.IDLE and self._peeking():
+                return h11.NEED_DATA
+            event = self._h11.next_event()
+            if type(event) is h11.Request:
+                self._post = event.method == b"POST"
+            return event
         their = self._their
         if their is h11.SEND_BODY:
             return self._body_event()
@@ -187,6 +210,8 @@ class FastConnection:
         if end < 0:
             if not buf and not self._eof:
                 return h11.NEED_DATA
+            if self._served and not self._eof and len(buf) + self._skipped < _AFTER_POST:
+                return h11.NEED_DATA  # net/http's Peek(4) before a later request
             if (
                 self._eof
                 or len(buf) > self._max_head
@@ -194,16 +219,19 @@ class FastConnection:
                 or b"\n\n" in buf
                 or b"\n\r\n" in buf  # h11 ends a head at LF (CR) LF too
             ):
-                return self._hand_over().next_event()
+                self._hand_over()
+                return self.next_event()
             return h11.NEED_DATA
         parsed = _parse_head(bytes(buf[:end])) if end <= self._max_head else None
         if parsed is None:
-            return self._hand_over().next_event()
+            self._hand_over()
+            return self.next_event()
         del buf[: end + 4]
         head, length = parsed
         self._length = self._remaining = length
         self._their = h11.SEND_BODY
         self._our = h11.SEND_RESPONSE
+        self._post = head.method == b"POST"
         return head
 
     def buffered_request(self) -> tuple[Head, int, int] | None:
@@ -226,6 +254,7 @@ class FastConnection:
         those after its EndOfMessage event (theirs DONE, ours SEND_RESPONSE)."""
         start = end + 4
         buf = self._buf
+        self._post = buf.startswith(b"POST ")
         body = bytes(buf[start : start + length])
         del buf[: start + length]
         self._length = length
@@ -339,21 +368,65 @@ class FastConnection:
     def start_next_cycle(self) -> None:
         if self._h11 is not None:
             self._h11.start_next_cycle()
-            return
-        if self._our is not h11.DONE or self._their is not h11.DONE:
+        elif self._our is not h11.DONE or self._their is not h11.DONE:
             raise h11.LocalProtocolError("not in a reusable state")
-        self._our = self._their = h11.IDLE
+        else:
+            self._our = self._their = h11.IDLE
+        self._served = True
+        self._skipped = 0
+        self._crlf = _AFTER_POST if self._post else 0
+        if self._crlf:
+            self._skip_buffered_crlf()
+
+    def _skip_crlf(self, data: bytes | bytearray) -> int:
+        """How many leading bytes of `data`, the first of the next request, net/http skips
+        (CR or LF, up to 4 in all after a POST); no more once another byte came."""
+        limit = min(self._crlf, len(data))
+        skip = 0
+        while skip < limit and data[skip] in b"\r\n":
+            skip += 1
+        self._skipped += skip
+        self._crlf = self._crlf - skip if skip == len(data) else 0
+        return skip
+
+    def _skip_buffered_crlf(self) -> None:
+        if self._h11 is None:
+            del self._buf[: self._skip_crlf(self._buf[:_AFTER_POST])]
+            return
+        data, closed = self._h11.trailing_data  # h11 has no verb to drop bytes: a fresh one
+        skip = self._skip_crlf(data[:_AFTER_POST])
+        if skip:
+            self._h11 = _fresh_h11(self._max_head, data[skip:], closed)
+
+    def _peeking(self) -> bool:
+        """h11 between requests: net/http would still wait for the next one's first 4 bytes
+        (a Peek(4)) before it reads it, so nothing is judged yet."""
+        data, closed = self._h11.trailing_data
+        return not closed and len(data) + self._skipped < _AFTER_POST
+
+    def cut_head_answered(self) -> bool:
+        """At the end of the stream inside a request head: whether net/http answers it (a 400).
+        It reads the first request from its first byte, a later one once 4 bytes of it came
+        (a Peek(4)), the CR/LF it skipped after a POST counted."""
+        pending = len(self._buf) if self._h11 is None else len(self._h11.trailing_data[0])
+        return pending > 0 and (not self._served or pending + self._skipped >= _AFTER_POST)
 
     def _hand_over(self) -> Any:
         """From now on h11 serves this connection, starting from every byte not yet parsed."""
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self._max_head)
-        if self._buf:
-            conn.receive_data(bytes(self._buf))
-        if self._eof:
-            conn.receive_data(b"")
+        conn = _fresh_h11(self._max_head, bytes(self._buf), self._eof)
         self._buf = bytearray()
         self._h11 = conn
         return conn
+
+
+def _fresh_h11(max_head: int, data: bytes, eof: bool) -> Any:
+    """An h11 connection between requests, given the bytes received after them."""
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head)
+    if data:
+        conn.receive_data(data)
+    if eof:
+        conn.receive_data(b"")
+    return conn
 
 
 def _comma_values(value: bytes) -> list[bytes]:

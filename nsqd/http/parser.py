@@ -90,6 +90,10 @@ class ServerConnection(Protocol):
         """The chunk being read declared a size Go's net/http refuses."""
         ...
 
+    def cut_head_answered(self) -> bool:
+        """At the end of the stream inside a request head: whether net/http answers it."""
+        ...
+
 
 def server_connection(max_head_bytes: int) -> ServerConnection:
     return FastConnection(max_head_bytes)

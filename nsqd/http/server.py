@@ -235,7 +235,7 @@ class Connection:
                 # h11 re-raises its error from a frame that holds it: a cycle, kept (with this
                 # connection) until a full collection under the daemon's gc thresholds
                 exc.__traceback__ = None
-                if not self.eof:  # net/http does not answer a request cut short
+                if not self.eof or conn.cut_head_answered():  # else net/http says nothing
                     await self._reject(gonet.go_error(exc))
                 return False
             begun = False
