@@ -1,12 +1,15 @@
 """What Go's net/http says and checks, for nsqd's HTTP server: status lines with Go's reason
 phrases, the checks it makes on a request head that h11 lets through, and its plain-text answers
-to requests it cannot read (400, 431, 501, 505), byte for byte."""
+to requests it cannot read (400, 431, 501, 505) or whose Expect it cannot meet (417), and its
+Date header, byte for byte."""
 
 from __future__ import annotations
 
 import ast
 import re
+import time
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import unquote
 
 from . import parser
@@ -25,6 +28,25 @@ _TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
 # httpguts.ValidHostHeader's bytes
 _HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
+
+_date_cache: list[Any] = [0, b""]
+# RFC 7231's IMF-fixdate names (not the locale's), as email.utils.formatdate writes them
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def http_date() -> bytes:
+    """net/http's Date header value, now (made once a second)."""
+    now = int(time.time())
+    if _date_cache[0] != now:
+        t = time.gmtime(now)
+        _date_cache[0] = now
+        _date_cache[1] = (
+            f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT"
+        ).encode()
+    return _date_cache[1]
+
 
 _responses: dict[tuple[int, tuple[tuple[bytes, bytes], ...]], parser.Response] = {}
 
@@ -49,7 +71,7 @@ def reason(status: int) -> bytes:
 def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] | bytes:
     """(headers, path, raw path, query string) of a request h11 accepted, or net/http's answer to a
     request it refuses: a version other than 1.x, a target that is not a path, a bad escape in
-    the path, a Host header with characters a host cannot have."""
+    the path, a Host header with characters a host cannot have, an Expect it cannot meet."""
     if not event.http_version.startswith(b"1.") and not _H2_PREFACE(event):
         return go_status_error(505, "unsupported protocol version")
     raw_path, _, query = event.target.partition(b"?")
@@ -61,16 +83,33 @@ def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] |
         elif raw_path != b"*":
             return go_error(None)
     headers = list(event.headers)
+    expect = b""
     for name, value in headers:
         if _CONTROL.search(value):  # h11 lets control characters other than NUL through
             return go_error(None)
         if name == b"host" and value.translate(None, _HOST_BYTES):
             return go_status_error(400, "malformed Host header")
+        if name == b"expect" and not expect:  # net/http reads the first one
+            expect = value
+    if expect and not _continue(expect):
+        return EXPECTATION_FAILED % http_date()
     if b"%" not in raw_path:
         return headers, raw_path.decode("ascii"), raw_path, query
     if _BAD_ESCAPE.search(raw_path):
         return go_error(None)
     return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
+
+
+# net/http's answer to an Expect other than 100-continue (sendExpectationFailed), then it closes
+EXPECTATION_FAILED = (
+    b"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: %s\r\nContent-Length: 0\r\n\r\n"
+)
+
+
+def _continue(expect: bytes) -> bool:
+    """net/http's hasToken(expect, "100-continue"): one of its comma or blank separated
+    words, in any case."""
+    return b"100-continue" in expect.lower().replace(b"\t", b" ").replace(b",", b" ").split()
 
 
 def bad_host(headers: Headers) -> bool:

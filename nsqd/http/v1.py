@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import re
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -21,6 +20,7 @@ from ..config.flags import FLAGS
 from ..engine.api import Refused
 from ..gocompat.json import go_float, go_json
 from . import server as http_server
+from .gonet import http_date
 from .server import BodyError
 
 if TYPE_CHECKING:
@@ -140,22 +140,6 @@ class Request(http_server.Request):
 _V1 = (b"X-Nsq-Content-Type", b"nsq; version=1.0")
 _JSON = (b"Content-Type", b"application/json; charset=utf-8")
 _TEXT = (b"Content-Type", b"text/plain; charset=utf-8")
-_date_cache: list[Any] = [0, b""]
-# RFC 7231's IMF-fixdate names (not the locale's), as email.utils.formatdate writes them
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-def http_date() -> bytes:
-    now = int(time.time())
-    if _date_cache[0] != now:
-        t = time.gmtime(now)
-        _date_cache[0] = now
-        _date_cache[1] = (
-            f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
-            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT"
-        ).encode()
-    return _date_cache[1]
 
 
 def json_headers(body: bytes) -> Headers:

@@ -79,6 +79,10 @@ UNREADABLE = (  # a body that cannot be read: nsqd's handler answers 500, the co
     b"HTTP/1.1 500 Internal Server Error\r\n" + JSON + b"\r\nContent-Length: 28\r\n"
     b"Connection: close\r\n\r\n" + b'{"message":"INTERNAL_ERROR"}'
 )
+# an Expect other than 100-continue (Date masked)
+EXPECTATION_FAILED = (
+    b"HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+)
 GET = b"GET /ping HTTP/1.1\r\nHost: x\r\n"
 POST = b"POST /pub?topic=m HTTP/1.1\r\nHost: x\r\n"
 
@@ -102,6 +106,8 @@ MALFORMED = [
     (POST + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabc", GO_400),
     (GET + b"Transfer-Encoding: gzip\r\n\r\n", NO_GZIP),
     (POST + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", UNREADABLE),
+    (POST + b"Expect: foo\r\nContent-Length: 3\r\n\r\nabc" + GET + b"\r\n", EXPECTATION_FAILED),
+    (GET + b"Expect: 200-ok, x\r\nExpect: 100-continue\r\n\r\n", EXPECTATION_FAILED),
 ]
 
 
