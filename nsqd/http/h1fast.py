@@ -48,6 +48,9 @@ _MAX_CHUNK = 1 << 64  # Go's chunked reader takes at most 16 hex digits of chunk
 # net/http skips this many CR or LF bytes before the request after a POST (old clients end a
 # POST body with a CRLF); and it reads a request after the first only once this many bytes came
 _AFTER_POST = 4
+# net/http limits the bytes it reads for a head (MaxHeaderBytes + 4096), but a later request's
+# first bytes may already sit in its 4 KiB read buffer, beyond that limit
+_READ_AHEAD = 4096
 
 
 class Head:
@@ -212,6 +215,8 @@ class FastConnection:
                 return h11.NEED_DATA
             if self._served and not self._eof and len(buf) + self._skipped < _AFTER_POST:
                 return h11.NEED_DATA  # net/http's Peek(4) before a later request
+            if len(buf) >= self._max_head and not self._served:
+                raise _head_too_large()  # it would need a byte past its limit
             if (
                 self._eof
                 or len(buf) > self._max_head
@@ -222,7 +227,9 @@ class FastConnection:
                 self._hand_over()
                 return self.next_event()
             return h11.NEED_DATA
-        parsed = _parse_head(bytes(buf[:end])) if end <= self._max_head else None
+        if end + 4 > self._max_head + (_READ_AHEAD if self._served else 0):
+            raise _head_too_large()
+        parsed = _parse_head(bytes(buf[:end]))
         if parsed is None:
             self._hand_over()
             return self.next_event()
@@ -417,6 +424,10 @@ class FastConnection:
         self._buf = bytearray()
         self._h11 = conn
         return conn
+
+
+def _head_too_large() -> h11.RemoteProtocolError:
+    return h11.RemoteProtocolError("request head too large", error_status_hint=431)
 
 
 def _fresh_h11(max_head: int, data: bytes, eof: bool) -> Any:
