@@ -26,6 +26,7 @@ _BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
+_MAX_LENGTH = 1 << 63
 # httpguts.ValidHostHeader's bytes
 _HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
 
@@ -91,6 +92,8 @@ def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] |
             return go_status_error(400, "malformed Host header")
         if name == b"expect" and not expect:  # net/http reads the first one
             expect = value
+        elif name == b"content-length" and len(value) > 18 and int(value) >= _MAX_LENGTH:
+            return go_error(None)  # past ParseUint(cl, 10, 63); h11 takes any digits
     if expect and not _continue(expect):
         return EXPECTATION_FAILED % http_date()
     if b"%" not in raw_path:

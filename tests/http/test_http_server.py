@@ -103,6 +103,7 @@ MALFORMED = [
     (b"GET /ping HTTP/0.9\r\nHost: x\r\n\r\n", BAD_VERSION),
     (GET + b"Content-Length: abc\r\n\r\n", GO_400),
     (GET + b"Content-Length: -1\r\n\r\n", GO_400),
+    (POST + b"Content-Length: 9223372036854775808\r\n\r\n", GO_400),  # past int64
     (POST + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabc", GO_400),
     (GET + b"Transfer-Encoding: gzip\r\n\r\n", NO_GZIP),
     (POST + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", UNREADABLE),
