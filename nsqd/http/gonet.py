@@ -115,6 +115,36 @@ def _continue(expect: bytes) -> bool:
     return b"100-continue" in expect.lower().replace(b"\t", b" ").replace(b",", b" ").split()
 
 
+_H11_CLOSE = b"\r\nConnection: close\r\n\r\n"
+
+
+def http10_head(head: bytes, keep_alive: bool) -> bytes:
+    """h11's response head to an HTTP/1.0 request as net/http writes it: an HTTP/1.0 status
+    line, and no `Connection: close` (h11 closes after any HTTP/1.0 request and says so;
+    net/http closes silently, or says `Connection: keep-alive` when it keeps the connection)."""
+    if head.endswith(_H11_CLOSE):
+        head = head[: -len(_H11_CLOSE)] + b"\r\n\r\n"
+    if keep_alive:
+        head = head[:-2] + b"Connection: keep-alive\r\n\r\n"
+    return b"HTTP/1.0" + head[8:]
+
+
+def keeps_http10(headers: Headers, response: Headers, status: int, method: bytes) -> bool:
+    """Whether net/http keeps an HTTP/1.0 connection after this answer: its client asked with
+    `Connection: keep-alive` (in the first Connection header, whatever else is there: even
+    `close`) and the answer's length is known."""
+    for name, value in headers:
+        if name == b"connection":
+            if b"keep-alive" not in value.lower().replace(b",", b" ").split():
+                return False
+            break
+    else:
+        return False
+    if method == b"HEAD" or status < 200 or status in (204, 304):
+        return True
+    return any(name.lower() == b"content-length" for name, _ in response)
+
+
 def bad_host(headers: Headers) -> bool:
     """A Host header with characters a host cannot have (httpguts.ValidHostHeader; check_head's
     test, for heads with no other fault)."""

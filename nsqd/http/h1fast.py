@@ -385,6 +385,17 @@ class FastConnection:
         if self._crlf:
             self._skip_buffered_crlf()
 
+    def keep_http10(self) -> None:
+        """h11 closes after an HTTP/1.0 request; net/http keeps a connection whose client asked
+        for keep-alive: a fresh h11 takes the bytes after the request."""
+        data, closed = self._h11.trailing_data
+        self._h11 = _fresh_h11(self._max_head, data, closed)
+        self._served = True
+        self._skipped = 0
+        self._crlf = _AFTER_POST if self._post else 0
+        if self._crlf:
+            self._skip_buffered_crlf()
+
     def _skip_crlf(self, data: bytes | bytearray) -> int:
         """How many leading bytes of `data`, the first of the next request, net/http skips
         (CR or LF, up to 4 in all after a POST); no more once another byte came."""

@@ -22,6 +22,7 @@ from .h1fast import FastConnection, Head
 NEED_DATA = h11.NEED_DATA
 SEND_BODY = h11.SEND_BODY
 DONE = h11.DONE
+MUST_CLOSE = h11.MUST_CLOSE
 Request = h11.Request
 REQUESTS = (h11.Request, Head)  # the types of a request head
 RequestHead = h11.Request | Head
@@ -92,6 +93,11 @@ class ServerConnection(Protocol):
 
     def cut_head_answered(self) -> bool:
         """At the end of the stream inside a request head: whether net/http answers it."""
+        ...
+
+    def keep_http10(self) -> None:
+        """After an HTTP/1.0 request answered wholly: net/http keeps the connection (the
+        client asked for keep-alive), which the parser would close; the next request starts."""
         ...
 
 

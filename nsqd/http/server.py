@@ -62,6 +62,7 @@ _Data = parser.Data
 _EndOfMessage = parser.EndOfMessage
 _SEND_BODY = parser.SEND_BODY
 _DONE = parser.DONE
+_MUST_CLOSE = parser.MUST_CLOSE
 _END = parser.EndOfMessage()
 _INTERNAL_ERROR = (
     500,
@@ -259,7 +260,10 @@ class Connection:
             # body reader then reads as ended, so its answer keeps keep-alive's headers (no
             # `Connection: close`) and the next read ends the connection
             cut = self.eof and request.header(b"transfer-encoding") is None
-            linger = conn.their_state is not _DONE and not await self._finish_body(request)
+            # h11 ends an HTTP/1.0 request in MUST_CLOSE: read whole all the same
+            http10 = event.http_version == b"1.0"
+            read = conn.their_state is _DONE or (http10 and conn.their_state is _MUST_CLOSE)
+            linger = not read and not await self._finish_body(request)
             if event.http_version == b"2.0":  # an HTTP/2 preface, answered as Go does, then closed
                 linger = True
             elif cut:
@@ -267,10 +271,20 @@ class Connection:
             if linger:
                 headers = [*headers, (b"Connection", b"close")]
             data = conn.send(gonet.response(status, headers))
+            keep10 = False
+            if http10:
+                keep10 = not linger and gonet.keeps_http10(
+                    request.headers, headers, status, event.method
+                )
+                data = gonet.http10_head(data, keep10)
             if body and event.method != b"HEAD":
                 data += conn.send(_Data(data=body))
             data += conn.send(_END)
             await self._send(data)
+            if keep10:
+                conn.keep_http10()
+                self.unread = b""
+                continue
             if conn.our_state is not _DONE or conn.their_state is not _DONE:
                 if linger and isinstance(self.stream, trio.SocketStream):
                     await _linger(self.stream)
