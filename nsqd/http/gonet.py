@@ -27,6 +27,7 @@ _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
 _MAX_LENGTH = 1 << 63
+_SCHEME = re.compile(rb"[A-Za-z][-+.A-Za-z0-9]*:")
 # httpguts.ValidHostHeader's bytes
 _HOST_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!$%&()*+,-.:;=[']_~"
 
@@ -79,8 +80,12 @@ def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] |
     if event.method == b"CONNECT" and not raw_path.startswith(b"/"):
         raw_path = b""  # authority form: net/http's URL has no path (nsqd's router: 404)
     elif not raw_path.startswith(b"/"):
-        if raw_path.startswith((b"http://", b"https://")):  # absolute form
-            raw_path = b"/" + raw_path.split(b"/", 3)[3] if raw_path.count(b"/") > 2 else b"/"
+        scheme = _SCHEME.match(raw_path)
+        if scheme is not None:  # absolute form, any scheme (url.ParseRequestURI)
+            path = _absolute_path(raw_path[scheme.end() :])
+            if path is None:
+                return go_error(None)
+            raw_path = path
         elif raw_path != b"*":
             return go_error(None)
     headers = list(event.headers)
@@ -143,6 +148,18 @@ def keeps_http10(headers: Headers, response: Headers, status: int, method: bytes
     if method == b"HEAD" or status < 200 or status in (204, 304):
         return True
     return any(name.lower() == b"content-length" for name, _ in response)
+
+
+def _absolute_path(rest: bytes) -> bytes | None:
+    """The path of an absolute-form target after its scheme, as url.ParseRequestURI finds it:
+    after an authority (`//host`), or the rest itself from a `/`; none (b"", nsqd's router
+    404s it) for an opaque one (`mailto:x`). None for an authority with a bad escape."""
+    if rest.startswith(b"//"):
+        authority, slash, path = rest[2:].partition(b"/")
+        if _BAD_ESCAPE.search(authority):
+            return None
+        return slash + path
+    return rest if rest.startswith(b"/") else b""
 
 
 def bad_host(headers: Headers) -> bool:

@@ -388,7 +388,11 @@ def raw_exchange(daemon: Daemon, request: bytes) -> bytes:
 
 @pytest.mark.parametrize(
     "target",
-    [b"/./info", b"/a/../ping", b"/pub/../ping/", b"*", b"/info?", b"/ping?x"],
+    [
+        *(b"/./info", b"/a/../ping", b"/pub/../ping/", b"*", b"/info?", b"/ping?x"),
+        # absolute form: any scheme, its path after the authority; opaque: no path
+        *(b"ftp://h/ping", b"HTTP://h/info", b"x:/ping", b"mailto:x", b"http://h%zz/ping"),
+    ],
 )
 @pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"POST"])
 def test_unusual_targets(nsqd: Daemon, reference: Daemon, method: bytes, target: bytes) -> None:
