@@ -186,9 +186,9 @@ class FastConnection:
         return self._h11 is not None and self._h11.they_are_waiting_for_100_continue
 
     def receive_data(self, data: bytes) -> None:
-        if self._crlf and data:  # nothing else buffered: bytes before the next request
-            data = data[self._skip_crlf(data) :]
         if self._h11 is not None:
+            if self._crlf and data:  # nothing else buffered: bytes before the next request
+                data = data[self._skip_crlf(data) :]
             self._h11.receive_data(data)
         elif data:
             self._buf += data
@@ -209,6 +209,8 @@ class FastConnection:
         if their is h11.DONE:
             return h11.PAUSED  # as h11: the next request waits for start_next_cycle
         buf = self._buf
+        if self._crlf and buf and buf[0] in b"\r\n":
+            del buf[: self._skip_crlf(buf[:_AFTER_POST])]
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             if not buf and not self._eof:
@@ -379,21 +381,27 @@ class FastConnection:
             raise h11.LocalProtocolError("not in a reusable state")
         else:
             self._our = self._their = h11.IDLE
-        self._served = True
-        self._skipped = 0
-        self._crlf = _AFTER_POST if self._post else 0
-        if self._crlf:
-            self._skip_buffered_crlf()
+            # (on this path the CR/LF after a POST are skipped when next_event meets them)
+            self._served = True
+            self._skipped = 0
+            self._crlf = _AFTER_POST if self._post else 0
+            return
+        self._next_request()
 
     def keep_http10(self) -> None:
         """h11 closes after an HTTP/1.0 request; net/http keeps a connection whose client asked
         for keep-alive: a fresh h11 takes the bytes after the request."""
         data, closed = self._h11.trailing_data
         self._h11 = _fresh_h11(self._max_head, data, closed)
+        self._next_request()
+
+    def _next_request(self) -> None:
+        """Between requests: after a POST net/http skips what CR/LF come first (up to 4)."""
         self._served = True
         self._skipped = 0
-        self._crlf = _AFTER_POST if self._post else 0
-        if self._crlf:
+        self._crlf = 0
+        if self._post:
+            self._crlf = _AFTER_POST
             self._skip_buffered_crlf()
 
     def _skip_crlf(self, data: bytes | bytearray) -> int:
@@ -408,9 +416,6 @@ class FastConnection:
         return skip
 
     def _skip_buffered_crlf(self) -> None:
-        if self._h11 is None:
-            del self._buf[: self._skip_crlf(self._buf[:_AFTER_POST])]
-            return
         data, closed = self._h11.trailing_data  # h11 has no verb to drop bytes: a fresh one
         skip = self._skip_crlf(data[:_AFTER_POST])
         if skip:
