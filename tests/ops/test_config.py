@@ -343,6 +343,12 @@ BAD_FLAGS = [
     (["--msg-timeout=9223372037s"], 'invalid value "9223372037s" for flag -msg-timeout'),
     (["--msg-timeout=2562048h"], 'invalid value "2562048h" for flag -msg-timeout'),
     (["--mem-queue-size"], "--mem-queue-size: expected one argument"),
+    # nsqd v1.3.0 starts with -1 and then panics (mem-queue-size: makechan on the first topic)
+    # or refuses every RDY, PUB, IDENTIFY/MPUB: a clear refusal at start instead
+    (["--mem-queue-size=-1"], "--mem-queue-size must be >= 0"),
+    (["--max-rdy-count=-1"], "--max-rdy-count must be >= 0"),
+    (["--max-msg-size=-1"], "--max-msg-size must be >= 0"),
+    (["--max-body-size=-1"], "--max-body-size must be >= 0"),
     # each comma-separated piece is strconv.ParseFloat's: nsqd's "Could not parse: ..."
     (["--e2e-processing-latency-percentile=0.5,"], 'invalid float ""'),
     (["--e2e-processing-latency-percentile= 0.5"], 'invalid float " 0.5"'),
@@ -370,6 +376,15 @@ BAD_FILES = [
 ]
 
 
+# nsqd v1.3.0 starts with these and cannot work (docs/operations.md): ours refuses them at start
+NEGATIVE_FILES = [
+    ("mem_queue_size = -1", "--mem-queue-size must be >= 0"),
+    ("max_rdy_count = -1", "--max-rdy-count must be >= 0"),
+    ("max_msg_size = -1", "--max-msg-size must be >= 0"),
+    ("max_body_size = -1", "--max-body-size must be >= 0"),
+]
+
+
 def _assert_refused(out: subprocess.CompletedProcess[str], message: str) -> None:
     assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
     assert message in out.stderr, out.stderr
@@ -387,6 +402,11 @@ def test_bad_config_value_refused(tmp_path: Path, text: str, message: str) -> No
     out = run([*OURS, f"--config={cfg}"])
     _assert_refused(out, message)
     assert str(cfg) in out.stderr or "must be" in out.stderr or "percentile" in out.stderr
+
+
+@pytest.mark.parametrize(("text", "message"), NEGATIVE_FILES, ids=[t for t, _ in NEGATIVE_FILES])
+def test_negative_size_in_file_refused(tmp_path: Path, text: str, message: str) -> None:
+    _assert_refused(run([*OURS, f"--config={write(tmp_path, text + chr(10))}"]), message)
 
 
 def test_reference_refuses_the_same_config_values(tmp_path: Path) -> None:
