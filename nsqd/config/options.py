@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..gocompat.json import NilList
 from ..gocompat.strconv import (
     OptionError,
     format_float,
@@ -44,7 +45,14 @@ def _is_int(value: Any) -> bool:
 def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
     """Coerce a flag string or a config-file value to the option's type (go-options' coerce
     for config values: a TOML integer for a duration is milliseconds, a string list may be
-    comma separated)."""
+    comma separated; a file's list that coerces to nothing is Go's nil slice, NilList)."""
+    converted = _convert(flag, value, from_config=from_config)
+    if from_config and flag.kind in ("list", "floats") and not converted:
+        return NilList()
+    return converted
+
+
+def _convert(flag: Flag, value: Any, *, from_config: bool) -> Any:
     kind = flag.kind
     if from_config and not isinstance(value, str | bool | int | float | list):
         raise OptionError(f"invalid value type {type(value).__name__}")
@@ -68,35 +76,25 @@ def convert(flag: Flag, value: Any, *, from_config: bool = False) -> Any:
         if isinstance(value, str):
             return parse_bool(value)
         raise OptionError(f"invalid value type {type(value).__name__}, want a boolean")
+    if kind in ("list", "floats") and from_config and not isinstance(value, str | list):
+        return []  # go-options' coerce matches no case: a nil slice (NilList, above)
     if kind == "list":
         if isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
                 raise OptionError("invalid value, want an array of strings")
             return list(value)
-        if from_config and isinstance(value, str):
+        if from_config:
             return value.split(",")
         return [str(value)]
     if kind == "floats":
-        items = value if isinstance(value, list) else str(value).split(",")
-        out = []
-        for item in items:
-            if isinstance(item, bool) or not isinstance(item, str | int | float):
-                raise OptionError(f"invalid value {item!r}, want a float")
-            if isinstance(item, str) and not from_config:
-                out.append(parse_float(item))  # the flag's Set: ParseFloat of each piece
-                continue
-            if isinstance(item, str) and isinstance(value, str):
-                # go-options' coerce of a config string: split on ",", each piece trimmed
-                # and ParseFloat's ("0.5, 0.9" is read, "0.5," refused)
-                out.append(parse_float(item.strip()))
-                continue
-            if isinstance(item, str) and not item.strip():
-                continue
-            try:
-                out.append(float(item))
-            except ValueError:
-                raise OptionError(f'parse error: invalid float "{item}"') from None
-        return out
+        if isinstance(value, list):
+            if not all(type(v) is float for v in value):
+                # go-options asserts each item float64 and panics on any other: refused
+                raise OptionError("invalid value, want an array of floats")
+            return list(value)
+        # each comma-separated piece is ParseFloat's (the flag's Set); go-options' coerce of a
+        # config string trims each piece first ("0.5, 0.9" is read, "0.5," refused)
+        return [parse_float(p.strip() if from_config else p) for p in str(value).split(",")]
     if kind == "tls_required":
         if isinstance(value, bool):
             return "true" if value else "false"

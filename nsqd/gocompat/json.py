@@ -20,6 +20,11 @@ def go_json(value: Any) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+class NilList(list):  # type: ignore[type-arg]
+    """An empty list Go holds as a nil slice (go-options' coerce of a config file's `[]`
+    appends to a nil slice): it works as [] and /config shows it as JSON null."""
+
+
 def go_float(x: float) -> float | int:
     """A float64 the way Go's JSON encoder prints it: integral values without a '.0'."""
     if math.isfinite(x) and x == int(x) and abs(x) < 1e21:

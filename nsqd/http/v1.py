@@ -18,7 +18,7 @@ from protocol.v2.names import is_valid_name
 
 from ..config.flags import FLAGS
 from ..engine.api import Refused
-from ..gocompat.json import go_float, go_json
+from ..gocompat.json import NilList, go_float, go_json
 from . import server as http_server
 from .gonet import http_date
 from .server import BodyError
@@ -226,10 +226,10 @@ def config_value(node: Node, name: str) -> Any:
         return node.broadcast_http_port
     if flag.kind == "duration":
         return round(value * 1e9)
+    if value is None or type(value) is NilList:  # a nil slice: PUT null, a file's []
+        return JSONBody(b"null")
     if flag.kind == "floats":
         return [go_float(v) for v in value]
-    if flag.kind == "list" and value is None:
-        return JSONBody(b"null")
     return value
 
 

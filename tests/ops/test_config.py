@@ -269,6 +269,47 @@ def test_precedence_seen_by_the_running_daemon(
     }
 
 
+# the list options as GET /config answers them (bodies), checked against the Go nsqd too: a
+# file's list that coerces to nothing is Go's nil slice (null), the default an empty slice ([])
+LIST_KEYS = (
+    "nsqlookupd_tcp_addresses",
+    "auth_http_addresses",
+    "e2e_processing_latency_percentiles",
+)
+LIST_CASES = [
+    ("", [], ["[]", "[]", "[]"]),
+    (
+        "nsqlookupd_tcp_addresses = []\nauth_http_addresses = []\n"
+        "e2e_processing_latency_percentiles = []\n",
+        [],
+        ["null", "null", "null"],
+    ),
+    (
+        "nsqlookupd_tcp_addresses = []\nauth_http_addresses = []\n",
+        ["--lookupd-tcp-address=127.0.0.1:3"],
+        ['["127.0.0.1:3"]', "null", "[]"],
+    ),
+    ('auth_http_addresses = ["127.0.0.1:2"]\n', [], ["[]", '["127.0.0.1:2"]', "[]"]),
+    # go-options' coerce of a scalar that is not a string for a list: nothing (nil)
+    (
+        "nsqlookupd_tcp_addresses = 5\ne2e_processing_latency_percentiles = 0.5\n",
+        [],
+        ["null", "[]", "null"],
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", ["ours", "reference"])
+@pytest.mark.parametrize(("text", "args", "bodies"), LIST_CASES, ids=[c[0] for c in LIST_CASES])
+def test_list_options_in_config(
+    launcher: Launcher, tmp_path: Path, kind: str, text: str, args: list[str], bodies: list[str]
+) -> None:
+    extra = [f"--config={write(tmp_path, text)}"] if text else []
+    nsqd = launcher.nsqd(kind, *extra, *args)
+    got = [http_get(f"http://{nsqd.addr('http')}/config/{key}")[1].strip() for key in LIST_KEYS]
+    assert got == [b.encode() for b in bodies]
+
+
 # -- Go's flag syntax ----------------------------------------------------------------------------
 
 # command lines the Go nsqd v1.3.0 reads, and the /config values it then answers (checked
@@ -373,6 +414,9 @@ BAD_FILES = [
     ("mem_queue_size = 99999999999999999999", "is out of range for int64"),
     ('e2e_processing_latency_percentiles = "0.5,"', 'invalid float ""'),
     ("[unclosed", "failed to load config file"),
+    # go-options panics on an array item that is not a float64 (nsqd exits 2)
+    ('e2e_processing_latency_percentiles = [""]', "want an array of floats"),
+    ("e2e_processing_latency_percentiles = [1]", "want an array of floats"),
 ]
 
 
