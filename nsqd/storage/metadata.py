@@ -64,8 +64,30 @@ def written_ns(data_path: str) -> int:
     """When nsqd.dat was last written (st_mtime_ns); 0 when there is none."""
     try:
         return os.stat(os.path.join(data_path, FILE_NAME)).st_mtime_ns
+    except OSError:
+        return 0  # none, or one load() cannot read either and refuses in nsqd's words
+
+
+def _read_or_empty(path: str) -> bytes | None:
+    """nsqd's readOrEmpty: None when there is no file; an open or read that fails otherwise is
+    its words, os.ReadFile's PathError ("read X: is a directory": Go opens a directory and
+    fails reading it, where Python's open() refuses it)."""
+    op = "open"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        op = "read"
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
-        return 0
+        return None
+    except OSError as exc:
+        why = os.strerror(exc.errno or 0).lower()  # Go's syscall.Errno words are lower case
+        raise MetadataError(f"failed to read metadata from {path} - {op} {path}: {why}") from None
+    return b"".join(chunks)
 
 
 def load(data_path: str) -> list[TopicRecord]:
@@ -73,10 +95,8 @@ def load(data_path: str) -> list[TopicRecord]:
     of the wrong JSON type refuses the file (MetadataError, Go's message); null is a zero value;
     unknown keys are ignored; an invalid name is skipped with nsqd's warning."""
     path = os.path.join(data_path, FILE_NAME)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    raw = _read_or_empty(path)
+    if raw is None:
         return []
     try:
         # Go's decoder puts U+FFFD for bytes that are not UTF-8 inside a string (where json.loads

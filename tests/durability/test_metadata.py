@@ -345,6 +345,28 @@ def test_malformed_nsqd_dat_refuses_as_go(case: str, tmp_path: Path, reference: 
         assert said["ours"] == said["reference"], said
 
 
+# an nsqd.dat that cannot be read (permissions are no test as root: a symlink loop fails the
+# open the same way): nsqd's readOrEmpty words, os.ReadFile's "open"/"read" PathError
+UNREADABLE = {
+    "directory": lambda dat: dat.mkdir(),
+    "symlink_loop": lambda dat: dat.symlink_to(dat.name),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_unreadable_nsqd_dat_refuses_as_go(case: str, tmp_path: Path, reference: Path) -> None:
+    """Ours said "failed to instantiate nsqd - Is a directory" (or "- Too many levels of
+    symbolic links"); nsqd names the file and the failed call."""
+    said = {}
+    for kind in ("reference", "ours"):
+        data = tmp_path / kind
+        data.mkdir()
+        UNREADABLE[case](data / "nsqd.dat")
+        said[kind] = refuse(kind, data).replace(str(data), "<data>")
+    assert said["ours"] == said["reference"], said
+    assert said["ours"].startswith("failed to load metadata - failed to read metadata from "), said
+
+
 def test_bytes_that_are_not_utf8_in_nsqd_dat_start_as_go(tmp_path: Path, reference: Path) -> None:
     """One byte inside a JSON string that is not UTF-8 (a bit flipped in "version", a channel
     name): the Go nsqd reads it as U+FFFD and starts (skipping the name that is now invalid);
