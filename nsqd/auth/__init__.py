@@ -20,7 +20,9 @@ grants.py parses the answer and checks it, authd.py asks the servers, session.py
 connection's AUTH state.
 
 Differences from Go, documented rather than hidden:
-* Regexes are RE2 in nsqd and Python `re` here (gocompat/regex.py): an answer with RE2-only
-  syntax `re` lacks is invalid here (AUTH failed) where nsqd would take it. Topic and channel
-  names are ASCII without newlines, so matching agrees.
+* Regexes are RE2 on both sides (gocompat/regex.py: RE2's own engine, linear time, with Go's
+  syntax where RE2's C++ parser differs), but a pattern whose compiled program passes RE2's
+  default budget (a Unicode class repeated hundreds of times: `\\pL{1000}`) is invalid here
+  (AUTH failed) where nsqd takes it; see gocompat/regex.py for that and the approximation of
+  Go's nesting limit.
 * The cache expiry uses the monotonic clock (nsqd: the wall clock)."""

@@ -6,6 +6,7 @@ must be identical. The expected texts are asserted too, so the reference proves 
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from typing import Any
 
@@ -20,16 +21,19 @@ from auth_support import (
     err,
     grant,
     pub,
+    session,
     start_pair,
     stop_pair,
 )
 from tls_support import (
+    AuthServer,
     Certs,
     Daemon,
     RawClient,
     command_bytes,
     mpub_body,
     negotiate,
+    start_daemon,
 )
 
 from protocol.v2 import FrameType
@@ -154,6 +158,54 @@ def test_regex_dialect(pair: dict[str, Daemon], policy: Policy, pattern: str, to
     both(pair, [auth(secret), pub(topic)])
 
 
+@pytest.mark.parametrize(
+    ("pattern", "topic"),
+    [
+        ("\\pL+_t", "allowed_t"),  # Unicode classes
+        ("\\p{Latin}", "allowed_t"),
+        ("\\Q_t\\E$", "allowed_t"),  # quoted literal text
+        ("(?U)^a.+", "allowed_t"),  # ungreedy
+        ("[[:^digit:]]_t", "allowed_t"),  # negated POSIX class
+        ("^a(?i)LLOWED", "allowed_t"),  # flags in mid-pattern
+        ("(" * 999 + "allowed" + ")" * 999, "allowed_t"),  # RE2 nests to 1000; re gave out at ~450
+    ],
+    ids=["pL", "p-Latin", "Q-E", "ungreedy", "posix-negated", "mid-flags", "nested-999"],
+)
+def test_re2_only_syntax_is_accepted(
+    pair: dict[str, Daemon], policy: Policy, pattern: str, topic: str
+) -> None:
+    """RE2 syntax Python's `re` lacks: taken as nsqd takes it, and matching."""
+    secret = policy.secret(grant({"topic": pattern, "channels": [""], "permissions": ["publish"]}))
+    assert both(pair, [auth(secret), pub(topic)])[1:] == [(FrameType.RESPONSE, b"OK")]
+
+
+def test_pathological_pattern_is_matched_in_linear_time(policy: Policy) -> None:
+    """`(a+)+$` backtracks exponentially in a backtracking engine (re took 1.1 s at 24
+    characters, doubling each); RE2, as Go's regexp, is linear: a 64-character topic name is
+    answered at once. Own daemons: a daemon stuck in a match must not hold the module's pair
+    (a read times out after 3 s, and its stop kills it)."""
+    server = AuthServer(policy).start()
+    try:
+        secret = policy.secret(
+            grant({"topic": "(a+)+$", "channels": [""], "permissions": ["publish"]})
+        )
+        topic = "a" * 63 + "_"
+        assert len(topic) == 64
+        elapsed = {}
+        for kind in KINDS:
+            d = start_daemon(kind, [f"--auth-http-address={server.address}"])
+            try:
+                start = time.monotonic()
+                frames = session(d, [auth(secret), pub(topic)])
+                elapsed[kind] = time.monotonic() - start
+            finally:
+                d.stop()
+            assert frames[1:] == err(f'E_UNAUTHORIZED AUTH failed for PUB on "{topic}" ""'.encode())
+        assert elapsed["ours"] < 1.0, elapsed
+    finally:
+        server.stop()
+
+
 def test_auth_already_set(pair: dict[str, Daemon], policy: Policy) -> None:
     secret = policy.secret(grant(PUBLISH))
     assert both(pair, [auth(secret), auth(secret)])[1:] == err(b"E_INVALID AUTH already set")
@@ -183,6 +235,11 @@ def test_no_authorizations(pair: dict[str, Daemon], policy: Policy) -> None:
         (200, {"ttl": 60, "identity": 5, "authorizations": [PUBLISH]}),
         # RE2 refuses nesting past 1000; Python's parser recursed out and closed the connection
         (200, {"ttl": 60, "authorizations": [{**PUBLISH, "topic": "(" * 5000 + ")" * 5000}]}),
+        # Go refuses what RE2's own parser takes: \\C, a non-ASCII group name, nesting past 1000
+        (200, {"ttl": 60, "authorizations": [{**PUBLISH, "topic": "a\\C"}]}),
+        (200, {"ttl": 60, "authorizations": [{**PUBLISH, "topic": "(?P<n\u00e4>a)"}]}),
+        (200, {"ttl": 60, "authorizations": [{**PUBLISH, "topic": "(" * 1000 + ")" * 1000}]}),
+        (200, {"ttl": 60, "authorizations": [{**PUBLISH, "topic": "(a" * 501 + ")" * 501}]}),
     ],
     ids=[
         "500",
@@ -200,6 +257,10 @@ def test_no_authorizations(pair: dict[str, Daemon], policy: Policy) -> None:
         "authorizations-object",
         "identity-number",
         "regex-nested-too-deeply",
+        "any-byte-escape",
+        "non-ascii-group-name",
+        "nested-1000",
+        "tree-height-1002",
     ],
 )
 def test_auth_failed(pair: dict[str, Daemon], policy: Policy, answer: tuple[int, Any]) -> None:
