@@ -2,8 +2,10 @@
 one task owns an epoll set of every client socket, trio waits on the epoll fd itself): each
 pass reads what is ready, runs the complete commands of each client in order, writes the log
 once for the whole pass (group commit: every reply of the pass is durable before any is sent),
-then sends each client its replies in one write. No task and no scheduler hop per client or per
-command: that is what a request/response round trip costs.
+then sends each client its replies in one write (a pass whose log write fails answers its
+writes -MISCONF, as Redis answers the writes after a failed AOF write: Frontend.write_log).
+No task and no scheduler hop per client or per command: that is what a request/response round
+trip costs.
 
 A blocking command that finds nothing parks its client (it stays in the epoll set, so a close
 is seen at once and what it pipelines is kept for later); the waiter's notify (called by the
@@ -58,7 +60,7 @@ _read, _write = os.read, os.write
 class Client:
     __slots__ = (
         "block", "close_after_send", "closed", "due", "fd", "later", "out", "over_since", "parser",
-        "paused", "queued", "remote", "replies", "session", "socket", "timed_out",
+        "paused", "queued", "remote", "replies", "session", "socket", "timed_out", "wrote",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, stream: trio.SocketStream, remote: str) -> None:
@@ -70,6 +72,8 @@ class Client:
         self.parser.strict_auth = bool(fe.password)
         self.session = Session(fe, fe.broker.next_client_id(), self.parser)
         self.replies: list[bytes] = []  # answered this pass, sent after the log write
+        # which of them answer a change (their records must be written before they are sent)
+        self.wrote: list[int] = []
         self.out = bytearray()  # sent in part: the rest waits for EPOLLOUT (del from the front
         # of a bytearray is cheap: a slow reader of a big reply costs no quadratic copying)
         self.block: Block | None = None  # parked on a blocking command
@@ -226,7 +230,7 @@ class Reactor(EpollReactor):
     def _process(self, client: Client) -> None:
         """Run the client's complete commands (up to BATCH) until one blocks."""
         fe, s, parser, replies = self.fe, client.session, client.parser, client.replies
-        ks = fe.ks
+        ks, records = fe.ks, fe.log
         started = perf_counter()
         for _ in range(BATCH):
             try:
@@ -237,6 +241,7 @@ class Reactor(EpollReactor):
                 break
             if argv is None:
                 break
+            before = records.appended
             reply = dispatch(s, argv)
             if ks.ready:
                 fe.blocking.serve_ready()
@@ -245,6 +250,8 @@ class Reactor(EpollReactor):
                 if answer is None:
                     break
                 reply = answer
+            if records.appended != before and s.last is not None and s.last.writes:
+                client.wrote.append(len(replies))  # (a read's lazy expiry is no write)
             replies.append(reply)  # type: ignore[arg-type]
             if s.close_after:
                 client.close_after_send = True
@@ -350,6 +357,8 @@ class Reactor(EpollReactor):
             self._unpark(client)
             if self.fe.ks.ready:
                 self.fe.blocking.serve_ready()  # a move served from a channel pushed a list
+            if waiter.done and type(blk) is not Deferred:
+                client.wrote.append(len(client.replies))  # served: its pop is a change
             client.replies.append(waiter.reply if waiter.done else blk.on_timeout)
             if not client.queued:
                 client.queued = True
@@ -362,19 +371,22 @@ class Reactor(EpollReactor):
     def _commit(self) -> None:
         """One log write for the pass, then every client's replies (durable before sent)."""
         clients, self.to_send = self.to_send, []
-        try:
-            if self.fe.log.flush():
-                self.fe.broker.store_wrote()  # as nsqd: the next good write makes it healthy
-        except OSError as exc:
-            # not durable, so not acknowledged: these clients are closed unanswered
-            log.error("RESP: resp.log write failed - %s", exc)
-            self.fe.broker.store_failed(f"resp.log write failed - {exc}")
+        fe = self.fe
+        failing = fe.misconf is not None  # (then this pass's commands were no writes)
+        if not fe.write_log() and not failing:
+            # this pass's write failed: a change is not acknowledged before its record is
+            # written, so each write is answered as Redis answers the next ones (its change
+            # is in memory and its record kept, written once the disk takes it); reads keep
+            # their replies
+            misconf = fe.misconf
+            assert misconf is not None
             for client in clients:
-                client.queued = False
-                self._close(client)
-            return
+                for i in client.wrote:
+                    client.replies[i] = misconf
         for client in clients:
             client.queued = False
+            if client.wrote:
+                client.wrote.clear()
             replies = client.replies
             if client.closed or not replies:
                 continue

@@ -22,9 +22,13 @@ from .databases import Databases
 from .expiry import Expirer, publisher
 from .reactor import Client, Reactor
 
+RETRY_S = 1.0  # a failed log write is tried again this often (Redis: serverCron's second)
+
 
 class KeyspaceLog(Protocol):
     """Where the keyspace's changes are kept (storage/resp_log.py, made by the daemon)."""
+
+    appended: int  # records since the start (which commands changed something)
 
     def load(self, keyspace: Databases) -> int:
         """Replay into `keyspace`, then record its changes; how many records were applied."""
@@ -32,7 +36,8 @@ class KeyspaceLog(Protocol):
 
     def flush(self) -> bool:
         """Write the changes gathered so far (before their replies are sent); True when
-        there were any."""
+        there were any. OSError when the write failed: what it did not write is kept and
+        written first by the next flush."""
         ...
 
     def replay(self, keyspace: Databases) -> int:
@@ -60,6 +65,9 @@ class Frontend:
         self.blocking = Blocking(self.ks.ready)
         self.bridge = Bridge(broker, options.max_msg_size, peers)
         self.log = keyspace_log
+        # while resp.log has records a failed write left: the reply that refuses write
+        # commands, Redis's to a failed AOF write (None: the log is written)
+        self.misconf: bytes | None = None
         self.expirer = Expirer(self.ks, self._expired)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
@@ -78,14 +86,57 @@ class Frontend:
 
     def _expired(self) -> None:
         """An expiry pass's DEL records written. No client waits for them: a failed write is
-        logged and turns /ping NOK, as a command's is (Reactor._commit); raised, it ended
-        the expiry task and the daemon with it, before the queues' clean stop."""
+        handled as a command's (`write_log`); raised, it ended the expiry task and the daemon
+        with it, before the queues' clean stop."""
+        self.write_log()
+
+    # -- resp.log's writes -----------------------------------------------------------------
+
+    def write_log(self) -> bool:
+        """Write the records gathered so far (the reactor's pass, before its replies); False
+        when they are not written: this write failed, or an earlier one did and its records
+        wait for `_retry_log`, which writes them and these in order (a write here would put
+        these first when the disk takes writes again between two retries)."""
+        if self.misconf is not None:
+            return False
         try:
             if self.log.flush():
                 self.broker.store_wrote()  # as nsqd: the next good write makes it healthy
         except OSError as exc:
-            log.error("RESP: resp.log write failed - %s", exc)
-            self.broker.store_failed(f"resp.log write failed - {exc}")
+            self._log_failed(exc)
+            return False
+        return True
+
+    def _log_failed(self, exc: OSError) -> None:
+        """As Redis after a failed AOF write (appendfsync everysec): what was not written is
+        kept (records.py), write commands are refused with -MISCONF until it is, /ping of
+        the daemon says NOK; the daemon goes on (Redis's appendfsync always exits here)."""
+        reason = exc.strerror or str(exc)
+        self.misconf = _misconf(exc)
+        log.error(
+            "RESP: Error writing to resp.log: %s - write commands are refused until it can be"
+            " written (tried again every %gs)",
+            reason,
+            RETRY_S,
+        )
+        self.broker.store_failed(f"resp.log write failed - {exc}")
+
+    async def _retry_log(self) -> None:
+        """Every RETRY_S while a write failed: the kept records written (with what came
+        since, in order); once they are, writes are served again."""
+        while True:
+            await trio.sleep(RETRY_S)
+            if self.misconf is None:
+                continue
+            try:
+                self.log.flush()
+            except OSError as exc:  # still failing: the reply names the latest error
+                self.misconf = _misconf(exc)
+                self.broker.store_failed(f"resp.log write failed - {exc}")
+                continue
+            self.misconf = None
+            self.broker.store_wrote()
+            log.warning("RESP: resp.log write error looks solved, writes are served again.")
 
     # -- what commands call ------------------------------------------------------------------
 
@@ -135,6 +186,7 @@ class Frontend:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.expirer.run)
+            nursery.start_soon(self._retry_log)
             nursery.start_soon(self.reactor.run)
             for listener in listeners:
                 nursery.start_soon(self._accept, listener)
@@ -151,5 +203,14 @@ class Frontend:
             self.reactor.add(stream)
 
     def close(self) -> None:
-        """Clean stop: everything logged is written and fsynced."""
-        self.log.close()
+        """Clean stop: everything logged is written and fsynced (records a failed write left
+        are tried once more; if the disk still refuses them they are lost, logged)."""
+        try:
+            self.log.close()
+        except OSError as exc:
+            log.error("RESP: resp.log not written at the stop, its last changes are lost - %s", exc)
+
+
+def _misconf(exc: OSError) -> bytes:
+    """Redis's reply to a write command after a failed AOF write (strerror of its errno)."""
+    return f"-MISCONF Errors writing to the AOF file: {exc.strerror or exc}\r\n".encode()

@@ -187,6 +187,12 @@ class RecordLog:
         self._legacy = legacy
         self._sync_due = sync_due
         self._buf: list[bytes] = []
+        # what a failed write() did not write, from the byte where it stopped, when its owner
+        # keeps it (resp.log: the changes are in memory already): written again before
+        # anything appended after it, so the file's order stays the records' order. Others
+        # drop it: their caller refused what the records stood for.
+        self.keep_unwritten = False
+        self._unwritten = b""
         self._fd = -1
         self.size = 0
         self._writes = 0  # since the last fsync
@@ -228,7 +234,7 @@ class RecordLog:
 
     @property
     def pending(self) -> bool:
-        return bool(self._buf)
+        return bool(self._buf) or bool(self._unwritten)
 
     def append(self, payload: bytes) -> None:
         n = len(payload)  # frame() written out (once per record of every log), its two
@@ -247,17 +253,27 @@ class RecordLog:
         taken in: see `replace_in_child`.)"""
         if self._child is not None:
             self._take_child()
-        if not self._buf:
+        if not self._buf and not self._unwritten:
             return
-        data = b"".join(self._buf)
+        data = self._unwritten + b"".join(self._buf)
         self._buf.clear()
-        if self._fd < 0:
-            self._open()
-            if not self.size:
-                data = FILE_MAGIC + data
-        with self._lock:
-            write_all(self._fd, data)
-        self.size += len(data)
+        self._unwritten = b""
+        done = 0
+        try:
+            if self._fd < 0:
+                self._open()
+                if not self.size:
+                    data = FILE_MAGIC + data
+            view = memoryview(data)
+            with self._lock:
+                while done < len(data):  # (a short write's rest again: then ENOSPC raises)
+                    done += os.write(self._fd, view[done:])
+        finally:
+            # a failed write keeps the bytes it did not write, from where it stopped, for an
+            # owner that keeps them (a record cut there is completed by the next flush)
+            self.size += done
+            if done < len(data) and self.keep_unwritten:
+                self._unwritten = data[done:]
         self._writes += 1
         if self._writes == self.sync_every:
             self._sync_due()
@@ -271,6 +287,7 @@ class RecordLog:
         self._buf.clear()
         chunks = _framed_chunks(payloads)
         size = replace_file(self.path, chunks, self._mode)
+        self._unwritten = b""  # the records' changes are in the snapshot
         with self._lock:
             self._close_fd()
             self._writes = 0
@@ -405,6 +422,7 @@ class RecordLog:
         """Forget the file (what is gathered too)."""
         self._abandon_child()
         self._buf.clear()
+        self._unwritten = b""
         with self._lock:
             self._close_fd()
         for path in (self.path, self.path + ".tmp"):

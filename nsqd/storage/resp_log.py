@@ -82,7 +82,9 @@ class RespLog:
             legacy=legacy_framing(_LEGACY_HEAD),
             sync_due=sync_due,
         )
+        self._log.keep_unwritten = True  # a failed write's records are written again later
         self._append = self._log.append
+        self.appended = 0  # records since the start: the reactor sees which commands changed
         self._base = 0  # size after the last rewrite
         self.keyspace: Replayable | None = None
 
@@ -111,6 +113,7 @@ class RespLog:
 
     def record(self, rec: Record) -> None:
         # encode() written out, this runs once per write command; most have three arguments
+        self.appended += 1
         if len(rec) == 3:
             a, b, c = rec
             pack = _pack_u32
@@ -121,7 +124,9 @@ class RespLog:
     def flush(self) -> bool:
         """Write what the last commands changed (one write()); rewrite when grown, in a child
         process (as Redis's auto-aof-rewrite), so that the loop never stops for it. True when
-        something was written (a good write: /ping may turn OK again)."""
+        something was written (a good write: /ping may turn OK again). A write that fails
+        raises, and what it did not write is kept and written first by the next flush
+        (records.py): the changes are in memory, the log catches up with them in order."""
         wrote = self._log.pending
         self._log.flush()
         if self._log.size > max(self.rewrite_min, 2 * self._base) and not self._log.replacing:

@@ -217,7 +217,10 @@ def _debug_reload(s: Session, argv: list[bytes]) -> bytes:
 
 
 def _debug_loadaof(s: Session, argv: list[bytes]) -> bytes:
-    """Redis flushes its AOF and loads it back; here the log is the append-only file."""
+    """Redis flushes its AOF and loads it back; here the log is the append-only file (not
+    while it cannot be written: it lacks the changes it keeps, and the load would lose them)."""
+    if s.fe.misconf:
+        raise ReplyError(s.fe.misconf[1:-2])
     s.fe.log.flush()
     return _replay(s)
 

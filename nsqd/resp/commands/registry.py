@@ -18,6 +18,7 @@ from protocol.resp.replies import RESP2, Resp2
 from .. import longdouble, watch
 from ..blocking import Waiter
 from ..keyspace import WRONGTYPE, Keyspace, WrongType
+from .flags import DISK_BOUND, RUNS_OTHERS, WRITE
 
 if TYPE_CHECKING:
     from ..server import Frontend
@@ -107,6 +108,14 @@ class Command:
     noauth: bool = False
     subcommands: dict[bytes, Command] | None = None
     immediate: bool = False  # runs at once inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT)
+    # refused with -MISCONF while resp.log cannot be written (flags.py: Redis's write flag)
+    disk_bound: bool = False
+    # a change it made is a write's: its reply waits for the log (flags.py)
+    writes: bool = False
+
+    def __post_init__(self) -> None:
+        self.disk_bound = self.name in DISK_BOUND
+        self.writes = self.name in WRITE or self.name in RUNS_OTHERS
 
 
 TABLE: dict[bytes, Command] = {}
@@ -167,7 +176,11 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
     if cmd is not None and cmd.subcommands is None and s.multi is None:
         # the usual case (no subcommand, in no MULTI): the checks below in one expression
         argc, arity = len(argv), cmd.arity
-        if (argc == arity if arity > 0 else argc >= -arity) and (s.authed or cmd.noauth):
+        if (
+            (argc == arity if arity > 0 else argc >= -arity)
+            and (s.authed or cmd.noauth)
+            and not (cmd.disk_bound and s.fe.misconf)
+        ):
             s.last = cmd
             return run(s, cmd, argv)
     error = None
@@ -186,6 +199,8 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
             error = wrong_arity(cmd.name).reply  # type: ignore[union-attr]
         if error is None and not s.authed and not cmd.noauth:  # type: ignore[union-attr]
             error = b"-NOAUTH Authentication required.\r\n"
+        if error is None and s.fe.misconf and _disk_bound(s, cmd):  # type: ignore[arg-type]
+            error = s.fe.misconf  # resp.log cannot be written: Redis's failed AOF write
     s.last = cmd
     if error is not None:
         if cmd is not None and cmd.name == "exec":
@@ -198,6 +213,14 @@ def dispatch(s: Session, argv: list[bytes]) -> bytes | Block:
         s.multi.append((cmd, argv))
         return b"+QUEUED\r\n"
     return run(s, cmd, argv)
+
+
+def _disk_bound(s: Session, cmd: Command) -> bool:
+    """processCommand's refusal after a failed AOF write: a write command or PING, and EXEC
+    of a transaction that queued one."""
+    if cmd.name == "exec" and s.multi is not None:
+        return any(queued.disk_bound for queued, _ in s.multi)
+    return cmd.disk_bound
 
 
 def exec_abort(s: Session, error: bytes) -> bytes:

@@ -19,6 +19,7 @@ from protocol.resp.replies import RESP2
 
 from .. import lua_sandbox
 from ..lua_values import Error, arg, parse, reply
+from .flags import WRITE
 from .registry import TABLE, Block, ReplyError, Session, command, container, run
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
@@ -74,6 +75,7 @@ class _Lua:
         self.funcs: dict[str, Any] = {}
         self._evaled: OrderedDict[str, None] = OrderedDict()  # EVAL's own, oldest first
         self.error: tuple[bytes, int] | None = None  # a redis.call error ending the script
+        self.appended_at = 0  # resp.log's record count when the running script started
 
     # Lua's allocator must never fail outside Lua code: from lupa's Python-side calls (a
     # table made, a value pushed back from a callback) the error would jump over Python's
@@ -141,6 +143,10 @@ class _Lua:
             error = b"ERR Wrong number of args calling Redis command from script"
         elif argv[0].lower() in NOT_IN_SCRIPTS:
             error = b"ERR This Redis command is not allowed from script"
+        elif s.fe.misconf and cmd.name in WRITE and s.fe.log.appended == self.appended_at:
+            # resp.log cannot be written: a script's first write is refused, as Redis's
+            # scriptVerifyWriteCommandAllow (once one changed something, the rest run)
+            error = s.fe.misconf[1:-2]
         else:
             answer = run(s, cmd, argv)
             if answer is None:
@@ -200,6 +206,7 @@ class _Lua:
         lib[b"ARGV"] = rt.table_from(args)
         enc, s.enc = s.enc, RESP2  # a script sees RESP2 replies, as Redis's default
         self.session, self.error = s, None
+        self.appended_at = s.fe.log.appended  # (a write past it: the script changed data)
         self._arm()
         self._limit()
         try:
