@@ -195,7 +195,10 @@ class DiskQueue:
         """Next record, or None when the reader has caught up with the writer."""
         with self._lock:
             self._check_open()
-            return self._read()
+            data = self._read()
+            if data is not None and self._sync_every <= 1:
+                self._write_read_position()
+            return data
 
     def read_many(self, n: int, max_bytes: int) -> list[bytes]:
         """Up to n records, and no more once they hold `max_bytes` (at least one); fewer
@@ -220,6 +223,8 @@ class DiskQueue:
                 out.append(HEADER.pack(len(data)) + data)
                 k += 1
                 left -= len(data)
+            if k and self._sync_every <= 1:
+                self._write_read_position()
         return out
 
     def _read_run(self, out: list[bytes], n: int, max_bytes: int) -> tuple[int, int]:
@@ -544,6 +549,23 @@ class DiskQueue:
         self._read_pos = 0
         self._depth = 0
 
+    def _write_read_position(self) -> None:
+        """--sync-every=1: the metadata written now, before the records just read leave (the
+        lock held), as go-diskqueue syncs right after each read; else the syncer's thread
+        wrote it after them, and a kill -9 right after their FINs handed them all out again.
+        Into the page cache only, which a kill -9 keeps: the count is left standing, so the
+        syncer still fsyncs it soon. A failure is left to that sync to report."""
+        self._meta_seq += 1
+        meta = meta_text(
+            self._depth - self._pending_count,
+            (self._read_file_num, self._read_pos),
+            (self._write_file_num, self._write_pos - self._pending_bytes),
+        )
+        try:
+            self._persist_meta(_SyncJob([], meta, self._meta_seq), fsync=False)
+        except OSError:
+            self._dirty = True
+
     def _snapshot(self) -> _SyncJob:
         fds = self._unsynced_fds
         self._unsynced_fds = []
@@ -580,7 +602,7 @@ class DiskQueue:
                 self._dirty = True  # try again on the next sync
             raise DiskQueueError(f"DISKQUEUE({self.name}) failed to sync - {error}") from error
 
-    def _persist_meta(self, job: _SyncJob) -> None:
+    def _persist_meta(self, job: _SyncJob, *, fsync: bool = True) -> None:
         with self._meta_lock:
             if job.seq <= self._meta_written:
                 return  # a newer state is already on disk (or the queue was emptied/deleted)
@@ -589,7 +611,8 @@ class DiskQueue:
             try:
                 try:
                     _write_all(fd, job.meta.encode())
-                    os.fsync(fd)
+                    if fsync:
+                        os.fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(tmp, self._meta_path)
