@@ -26,7 +26,16 @@ class GroupCommit:
     """One per store (a worker's partition). Never held, it writes nothing itself: each
     append goes to its file at once (a DiskQueue built without one gets this)."""
 
-    __slots__ = ("_after", "_dirty", "_error", "_later", "appended", "deferring", "depth")
+    __slots__ = (
+        "_after",
+        "_dirty",
+        "_error",
+        "_later",
+        "appended",
+        "deferring",
+        "depth",
+        "urgent",
+    )
 
     def __init__(self) -> None:
         self.depth = 0  # nested holds; > 0: appends are buffered
@@ -40,6 +49,9 @@ class GroupCommit:
         self._after: list[Buffered] = []
         self._later: list[Callable[[str | None], None]] = []
         self._error: str | None = None
+        # a record whose command's answer must not leave before it is on file (a release
+        # with --sync-every=1): the holder flushes before it answers
+        self.urgent = False
 
     def hold(self) -> None:
         self.depth += 1
@@ -93,6 +105,7 @@ class GroupCommit:
     def flush(self) -> str | None:
         """Write what is buffered now (the hold goes on), the queues first, then the journals;
         the first failure since the hold began, or None."""
+        self.urgent = False
         while self._dirty:  # a pending publish's flush appends to the queues it reaches
             dirty, self._dirty = self._dirty, []
             for queue in dirty:

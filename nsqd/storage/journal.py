@@ -188,6 +188,11 @@ class ChannelJournal:
             # before the pass's write lost it)
             self._log.append(record)
             self._commit.add_after(self, False)
+            if self._release_at_once:
+                # every op synced: on file before the command's answer (and a later command's)
+                # leaves (the reactor flushes first); left to the pass's write, a barrier
+                # answered in the same pass beat it and a kill -9 gave the FIN'd batch back
+                self._commit.urgent = True
             return
         if self._release_at_once:  # every op synced: a FIN is written before the next command
             self._write(record)

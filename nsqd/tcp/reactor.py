@@ -231,6 +231,8 @@ class Reactor(Refills, Parking):
             commit.deferring = False
             client._busy = False
         if served:
+            if commit.urgent:  # a FIN's record (--sync-every=1) is on file before answers go
+                commit.flush()
             if client.needs_refresh:  # its RDY or FINs made room: refilled once per read
                 client.needs_refresh = False
                 self._top_up(client)
