@@ -111,6 +111,7 @@ class DiskQueue:
         self._pending_bytes = 0
         self._pending_count = 0  # the records in them (a framed run holds many)
         self._record_guess = 256  # the last record read's framed size: a run's read size
+        self._position_due = False  # --sync-every=1: a read's position waits for its pass
         self._recover()
 
     def put(self, data: bytes) -> None:
@@ -197,7 +198,7 @@ class DiskQueue:
             self._check_open()
             data = self._read()
             if data is not None and self._sync_every <= 1:
-                self._write_read_position()
+                self._position_read()
             return data
 
     def read_many(self, n: int, max_bytes: int) -> list[bytes]:
@@ -224,7 +225,7 @@ class DiskQueue:
                 k += 1
                 left -= len(data)
             if k and self._sync_every <= 1:
-                self._write_read_position()
+                self._position_read()
         return out
 
     def _read_run(self, out: list[bytes], n: int, max_bytes: int) -> tuple[int, int]:
@@ -549,12 +550,31 @@ class DiskQueue:
         self._read_pos = 0
         self._depth = 0
 
+    def _position_read(self) -> None:
+        """--sync-every=1, a read in a held pass: the metadata is written once the pass's
+        write is on file and before what was read leaves (a callback after the release, ahead
+        of the deliveries'), as go-diskqueue syncs right after each read; in the syncer's
+        thread it came after them, and a kill -9 right after their FINs handed them all out
+        again. Not sooner: what was read may be on its way into another file of the pass (a
+        channel's queue, a journal's delivered batch), and a kill -9 before that write would
+        find it in none. Outside a pass the syncer writes it, as before."""
+        if self._position_due or not self._commit.depth:
+            return
+        self._position_due = True
+        self._commit.later(self._position_written)
+
+    def _position_written(self, error: str | None) -> None:
+        self._position_due = False
+        if error is not None:
+            return  # the pass's write failed: the syncer's, as before
+        with self._lock:
+            if not self._closed:
+                self._write_read_position()
+
     def _write_read_position(self) -> None:
-        """--sync-every=1: the metadata written now, before the records just read leave (the
-        lock held), as go-diskqueue syncs right after each read; else the syncer's thread
-        wrote it after them, and a kill -9 right after their FINs handed them all out again.
-        Into the page cache only, which a kill -9 keeps: the count is left standing, so the
-        syncer still fsyncs it soon. A failure is left to that sync to report."""
+        """The metadata written now (the lock held), into the page cache only, which a kill
+        -9 keeps: the count is left standing, so the syncer still fsyncs it soon. A failure
+        is left to that sync to report."""
         self._meta_seq += 1
         meta = meta_text(
             self._depth - self._pending_count,

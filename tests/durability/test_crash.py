@@ -112,12 +112,15 @@ def test_kill_9_keeps_a_single_queued_message(kind: str, data_dir: Path) -> None
     )
 
 
-def test_kill_9_right_after_fins_keeps_them_finished(kind: str, data_dir: Path) -> None:
+def test_kill_9_right_after_fins_keeps_them_finished(data_dir: Path) -> None:
     """--sync-every=1: a batch read from a channel's disk queue, FIN'd (the FINs answered
-    for), then kill -9 at once: none of the batch comes back. go-diskqueue persists its read
-    position right after each read; ours did in the syncer's worker thread after the batch
-    had left, the FINs' answer beat it and the whole batch was delivered again (found by
-    kill -9 chaos, every time with this sequence)."""
+    for), then kill -9 at once: none of the batch comes back. Ours persisted the read
+    position in the syncer's worker thread after the batch had left, the FINs' answer beat
+    it and the whole batch was delivered again (found by kill -9 chaos, every time with this
+    sequence). The Go nsqd syncs right after each read, in its queue's goroutine, beside the
+    delivery: it gave none back in 3 runs of 3, but a busy machine can let the kill beat its
+    last sync, so it is not run here (the test would be flaky on it, not wrong)."""
+    kind = "ours"
     daemon = helpers.start(kind, data_dir, *FLAGS)
     with daemon.client() as producer, daemon.client() as consumer:
         consumer.sub("finback", "ch", rdy=0)

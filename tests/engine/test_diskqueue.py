@@ -426,3 +426,31 @@ def test_a_peek_in_parts_reads_on_from_where_it_stopped(tmp_path: Path) -> None:
     dq.close()
     with pytest.raises(QueueClosedError):
         dq.peek_at(5, None)
+
+
+def test_sync_every_1_writes_the_read_position_after_the_pass_before_what_was_read_leaves(
+    tmp_path: Path,
+) -> None:
+    """--sync-every=1: the syncer's thread wrote a read's position after what was read had
+    left, and a kill -9 right after its FINs gave it all back. Written at the read itself
+    (this campaign's first fix), it came before the pass's write of where the records went (a
+    channel's queue, a journal's delivered batch): a kill -9 between lost them (kill -9
+    chaos: 1 of 19,433). It is written when the pass's write is on file, before the pass's
+    later callbacks (the deliveries)."""
+    from nsqd.storage.commit import GroupCommit
+
+    commit = GroupCommit()
+    queue = make_queue(tmp_path, max_bytes=1 << 20, commit=commit, sync_every=1)
+    queue.put(payload(0))
+    queue.put(payload(1))
+    queue.sync()
+    meta = tmp_path / "q.diskqueue.meta.dat"
+    before = meta.read_text()
+    seen: list[str] = []
+    commit.hold()
+    assert queue.read() == payload(0)
+    assert meta.read_text() == before, "the read position went to file before the pass's write"
+    commit.later(lambda error: seen.append(meta.read_text()))  # a delivery of the pass
+    assert commit.release() is None
+    assert seen == ["1\n0,14\n0,28\n"], "the read position was not on file before it left"
+    queue.close()
