@@ -389,6 +389,22 @@ def running(kind: str, data_path: Path, *extra: str) -> Iterator[Daemon]:
         daemon.stop()
 
 
+def fin_then_kill(daemon: Daemon, topic: str, published: int, read: int) -> list[DecodedMessage]:
+    """Publish `published` messages to `topic` (MPUB), read `read` of them on channel "ch",
+    FIN them and wait until every FIN is handled and answered for (a barrier), then kill -9
+    the daemon at once: what was read, for the caller to look for after the restart."""
+    with daemon.client() as producer, daemon.client() as consumer:
+        consumer.sub(topic, "ch", rdy=0)
+        producer.mpub(topic, [b"m-%03d" % i for i in range(published)])
+        consumer.rdy(read)
+        got = consumer.messages(read, timeout=10)
+        consumer.rdy(0)
+        consumer.fin_many(m.id for m in got)
+        consumer.barrier()  # every FIN handled and answered for
+        daemon.kill()
+    return got
+
+
 def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.02) -> bool:
     """Poll ``predicate`` until true or ``timeout`` seconds pass; its last truth value."""
     deadline = time.monotonic() + timeout

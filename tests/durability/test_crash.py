@@ -121,16 +121,7 @@ def test_kill_9_right_after_fins_keeps_them_finished(data_dir: Path) -> None:
     delivery: it gave none back in 3 runs of 3, but a busy machine can let the kill beat its
     last sync, so it is not run here (the test would be flaky on it, not wrong)."""
     kind = "ours"
-    daemon = helpers.start(kind, data_dir, *FLAGS)
-    with daemon.client() as producer, daemon.client() as consumer:
-        consumer.sub("finback", "ch", rdy=0)
-        producer.mpub("finback", [b"m-%03d" % i for i in range(300)])
-        consumer.rdy(50)
-        got = consumer.messages(50, timeout=10)
-        consumer.rdy(0)
-        consumer.fin_many(m.id for m in got)
-        consumer.barrier()  # every FIN handled
-        daemon.kill()
+    got = helpers.fin_then_kill(helpers.start(kind, data_dir, *FLAGS), "finback", 300, 50)
     with helpers.running(kind, data_dir, *FLAGS) as daemon2, daemon2.client() as conn:
         conn.sub("finback", "ch", rdy=500)
         after = conn.consume(250, timeout=20, quiet=0.5, idle=2)

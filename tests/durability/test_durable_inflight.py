@@ -442,15 +442,7 @@ def test_kill_9_right_after_fins_were_answered_gives_none_back(tmp_path: Path) -
     for run in range(5):
         data_dir = tmp_path / f"run{run}"
         daemon = helpers.start("ours", data_dir, *DURABLE)
-        with daemon.client() as producer, daemon.client() as consumer:
-            consumer.sub("finback", "ch", rdy=0)
-            producer.mpub("finback", [b"m-%03d" % i for i in range(100)])
-            consumer.rdy(50)
-            got = consumer.messages(50, timeout=10)
-            consumer.rdy(0)
-            consumer.fin_many(m.id for m in got)
-            consumer.barrier()  # every FIN handled and answered for
-            daemon.kill()
+        got = helpers.fin_then_kill(daemon, "finback", 100, 50)
         with helpers.running("ours", data_dir, *DURABLE) as daemon2, daemon2.client() as conn:
             conn.sub("finback", "ch", rdy=200)
             after = conn.consume(50, timeout=20, quiet=0.5, idle=2)
