@@ -147,11 +147,11 @@ class Broker:
 
     def channel_handle(self, topic: str, channel: str) -> ChannelHandle:
         """The channel (both made if missing), for a front-end."""
-        return ChannelHandle(self.channel(topic, channel), self.settings.msg_timeout)
+        return ChannelHandle(self.channel(topic, channel), self.settings.msg_timeout, self.commit)
 
     def existing_channel(self, topic: str, channel: str) -> ChannelHandle:
         """The channel if it exists; else Refused (404 TOPIC_NOT_FOUND / CHANNEL_NOT_FOUND)."""
-        return ChannelHandle(self._found(topic, channel)[1], self.settings.msg_timeout)
+        return ChannelHandle(self._found(topic, channel)[1], self.settings.msg_timeout, self.commit)
 
     def _found(self, topic: str, channel: str) -> tuple[Topic, Channel]:
         found = self._found_topic(topic)

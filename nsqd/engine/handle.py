@@ -14,20 +14,23 @@ from protocol.v2 import NSQError
 
 from . import leases
 from .api import ChannelFigures, Deliveries, Failure, Outcome
+from .ports import StoreError
 
 if TYPE_CHECKING:
     from .channel import Channel
     from .message import Message
     from .policies.attributes import ChannelAttributes
-    from .ports import Consumer
+    from .ports import Consumer, WriteBatch
 
 
 class ChannelHandle:
-    __slots__ = ("_channel", "_lease_timeout")
+    __slots__ = ("_channel", "_commit", "_lease_timeout")
 
-    def __init__(self, channel: Channel, lease_timeout: float) -> None:
+    def __init__(self, channel: Channel, lease_timeout: float, commit: WriteBatch) -> None:
         self._channel = channel
         self._lease_timeout = lease_timeout  # a new lease's own timeout (--msg-timeout)
+        # the stores' group commit: a take is held in it as a pass of the loop holds its reads
+        self._commit = commit
 
     # -- what it is ---------------------------------------------------------------------------
 
@@ -70,16 +73,36 @@ class ChannelHandle:
         """Up to n messages in flight under the named lease for `timeout` s (leases.receive)."""
         channel = self._channel
         holder = self._lease(lease)
-        msgs = leases.receive(channel, holder, n, timeout, max_bytes, again, held_only)
+        msgs = self._taken(leases.receive, channel, holder, n, timeout, max_bytes, again, held_only)
         return self._deliveries(msgs, leases.due_ms(msgs[0].deadline) if msgs else 0)
 
     def pop(self, lease: str, n: int, timeout: float) -> Deliveries:
         """Up to n queued messages, received and finished at once."""
-        channel, holder = self._channel, self._lease(lease)
+        return self._deliveries(self._taken(self._pop, self._lease(lease), n, timeout), None)
+
+    def _pop(self, holder: Consumer, n: int, timeout: float) -> list[Message]:
+        channel = self._channel
         msgs = channel.lend(holder, n, timeout)
         if msgs:
             channel.finish(holder, [m.id for m in msgs])
-        return self._deliveries(msgs, None)
+        return msgs
+
+    def _taken(self, take: Callable[..., list[Message]], *args: object) -> list[Message]:
+        """`take(*args)` in a hold of the group commit, as a pass of the loop holds its reads:
+        with --sync-every=1 a disk queue writes its read position at the release, once what
+        the take wrote is on file (a journal's records), and so before the answer leaves; the
+        syncer wrote it ~100 ms later, and a kill -9 right after the answer (a pop's, a
+        receive's FIN'd at once) handed the messages out again. A failed write of the hold
+        refuses the take, as it would have unheld."""
+        commit = self._commit
+        commit.hold()
+        try:
+            msgs = take(*args)
+        finally:
+            error = commit.release()
+        if error is not None:
+            raise StoreError(error)
+        return msgs
 
     def held(self, lease: str) -> list[bytes]:
         """The ids the named lease holds in flight now."""

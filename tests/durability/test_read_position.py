@@ -1,0 +1,68 @@
+"""--sync-every=1: what was read from a disk queue outside a pass of the loop (HTTP's pop and
+receive, a timer's delivery) and then finished is not given back by a kill -9 right after.
+
+go-diskqueue syncs its read position right after each read, so the Go nsqd gives none back
+(test_crash.py's TCP case runs on both); HTTP pop and receive are ours alone, and
+docs/durability.md's kill -9 bullet is their promise."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from . import helpers
+
+FLAGS = ("--sync-every=1", "--mem-queue-size=0")
+PUBLISHED, READ = 300, 50
+
+
+def _bodies(answer: bytes) -> list[bytes]:
+    return [base64.b64decode(m["body"]) for m in json.loads(answer)["messages"]]
+
+
+def _pop(daemon: helpers.Daemon, topic: str) -> list[bytes]:
+    status, answer = daemon.request("POST", f"/channel/pop?topic={topic}&channel=ch&n={READ}")
+    assert status == 200, answer
+    return _bodies(answer)
+
+
+def _receive_fin(daemon: helpers.Daemon, topic: str) -> list[bytes]:
+    status, answer = daemon.request(
+        "POST", f"/channel/receive?topic={topic}&channel=ch&n={READ}&lease=L"
+    )
+    assert status == 200, answer
+    status, done = daemon.request("POST", f"/message/fin?topic={topic}&channel=ch&lease=L")
+    assert status == 200, done
+    return _bodies(answer)
+
+
+@pytest.mark.parametrize("take", [_pop, _receive_fin], ids=["pop", "receive-fin"])
+def test_kill_9_after_an_http_take_keeps_it_taken(take: object, data_dir: Path) -> None:
+    """A batch popped (or received and FIN'd) over HTTP from a channel's disk queue, the
+    answer read, then kill -9 at once: none of it comes back. The read position reached the
+    metadata only in the syncer's thread (~100 ms later), and every one came back."""
+    daemon = helpers.start("ours", data_dir, *FLAGS)
+    with daemon.client() as producer:
+        producer.sub("httptake", "ch")  # the channel, so the MPUB reaches its queue
+        producer.mpub("httptake", [b"m-%03d" % i for i in range(PUBLISHED)])
+    # the topic's queue has moved them all to the channel's (nothing left to move again)
+    assert helpers.wait_for(lambda: _depth(daemon, "httptake") == PUBLISHED, 10)
+    got = take(daemon, "httptake")  # type: ignore[operator]
+    daemon.kill()
+    assert len(got) == READ
+    with helpers.running("ours", data_dir, *FLAGS) as daemon2, daemon2.client() as conn:
+        conn.sub("httptake", "ch", rdy=500)
+        after = conn.consume(PUBLISHED - READ, timeout=20, quiet=0.5, idle=2)
+    back = sorted(set(got) & set(helpers.bodies(after)))
+    assert not back, f"{len(back)} taken (and answered for) messages delivered again"
+    never = {b"m-%03d" % i for i in range(PUBLISHED)} - set(got)
+    assert never <= set(helpers.bodies(after)), "lost some of those never taken"
+
+
+def _depth(daemon: helpers.Daemon, topic: str) -> int:
+    status, answer = daemon.request("GET", f"/stats?format=json&topic={topic}&channel=ch")
+    channels = json.loads(answer)["topics"][0]["channels"] if status == 200 else []
+    return channels[0]["depth"] if channels else -1
