@@ -151,6 +151,8 @@ class NSQD:
             self._nursery = root
             root.start_soon(loop.run)
             self.storage.load()
+            if group is not None:  # before its state reaches the supervisor (and nsqlookupd)
+                group.make_missed_deletions()
             if resp is not None:
                 resp.load()
             root.start_soon(self._watch_signals, signals)

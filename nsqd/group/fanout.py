@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import select
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from .pull import is_link
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..http.routes import API
+    from .deletions import Deletion
 
 PEER_HEADER = b"x-trio-nsqd-group-peer"
 # set while an admin request is served: what it makes here is made in the peers by that
@@ -66,6 +68,9 @@ _CHANNEL_SUMS = (
     "client_count",
 )
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
+# the deletions a peer that does not answer makes at its next start (deletions.py): whether
+# the path names a channel
+_DELETES = {"/topic/delete": False, "/channel/delete": True}
 
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -82,6 +87,9 @@ class FanOut:
         self.api = api
         self._peers = peers  # the peers' private HTTP addresses, as known now
         self.connections = connections  # the worker's
+        # told of a deletion made here and the peers that answered it: the others make it at
+        # their next start (the worker's deletions file of each)
+        self.missed: Callable[[set[tuple[str, int]], Deletion], None] | None = None
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -111,6 +119,7 @@ class FanOut:
 
     def _admin(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
+            asked_at = time.time_ns()  # before any worker made it (a deletion's line)
             token = ASKED.set(True)
             try:
                 if req.peer:
@@ -121,10 +130,15 @@ class FanOut:
             # made twice is made once (create, delete, pause...) but for an empty, which would
             # drop what was published in between
             again = not req.path.endswith("/empty")
-            answers = await self.ask_all(req.method, req.target, again=again)
+            answered: set[tuple[str, int]] = set()
+            answers = await self.ask_all(req.method, req.target, again=again, answered=answered)
             statuses = [status for status, _ in answers]
             if failed is not None and 200 not in statuses:
                 raise failed
+            names_channel = _DELETES.get(req.path)
+            if names_channel is not None and self.missed is not None:
+                channel = req.arg("channel") if names_channel else None
+                self.missed(answered, (asked_at, req.arg("topic") or "", channel))
             return answer
 
         return handle
@@ -269,12 +283,19 @@ class FanOut:
         return status, text
 
     async def ask_all(
-        self, method: str, target: bytes, body: bytes = b"", *, again: bool | None = None
+        self,
+        method: str,
+        target: bytes,
+        body: bytes = b"",
+        *,
+        again: bool | None = None,
+        answered: set[tuple[str, int]] | None = None,
     ) -> list[tuple[int, bytes]]:
         """Every peer's (status, body), asked at once on kept connections; a peer that does not
         answer within ASK_TIMEOUT is logged and left out. `again`: whether the request may be
         made twice (KeptConnections.request), a GET's by default: a kept connection the peer
-        closed as it was sent then costs a new one, not the peer's part of the answer."""
+        closed as it was sent then costs a new one, not the peer's part of the answer.
+        `answered`: given, it gets the address of each peer that answered."""
         if again is None:
             again = method == "GET"
         answers: list[tuple[int, bytes]] = []
@@ -288,6 +309,8 @@ class FanOut:
                         address, method, target, body, again=again
                     )
                 answers.append((status, text))
+                if answered is not None:
+                    answered.add(address)
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
 

@@ -4,7 +4,8 @@
   and an HTTP one answering for this worker alone; their addresses are the two lines of
   `worker-K.link` in the group's --data-path, for its peers;
 - group-wide HTTP answers (fanout.py, messages.py, attributes.py) in the API's route table,
-  and at start what the peers made while it was starting or down (catchup.py), and with
+  and at start what the peers made while it was starting or down (catchup.py) and what the
+  group deleted meanwhile (deletions.py), and with
   --dedupe-window the keyed publishes made by their topic's owner (keys.py);
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
@@ -26,6 +27,7 @@ from ..http import server as http_server
 from ..http.v1 import Request, query_string
 from ..log import log
 from ..net import listeners
+from . import deletions
 from .attributes import GroupAttributes
 from .bridge import PeerLists
 from .catchup import CatchUp
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ..http.routes import Handler, HTTPServer
     from ..metrics.statsd import Topics
     from ..net.reactor import Loop
+    from .deletions import Deletion
 
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
@@ -66,6 +69,8 @@ class Worker:
         self._auth = encoders.auth(identity.secret) if auth else b""
         self._links = Links(loop, broker.commit)  # the pulls' sessions, served in the loop
         self.identity = identity
+        # made before the partition's load, which writes nsqd.dat again (deletions.py)
+        self._written_ns = deletions.written_ns(identity.data_path)
         self._max_rdy = max_rdy
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
         self._idle_since: dict[tuple[str, str], float] = {}
@@ -77,6 +82,7 @@ class Worker:
         self._catch_up: CatchUp | None = None  # with HTTP, where the peers can be asked
         if http is not None:
             fanout = self._fanout = FanOut(broker, http.api, self._peer_http, self._connections)
+            fanout.missed = self._missed
             fanout.install()
             GroupAttributes(fanout).install(http.api.routes)
             catch_up = self._catch_up = CatchUp(fanout, http.node)
@@ -121,6 +127,21 @@ class Worker:
     def _peer_http(self) -> list[tuple[str, int]]:
         found = (self._address(peer, 1) for peer in self.identity.peers)
         return [address for address in found if address is not None]
+
+    # -- deletions a peer missed (deletions.py) --------------------------------------------------
+
+    def _missed(self, answered: set[tuple[str, int]], deletion: Deletion) -> None:
+        """A deletion made here: each peer that did not answer it (down, or not answering)
+        makes it at its next start."""
+        for peer in self.identity.peers:
+            if self._address(peer, 1) not in answered:
+                deletions.record(deletions.file_of(self.identity.group_path, peer), deletion)
+
+    def make_missed_deletions(self) -> None:
+        """Once the partition is loaded, before the state goes to the supervisor: what the
+        group deleted while this worker was down goes here too."""
+        own = deletions.file_of(self.identity.group_path, self.identity.index)
+        deletions.make(own, self._written_ns, self.broker)
 
     # -- the broker's Hooks -------------------------------------------------------------------
 
