@@ -46,7 +46,7 @@ from .pull import is_link
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..http.routes import API
-    from .deletions import Deletion
+    from .missed import Change, Peer
 
 PEER_HEADER = b"x-trio-nsqd-group-peer"
 # set while an admin request is served: what it makes here is made in the peers by that
@@ -68,9 +68,14 @@ _CHANNEL_SUMS = (
     "client_count",
 )
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
-# the deletions a peer that does not answer makes at its next start (deletions.py): whether
-# the path names a channel
-_DELETES = {"/topic/delete": False, "/channel/delete": True}
+# what a peer that missed it makes at its next start (missed.py): the action, and whether the
+# path names a channel
+_MISSED = {
+    "/topic/delete": ("delete", False),
+    "/channel/delete": ("delete", True),
+    "/topic/empty": ("empty", False),
+    "/channel/empty": ("empty", True),
+}
 
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -87,9 +92,9 @@ class FanOut:
         self.api = api
         self._peers = peers  # the peers' private HTTP addresses, as known now
         self.connections = connections  # the worker's
-        # told of a deletion made here and the peers that answered it: the others make it at
-        # their next start (the worker's deletions file of each)
-        self.missed: Callable[[set[tuple[str, int]], Deletion], None] | None = None
+        # told of a deletion or an empty made here, the peers that answered it and those that
+        # refused the connection: who missed it makes it at its next start (missed.py)
+        self.missed: Callable[[Change, set[Peer], set[Peer]], None] | None = None
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -130,15 +135,20 @@ class FanOut:
             # made twice is made once (create, delete, pause...) but for an empty, which would
             # drop what was published in between
             again = not req.path.endswith("/empty")
-            answered: set[tuple[str, int]] = set()
-            answers = await self.ask_all(req.method, req.target, again=again, answered=answered)
+            answered: set[Peer] = set()
+            unreachable: set[Peer] = set()
+            answers = await self.ask_all(
+                req.method, req.target, again=again, answered=answered, unreachable=unreachable
+            )
             statuses = [status for status, _ in answers]
             if failed is not None and 200 not in statuses:
                 raise failed
-            names_channel = _DELETES.get(req.path)
-            if names_channel is not None and self.missed is not None:
+            missed = _MISSED.get(req.path)
+            if missed is not None and self.missed is not None:
+                action, names_channel = missed
                 channel = req.arg("channel") if names_channel else None
-                self.missed(answered, (asked_at, req.arg("topic") or "", channel))
+                change = (asked_at, action, req.arg("topic") or "", channel)
+                self.missed(change, answered, unreachable)
             return answer
 
         return handle
@@ -289,13 +299,15 @@ class FanOut:
         body: bytes = b"",
         *,
         again: bool | None = None,
-        answered: set[tuple[str, int]] | None = None,
+        answered: set[Peer] | None = None,
+        unreachable: set[Peer] | None = None,
     ) -> list[tuple[int, bytes]]:
         """Every peer's (status, body), asked at once on kept connections; a peer that does not
         answer within ASK_TIMEOUT is logged and left out. `again`: whether the request may be
         made twice (KeptConnections.request), a GET's by default: a kept connection the peer
         closed as it was sent then costs a new one, not the peer's part of the answer.
-        `answered`: given, it gets the address of each peer that answered."""
+        `answered`, `unreachable`: given, they get the address of each peer that answered,
+        and of each whose private HTTP refused the connection (nothing listens there)."""
         if again is None:
             again = method == "GET"
         answers: list[tuple[int, bytes]] = []
@@ -311,6 +323,10 @@ class FanOut:
                 answers.append((status, text))
                 if answered is not None:
                     answered.add(address)
+            except Unreachable as exc:
+                if unreachable is not None:
+                    unreachable.add(address)
+                log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
             except ASK_ERRORS as exc:
                 log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
 
@@ -338,6 +354,21 @@ _CONFIG_BODIES: dict[str, Callable[[dict[str, Any]], bytes]] = {
     "nsqlookupd_tcp_addresses": lambda values: json.dumps(values["lookupd_tcp_address"]).encode(),
     "log_level": lambda values: str(values["log_level"]).encode(),
 }
+
+
+class Unreachable(OSError):
+    """A peer's private HTTP refused the connection: nothing listens there (the peer is not
+    running), and the request was not sent."""
+
+
+def _refused(exc: OSError) -> bool:
+    """Whether a connect failed on a refusal alone (trio's error for its attempts has them
+    as its cause); not one of this process's own failures (out of descriptors)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    tried = getattr(exc.__cause__, "exceptions", ())
+    return bool(tried) and all(isinstance(one, ConnectionRefusedError) for one in tried)
+
 
 # what asking a peer can raise when the peer is down, dies mid-answer or answers nonsense: a
 # caller logs it and goes on (a worker killed while its peers ask it must not take them down)
@@ -411,7 +442,13 @@ class KeptConnections:
             except (OSError, trio.BrokenResourceError, ValueError):
                 if not again:
                     raise
-        return await self._exchange(address, await trio.open_tcp_stream(*address), data)
+        try:
+            stream = await trio.open_tcp_stream(*address)
+        except OSError as exc:
+            if _refused(exc):  # nothing listens there: the peer is not running
+                raise Unreachable(str(exc)) from exc
+            raise
+        return await self._exchange(address, stream, data)
 
     async def keep_only(self, addresses: list[tuple[str, int]]) -> None:
         """Close what is kept for addresses no peer has now (one started again elsewhere)."""

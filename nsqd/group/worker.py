@@ -5,7 +5,7 @@
   `worker-K.link` in the group's --data-path, for its peers;
 - group-wide HTTP answers (fanout.py, messages.py, attributes.py) in the API's route table,
   and at start what the peers made while it was starting or down (catchup.py) and what the
-  group deleted meanwhile (deletions.py), and with
+  group deleted or emptied meanwhile (missed.py), and with
   --dedupe-window the keyed publishes made by their topic's owner (keys.py);
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
@@ -27,7 +27,7 @@ from ..http import server as http_server
 from ..http.v1 import Request, query_string
 from ..log import log
 from ..net import listeners
-from . import deletions
+from . import missed
 from .attributes import GroupAttributes
 from .bridge import PeerLists
 from .catchup import CatchUp
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..http.routes import Handler, HTTPServer
     from ..metrics.statsd import Topics
     from ..net.reactor import Loop
-    from .deletions import Deletion
+    from .missed import Change, Peer
 
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
@@ -69,8 +69,8 @@ class Worker:
         self._auth = encoders.auth(identity.secret) if auth else b""
         self._links = Links(loop, broker.commit)  # the pulls' sessions, served in the loop
         self.identity = identity
-        # made before the partition's load, which writes nsqd.dat again (deletions.py)
-        self._written_ns = deletions.written_ns(identity.data_path)
+        # taken before the partition's load, which writes nsqd.dat again (missed.py)
+        self._written_ns = missed.written_ns(identity.data_path)
         self._max_rdy = max_rdy
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
         self._idle_since: dict[tuple[str, str], float] = {}
@@ -128,20 +128,20 @@ class Worker:
         found = (self._address(peer, 1) for peer in self.identity.peers)
         return [address for address in found if address is not None]
 
-    # -- deletions a peer missed (deletions.py) --------------------------------------------------
+    # -- what a peer missed (missed.py) ---------------------------------------------------------
 
-    def _missed(self, answered: set[tuple[str, int]], deletion: Deletion) -> None:
-        """A deletion made here: each peer that did not answer it (down, or not answering)
-        makes it at its next start."""
+    def _missed(self, change: Change, answered: set[Peer], unreachable: set[Peer]) -> None:
+        """A deletion or an empty made here: each peer that missed it (down, or for a deletion
+        not answering) makes it at its next start."""
         for peer in self.identity.peers:
-            if self._address(peer, 1) not in answered:
-                deletions.record(deletions.file_of(self.identity.group_path, peer), deletion)
+            if missed.missed_by(change[1], self._address(peer, 1), answered, unreachable):
+                missed.record(missed.file_of(self.identity.group_path, peer), change)
 
-    def make_missed_deletions(self) -> None:
+    def make_missed(self) -> None:
         """Once the partition is loaded, before the state goes to the supervisor: what the
-        group deleted while this worker was down goes here too."""
-        own = deletions.file_of(self.identity.group_path, self.identity.index)
-        deletions.make(own, self._written_ns, self.broker)
+        group deleted or emptied while this worker was down is made here too."""
+        own = missed.file_of(self.identity.group_path, self.identity.index)
+        missed.make(own, self._written_ns, self.broker)
 
     # -- the broker's Hooks -------------------------------------------------------------------
 

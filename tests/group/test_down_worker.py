@@ -1,13 +1,17 @@
 """A group's admin changes made while a worker is down (killed, not yet started again): once
 it is back the group answers as one nsqd would have after the same change. A topic or channel
 deleted meanwhile stays deleted (its partition's nsqd.dat still lists it), in the group's
-/stats and in nsqlookupd. The worker is held down by stopping the supervisor (SIGSTOP), so
+/stats and in nsqlookupd; one emptied meanwhile (here by nsqadmin) holds none of the
+messages that worker had. The worker is held down by stopping the supervisor (SIGSTOP), so
 the change is made while it is surely down, then the supervisor goes on and starts it again."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import urllib.request
+from collections.abc import Callable
 
 from tests.ops.conftest import (  # noqa: F401 (a fixture)
     START_TIMEOUT,
@@ -22,6 +26,39 @@ from tests.ops.test_lookupd import WAIT
 
 from .conftest import Group
 from .test_lookupd import rows
+
+
+def _while_down(group: Group, change: Callable[[], None]) -> None:
+    """`change` made while worker 1 is down; returns once it is back (listening again)."""
+    assert group.proc is not None
+    before, link = group.pids()[1], group.link(1)
+    group.proc.send_signal(signal.SIGSTOP)  # it starts nobody again until SIGCONT
+    try:
+        os.kill(before, signal.SIGKILL)
+        # its sockets closed: no connection to the shared ports lands in its listener now
+        wait_until(lambda: not port_open(link), START_TIMEOUT, "worker 1 gone")
+        change()
+    finally:
+        group.proc.send_signal(signal.SIGCONT)
+    listened = group.listened(1)
+    wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back")
+    assert group.pids()[1] != before
+
+
+def _on_disk(group: Group, k: int) -> dict[str, list[str]]:
+    """Worker k's nsqd.dat: what a kill -9 of it keeps (written soon after each change)."""
+    doc = json.loads((group.data / f"worker-{k}" / "nsqd.dat").read_bytes())
+    found = doc["topics"] or []
+    return {t["name"]: sorted(c["name"] for c in t["channels"] or []) for t in found}
+
+
+def _depths(stats: dict) -> dict[str, int]:
+    found = {}
+    for topic in stats["topics"]:
+        found[topic["topic_name"]] = topic["depth"]
+        for channel in topic["channels"]:
+            found[f"{topic['topic_name']}:{channel['channel_name']}"] = channel["depth"]
+    return found
 
 
 def _queues(stats: dict) -> dict[str, list[str]]:
@@ -47,22 +84,14 @@ def test_a_deletion_made_while_a_worker_is_down_holds_once_it_is_back(
     wanted["channel:kept:d"] = 1
     wait_until(lambda: rows(lookupd) == wanted, WAIT, "registered")
 
-    assert group.proc is not None
-    before = group.pids()[1]
-    group.proc.send_signal(signal.SIGSTOP)  # it starts nobody again until SIGCONT
-    try:
-        link = group.link(1)
-        os.kill(before, signal.SIGKILL)
-        # its sockets closed: no connection to the shared ports lands in its listener now
-        wait_until(lambda: not port_open(link), START_TIMEOUT, "worker 1 gone")
+    wanted_disk = {"gone": [], "kept": ["c", "d"]}
+    wait_until(lambda: _on_disk(group, 1) == wanted_disk, WAIT, "worker 1's nsqd.dat")
+
+    def delete() -> None:
         assert http_post(f"{url}/topic/delete?topic=gone")[0] == 200
         assert http_post(f"{url}/channel/delete?topic=kept&channel=c")[0] == 200
-    finally:
-        group.proc.send_signal(signal.SIGCONT)
-    listened = group.listened(1)
-    wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back")
-    assert group.pids()[1] != before
 
+    _while_down(group, delete)
     expected = {"kept": ["d"]}
     assert _queues(group.worker_stats(1)) == expected  # not back from its nsqd.dat
     assert _queues(http_json(f"{url}/stats?format=json")) == expected
@@ -74,3 +103,39 @@ def test_a_deletion_made_while_a_worker_is_down_holds_once_it_is_back(
     wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back again")
     assert _queues(group.worker_stats(1)) == expected
     assert rows(lookupd) == wanted
+
+
+def test_an_empty_made_while_a_worker_is_down_holds_once_it_is_back(
+    launcher: Launcher,  # noqa: F811
+    group: Group,
+) -> None:
+    lookupd = launcher.nsqlookupd()
+    flags = ("--mem-queue-size=0", "--broadcast-address=127.0.0.1")  # on disk: kill -9 keeps it
+    group.start(f"--lookupd-tcp-address={lookupd.addr('tcp')}", *flags)
+    admin = launcher.nsqadmin(lookupd)
+    url = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{url}/topic/create?topic=lone")[0] == 200
+    assert http_post(f"{url}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{url}/channel/create?topic=t&channel=c")[0] == 200
+    for k in (0, 1):
+        with group.pin(k) as pub:
+            pub.pub("lone", b"x")
+            pub.pub("t", b"y")
+    wait_until(lambda: _on_disk(group, 1) == {"lone": [], "t": ["c"]}, WAIT, "worker 1's nsqd.dat")
+    registered = {"client::": 1, "topic:lone:": 1, "topic:t:": 1, "channel:t:c": 1}
+    wait_until(lambda: rows(lookupd) == registered, WAIT, "registered")  # nsqadmin asks there
+    wanted = {"lone": 2, "t": 0, "t:c": 2}
+    assert _depths(http_json(f"{url}/stats?format=json")) == wanted
+
+    def empty() -> None:  # nsqadmin asks nsqlookupd for the producers, then the group
+        for path in ("topics/lone", "topics/t/c"):
+            body = json.dumps({"action": "empty"}).encode()
+            req = urllib.request.Request(
+                f"http://{admin.addr('http')}/api/{path}", data=body, method="POST"
+            )
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.status == 200
+
+    _while_down(group, empty)
+    assert _depths(group.worker_stats(1)) == {"lone": 0, "t": 0, "t:c": 0}
+    assert _depths(http_json(f"{url}/stats?format=json")) == {"lone": 0, "t": 0, "t:c": 0}
