@@ -103,6 +103,7 @@ def test_a_deletion_made_while_a_worker_is_down_holds_once_it_is_back(
     wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back again")
     assert _queues(group.worker_stats(1)) == expected
     assert rows(lookupd) == wanted
+    assert not (group.data / "worker-1.missed").exists()  # made, and older than its nsqd.dat
 
 
 def test_an_empty_made_while_a_worker_is_down_holds_once_it_is_back(
