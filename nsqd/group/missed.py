@@ -12,11 +12,13 @@ asked (no link file, or its private HTTP refused the connection), whose messages
 on its disk: one that was slow to answer may have taken a publish since, which an empty at its
 next start would drop.
 
-A line is [time_ns, action, topic, channel-or-null], the time taken before the change was made
-anywhere. A line older than the partition's nsqd.dat as the worker found it (the file's time is
-its snapshot's, storage/metadata.py; each start writes it at its load) is one an earlier start
-of the worker already made, or that reached a worker that served it or started after it: it is
-skipped. A start that finds no line to make removes the file."""
+A line is one record of the record log all our files use (storage/records.py: checksummed; a
+damaged record is skipped with a log line); its payload is the JSON [time_ns, action, topic,
+channel-or-null], the time taken before the change was made anywhere. A line older than the
+partition's nsqd.dat as the worker found it (the file's time is its snapshot's,
+storage/metadata.py; each start writes it at its load) is one an earlier start of the worker
+already made, or that reached a worker that served it or started after it: it is skipped. A
+start that finds no line to make removes the file."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.api import Refused
 from ..log import log
-from ..storage import metadata
+from ..storage import metadata, records
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
@@ -71,10 +73,16 @@ def missed_by(
 
 def record(path: str, change: Change) -> None:
     """Add one to a worker's file, synced: the change's answer says it holds."""
-    line = json.dumps(list(change), separators=(",", ":")).encode() + b"\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    payload = json.dumps(list(change), separators=(",", ":")).encode()
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+    try:  # the file's header, once: by the peer that makes the file
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        head = records.FILE_MAGIC
+    except FileExistsError:
+        fd, head = os.open(path, flags), b""
     try:
-        os.write(fd, line)  # one write of a line with O_APPEND: peers' lines do not interleave
+        # one write with O_APPEND: peers' records do not interleave
+        os.write(fd, head + records.frame(payload))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -83,17 +91,17 @@ def record(path: str, change: Change) -> None:
 def read(path: str) -> list[Change]:
     try:
         with open(path, "rb") as f:
-            lines = f.read().splitlines()
+            data = f.read()
     except FileNotFoundError:
         return []
     found: list[Change] = []
-    for line in lines:
+    for payload in records.read(data, path).payloads:  # damaged ones skipped, logged there
         try:
-            when, action, topic, channel = json.loads(line)
+            when, action, topic, channel = json.loads(payload)
             ACTIONS[action]
             found.append((int(when), action, str(topic), None if channel is None else str(channel)))
-        except (ValueError, TypeError, KeyError):  # a line cut by a crash: nothing was answered
-            log.warning("group: %s: a line that is not a change: %r", path, line[:100])
+        except (ValueError, TypeError, KeyError):  # intact but not ours to read: logged, left
+            log.warning("group: %s: a record that is not a change: %r", path, payload[:100])
     return found
 
 

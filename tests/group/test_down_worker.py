@@ -12,6 +12,7 @@ import os
 import signal
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.ops.conftest import (  # noqa: F401 (a fixture)
     START_TIMEOUT,
@@ -140,3 +141,19 @@ def test_an_empty_made_while_a_worker_is_down_holds_once_it_is_back(
     _while_down(group, empty)
     assert _depths(group.worker_stats(1)) == {"lone": 0, "t": 0, "t:c": 0}
     assert _depths(http_json(f"{url}/stats?format=json")) == {"lone": 0, "t": 0, "t:c": 0}
+
+
+def test_a_damaged_missed_record_is_skipped_alone(tmp_path: Path) -> None:
+    """worker-K.missed is a record log of ours (storage/records.py): a flipped byte in one
+    record loses that record alone, with a log line; the records after it are still made."""
+    from nsqd.group import missed
+
+    path = str(tmp_path / "worker-1.missed")
+    for n, topic in enumerate(["first", "second", "third"]):
+        missed.record(path, (1_000 + n, "delete", topic, None))
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[data.index(b"second")] ^= 0x01  # inside the second record's payload
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    assert [change[2] for change in missed.read(path)] == ["first", "third"]
