@@ -29,6 +29,8 @@ class KeyspaceLog(Protocol):
     """Where the keyspace's changes are kept (storage/resp_log.py, made by the daemon)."""
 
     appended: int  # records since the start (which commands changed something)
+    # set here: how each fsync of the log went, told on the event loop (None: it succeeded)
+    synced: Callable[[OSError | None], None]
 
     def load(self, keyspace: Databases) -> int:
         """Replay into `keyspace`, then record its changes; how many records were applied."""
@@ -65,9 +67,12 @@ class Frontend:
         self.blocking = Blocking(self.ks.ready)
         self.bridge = Bridge(broker, options.max_msg_size, peers)
         self.log = keyspace_log
-        # while resp.log has records a failed write left: the reply that refuses write
-        # commands, Redis's to a failed AOF write (None: the log is written)
+        # while resp.log has records a failed write left, or its last fsync failed: the reply
+        # that refuses write commands, Redis's to a failed AOF write or fsync (None: neither)
         self.misconf: bytes | None = None
+        self._write_error: OSError | None = None  # the failed write whose records are kept
+        self._sync_error: OSError | None = None  # the last fsync's, until one succeeds
+        keyspace_log.synced = self._synced
         self.expirer = Expirer(self.ks, self._expired)
         if options.resp_expiry_topic:
             self.ks.on_expired = publisher(broker, options.resp_expiry_topic)
@@ -112,7 +117,8 @@ class Frontend:
         kept (records.py), write commands are refused with -MISCONF until it is, /ping of
         the daemon says NOK; the daemon goes on (Redis's appendfsync always exits here)."""
         reason = exc.strerror or str(exc)
-        self.misconf = _misconf(exc)
+        self._write_error = exc
+        self._refuse()
         log.error(
             "RESP: Error writing to resp.log: %s - write commands are refused until it can be"
             " written (tried again every %gs)",
@@ -129,14 +135,46 @@ class Frontend:
             if self.misconf is None:
                 continue
             try:
-                self.log.flush()
+                self.log.flush()  # (after a failed fsync: what expiries recorded meanwhile)
             except OSError as exc:  # still failing: the reply names the latest error
-                self.misconf = _misconf(exc)
+                self._write_error = exc
+                self._refuse()
                 self.broker.store_failed(f"resp.log write failed - {exc}")
                 continue
-            self.misconf = None
+            if self._write_error is not None:
+                self._write_error = None
+                self._solved("write")
+
+    def _synced(self, error: OSError | None) -> None:
+        """The storage's syncer fsynced resp.log, or failed to. As Redis after a failed AOF
+        fsync (aof_bio_fsync_status): writes are refused with -MISCONF naming its error
+        until a later fsync succeeds; that one comes once something new is written (an
+        expiry's record, since writes are refused), as Redis's."""
+        if error is not None:
+            if self._sync_error is None:
+                log.error(
+                    "RESP: Error fsyncing resp.log: %s - write commands are refused until an"
+                    " fsync succeeds",
+                    error.strerror or error,
+                )
+            self._sync_error = error
+            self._refuse()
+        elif self._sync_error is not None:
+            self._sync_error = None
+            self._solved("fsync")
+
+    def _refuse(self) -> None:
+        """`misconf` from what failed: a failed write first, then a failed fsync (Redis's
+        writeCommandsDeniedByDiskError)."""
+        failed = self._write_error or self._sync_error
+        self.misconf = None if failed is None else _misconf(failed)
+
+    def _solved(self, what: str) -> None:
+        """A failure is over: writes are served again unless the other one holds."""
+        self._refuse()
+        if self.misconf is None:
             self.broker.store_wrote()
-            log.warning("RESP: resp.log write error looks solved, writes are served again.")
+            log.warning("RESP: resp.log %s error looks solved, writes are served again.", what)
 
     # -- what commands call ------------------------------------------------------------------
 

@@ -126,5 +126,8 @@ class KeyFile:
     def sync(self) -> None:
         self._log.sync()
 
+    def synced(self, error: OSError | None) -> None:
+        """The syncer's word on an fsync: nothing to do here (it told /ping of a failure)."""
+
     def close(self) -> None:
         self._log.close()

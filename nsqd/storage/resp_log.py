@@ -86,6 +86,9 @@ class RespLog:
         self._append = self._log.append
         self.appended = 0  # records since the start: the reactor sees which commands changed
         self._base = 0  # size after the last rewrite
+        # told by the storage's syncer, on the event loop, how each fsync went: the front-end
+        # refuses writes after a failed one until one succeeds (Redis's aof_bio_fsync_status)
+        self.synced: Callable[[OSError | None], None] = _ignore
         self.keyspace: Replayable | None = None
 
     def load(self, keyspace: Replayable) -> int:
@@ -163,6 +166,10 @@ class RespLog:
     def close(self) -> None:
         """Clean stop: everything written and fsynced."""
         self._log.close()
+
+
+def _ignore(error: OSError | None) -> None:
+    """No front-end listens (yet)."""
 
 
 def _apply(keyspace: Replayable, payloads: list[bytes]) -> None:

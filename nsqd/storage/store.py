@@ -241,13 +241,19 @@ class Storage:
                 await self._sync_wakeup.wait()
             self._sync_wakeup = trio.Event()
             self._journals = [j for j in self._journals if not j.closed]
-            for record_log in (*self._journals, *self._logs):
+            for journal in self._journals:
+                if journal.needs_sync():
+                    await trio.to_thread.run_sync(journal.sync)  # (its failure is its own)
+            for record_log in self._logs:
                 if record_log.needs_sync():
+                    error = None
                     try:
                         await trio.to_thread.run_sync(record_log.sync)
                     except OSError as exc:
+                        error = exc
                         self.broker.store_failed(str(exc))
                         log.error("%s: fsync failed - %s", record_log.path, exc)
+                    record_log.synced(error)  # (resp.log: a failed fsync refuses writes)
             for key, overflow in list(self._queues.items()):
                 if overflow.closed:
                     del self._queues[key]

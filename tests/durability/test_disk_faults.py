@@ -203,6 +203,37 @@ def small_disk(path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False, timeout=10)
 
 
+@contextlib.contextmanager
+def failing_fsync_disk(path: Path) -> Iterator[Path]:
+    """An ext4 (no journal, errors=continue) of 32 MB mounted on `path` from a loop device
+    whose image lies on a tmpfs of 8 MB (root only): once that tmpfs is full (`fill_up` of
+    the path yielded), write() on `path` still succeeds into the page cache while the fsync
+    that must write it back fails, ENOSPC from the loop device: a real failing fsync, where
+    no device-mapper is at hand. Unmounted and detached after the block."""
+    backing = path.parent / f"{path.name}-backing"
+    backing.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(backing)], check=True)
+    image = backing / "disk.img"
+    try:
+        image.touch()
+        os.truncate(image, 32 << 20)  # sparse: its blocks are taken as the ext4 writes them
+        mkfs = ["mkfs.ext4", "-q", "-O", "^has_journal", str(image)]
+        subprocess.run(mkfs, check=True, timeout=30)
+        loop = subprocess.run(
+            ["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        try:
+            subprocess.run(["mount", "-o", "errors=continue", loop, str(path)], check=True)
+            try:
+                yield backing
+            finally:
+                subprocess.run(["umount", "-l", str(path)], check=False, timeout=10)
+        finally:
+            subprocess.run(["losetup", "-d", loop], check=False, timeout=10)
+    finally:
+        subprocess.run(["umount", "-l", str(backing)], check=False, timeout=10)
+
+
 def fill_up(path: Path, leave: int) -> None:
     """Fill the file system of `path` until `leave` bytes are free."""
     st = os.statvfs(path)

@@ -19,7 +19,7 @@ import redis
 
 from . import helpers
 from .helpers import nsqd_process
-from .test_disk_faults import fill_up, resp_command, small_disk
+from .test_disk_faults import failing_fsync_disk, fill_up, resp_command, small_disk
 
 FULL = "MISCONF Errors writing to the AOF file: No space left on device"
 BIG = "b" * 10_000  # past what the file's last page still holds: the write needs a new one
@@ -185,3 +185,40 @@ def test_a_full_disk_refuses_writes_serves_reads_and_the_records_follow_in_order
             got = again.mget("a", "b", "c", "later")
             assert got == [b"1", BIG.encode(), b"3", b"ok"]
             assert again.lrange("list", 0, -1) == [b"x", b"y", b"z"]
+
+
+def _refused(call: object, *args: object) -> str | None:
+    """The error a command is answered with; None when it is served."""
+    try:
+        call(*args)  # type: ignore[operator]
+    except redis.ResponseError as exc:
+        return str(exc)
+    return None
+
+
+def test_a_failed_fsync_refuses_writes_until_a_later_fsync_succeeds_as_redis_server(
+    tmp_path: Path,
+) -> None:
+    """resp.log's write succeeds (the page cache) but its fsync fails (a loop device whose
+    image cannot grow): as Redis 7.0.15 after a failed AOF fsync, writes and PING are refused
+    with -MISCONF naming the fsync's error, reads are served; once the disk has room and
+    something new is written (a key's expiry: writes are refused) and fsynced, writes work
+    again. Ours answered +OK throughout, the log on disk short of what it acknowledged."""
+    seen = {}
+    for name in ("redis", "ours"):
+        data = tmp_path / name
+        data.mkdir()
+        with failing_fsync_disk(data) as backing, _server(name, data) as port:
+            client = _client(port)
+            client.set("a", "1")
+            client.set("soon", "gone", px=7000)  # its expiry is the record written later
+            time.sleep(2.5)  # both fsynced what they have (ours: --sync-timeout 2 s)
+            fill_up(backing, 0)
+            assert client.set("big", "b" * 2_000_000)  # written: into the page cache
+            assert helpers.wait_for(lambda c=client: _refused(c.ping) is not None, 6)
+            during = (_refused(client.set, "x", "1"), _refused(client.ping), client.get("a"))
+            (backing / "filler").unlink()
+            assert helpers.wait_for(lambda c=client: _set_works(c), 15)
+            seen[name] = (during, client.exists("soon"))
+    assert seen["ours"] == seen["redis"]
+    assert seen["ours"] == ((FULL, FULL, b"1"), 0)
