@@ -357,8 +357,8 @@ class Reactor(EpollReactor):
             self._unpark(client)
             if self.fe.ks.ready:
                 self.fe.blocking.serve_ready()  # a move served from a channel pushed a list
-            if waiter.done and type(blk) is not Deferred:
-                client.wrote.append(len(client.replies))  # served: its pop is a change
+            # (served, a blocking pop hands its element over even in a pass whose log write
+            # fails: flags.HANDS_OVER)
             client.replies.append(waiter.reply if waiter.done else blk.on_timeout)
             if not client.queued:
                 client.queued = True

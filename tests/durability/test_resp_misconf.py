@@ -222,3 +222,55 @@ def test_a_failed_fsync_refuses_writes_until_a_later_fsync_succeeds_as_redis_ser
             seen[name] = (during, client.exists("soon"))
     assert seen["ours"] == seen["redis"]
     assert seen["ours"] == ((FULL, FULL, b"1"), 0)
+
+
+def _read_reply(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes of replies (the whole of what is expected)."""
+    got = b""
+    while len(got) < size:
+        chunk = sock.recv(size - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_a_pop_in_the_pass_whose_write_failed_hands_its_element_over(data_dir: Path) -> None:
+    """LPOP, LMOVE and a BLPOP served in the pass whose resp.log write fails are answered
+    with their elements, as Redis answers them (their records are kept and written once the
+    disk has room), while the pass's other writes get MISCONF: each element reaches exactly
+    one client and the log agrees after a restart. They were answered MISCONF with their
+    elements already removed in memory, and the kept records removed them from the log:
+    lost to every client."""
+    blpop = b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$2\r\n10\r\n"
+    served = b"*2\r\n$1\r\nq\r\n$2\r\ne1\r\n"
+    with small_disk(data_dir, "2m"):
+        with _ours(data_dir) as (_, port):
+            client = _client(port)
+            client.rpush("list", "x", "y", "z")
+            waiting = socket.create_connection((helpers.HOST, port), timeout=5)
+            waiting.sendall(blpop)
+            assert helpers.wait_for(lambda: client.info("clients")["blocked_clients"] == 1, 5)
+            fill_up(data_dir, 0)
+            pipe = client.pipeline(transaction=False)  # one send: one pass of the reactor
+            pipe.set("b", BIG)
+            pipe.lpush("q", "e1")
+            pipe.lpop("list")
+            pipe.lmove("list", "dst", "LEFT", "RIGHT")
+            got = pipe.execute(raise_on_error=False)
+            assert [str(r) if isinstance(r, Exception) else r for r in got] == [
+                FULL,
+                FULL,
+                b"x",
+                b"y",
+            ]
+            assert _read_reply(waiting, len(served)) == served
+            waiting.close()
+            assert client.lrange("list", 0, -1) == [b"z"]
+            (data_dir / "filler").unlink()
+            assert helpers.wait_for(lambda: _set_works(client), 5)
+        with _ours(data_dir) as (_, port):
+            again = _client(port)
+            assert again.lrange("list", 0, -1) == [b"z"]
+            assert again.lrange("dst", 0, -1) == [b"y"]
+            assert again.llen("q") == 0

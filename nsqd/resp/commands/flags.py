@@ -18,3 +18,13 @@ WRITE = frozenset({
 DISK_BOUND = WRITE | {"ping"}
 # commands that run others: a change they made is a write's (EXEC's queue, a script's calls)
 RUNS_OTHERS = frozenset({"exec", "eval", "evalsha"})
+# writes whose reply hands over what they removed (a popped element, the value they deleted
+# or replaced): in the pass whose log write fails they keep that reply, as Redis answers
+# them, where the pass's other writes get -MISCONF. Refused, the element is gone from memory
+# and, once the kept record is written, from the log: lost to every client. Answered, it
+# reaches its client; were the kept record never written (kill -9, or a stop with the disk
+# still full), it comes back after the restart: delivered twice at worst, never lost.
+HANDS_OVER = frozenset({
+    "blmove", "blmpop", "blpop", "brpop", "brpoplpush", "getdel", "getset", "lmove", "lmpop",
+    "lpop", "rpop", "rpoplpush", "spop", "zpopmax", "zpopmin",
+})  # fmt: skip

@@ -18,7 +18,7 @@ from protocol.resp.replies import RESP2, Resp2
 from .. import longdouble, watch
 from ..blocking import Waiter
 from ..keyspace import WRONGTYPE, Keyspace, WrongType
-from .flags import DISK_BOUND, RUNS_OTHERS, WRITE
+from .flags import DISK_BOUND, HANDS_OVER, RUNS_OTHERS, WRITE
 
 if TYPE_CHECKING:
     from ..server import Frontend
@@ -110,12 +110,14 @@ class Command:
     immediate: bool = False  # runs at once inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT)
     # refused with -MISCONF while resp.log cannot be written (flags.py: Redis's write flag)
     disk_bound: bool = False
-    # a change it made is a write's: its reply waits for the log (flags.py)
+    # a change it made is a write's: its reply waits for the log, and is -MISCONF when that
+    # write fails; but a pop's, which hands its element over (flags.py)
     writes: bool = False
 
     def __post_init__(self) -> None:
-        self.disk_bound = self.name in DISK_BOUND
-        self.writes = self.name in WRITE or self.name in RUNS_OTHERS
+        name = self.name
+        self.disk_bound = name in DISK_BOUND
+        self.writes = (name in WRITE or name in RUNS_OTHERS) and name not in HANDS_OVER
 
 
 TABLE: dict[bytes, Command] = {}
