@@ -20,7 +20,7 @@ def _text(value: object) -> str:
 
 def _redis_writes(port: int) -> tuple[set[str], set[str]]:
     """Every command and subcommand redis-server knows, and those flagged `write`."""
-    conn = redis.Redis("127.0.0.1", port).connection_pool.get_connection("COMMAND")
+    conn = redis.Redis("127.0.0.1", port).connection_pool.get_connection()
     conn.send_command("COMMAND")
     known, writes = set(), set()
 
