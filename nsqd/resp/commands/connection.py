@@ -12,11 +12,11 @@ from protocol.resp.replies import PROTOCOLS
 
 from .. import info as info_text
 from .clients import setname
+from .command_info import RENDERED
 from .pubsub import mode as pubsub_mode
 from .registry import (
     SYNTAX,
     TABLE,
-    Command,
     ReplyError,
     Session,
     command,
@@ -134,39 +134,15 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
 # -- COMMAND ----------------------------------------------------------------------------------
 
 
-# COMMAND's key positions (first, last, step): the default is the first argument alone;
-# keyless commands, and those whose keys need parsing (movablekeys), say 0 0 0 as Redis does
-KEYLESS = {
-    "ping", "echo", "select", "quit", "auth", "hello", "client", "command", "info", "config",
-    "dbsize", "flushall", "flushdb", "keys", "time", "randomkey", "scan", "publish",
-    "subscribe", "unsubscribe", "psubscribe", "punsubscribe", "pubsub", "xread", "lmpop",
-    "blmpop", "sintercard", "multi", "exec", "discard", "unwatch",
-}  # fmt: skip
-KEY_SPANS = {
-    "blpop": (1, -2, 1), "brpop": (1, -2, 1), "del": (1, -1, 1), "exists": (1, -1, 1),
-    "unlink": (1, -1, 1), "mget": (1, -1, 1), "watch": (1, -1, 1), "sinter": (1, -1, 1),
-    "sunion": (1, -1, 1), "sdiff": (1, -1, 1), "sinterstore": (1, -1, 1),
-    "sunionstore": (1, -1, 1), "sdiffstore": (1, -1, 1), "mset": (1, -1, 2),
-    "msetnx": (1, -1, 2), "lmove": (1, 2, 1), "blmove": (1, 2, 1), "rpoplpush": (1, 2, 1),
-    "brpoplpush": (1, 2, 1), "rename": (1, 2, 1), "renamenx": (1, 2, 1), "smove": (1, 2, 1),
-}  # fmt: skip
-
-
-def _info(cmd: Command) -> bytes:
-    first, last, step = (0, 0, 0) if cmd.name in KEYLESS else KEY_SPANS.get(cmd.name, (1, 1, 1))
-    return raw_array(
-        [bulk(cmd.name.encode()), integer(cmd.arity), EMPTY_ARRAY, integer(first),
-         integer(last), integer(step), EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY, EMPTY_ARRAY]
-    )  # fmt: skip
-
-
 def _command_all(s: Session, argv: list[bytes]) -> bytes:
-    return raw_array([_info(c) for c in TABLE.values()])
+    entries = RENDERED[s.enc.version]
+    return raw_array([entries[name] for name in TABLE])
 
 
 def _command_info(s: Session, argv: list[bytes]) -> bytes:
-    names = argv[2:] or list(TABLE)
-    return raw_array([_info(TABLE[n.lower()]) if n.lower() in TABLE else s.enc.null for n in names])
+    """Redis's entry of each command named (command_info.py), or a null for one not ours."""
+    entries, null = RENDERED[s.enc.version], s.enc.null
+    return raw_array([entries.get(n.lower(), null) for n in argv[2:] or list(TABLE)])
 
 
 container(
