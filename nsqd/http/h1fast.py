@@ -2,20 +2,21 @@
 
 h11 spends ~40% of a keep-alive `POST /pub` in its state machine and header validation. Most
 requests a publisher sends are plain: `GET`/`POST`, HTTP/1.1, one Host, at most one numeric
-Content-Length, printable ASCII, no Transfer-Encoding, Expect, Connection or Upgrade. For those
-this class parses the head itself (one split of the head, one regex per header line) and frames
-the body by its length; it writes responses as h11 does. Anything else — a head it does not
-recognise as plainly valid, a partial head that is not an obvious request line, an end of stream
-between requests — is handed, with every byte received, to a fresh h11 connection that then
-serves the connection to its end (at a request boundary a fresh h11 connection is in the same
-state as a kept-alive one). So whatever h11 answers or refuses, it still does: this class only
-takes requests h11 would accept, and gives them the same events (see tests/http, run against the
-Go nsqd as well).
+Content-Length, printable ASCII, no Transfer-Encoding, Expect, Connection or
+Upgrade. For those this class parses the head itself (one split of the head, one regex per
+header line) and frames the body by its length; it writes responses as h11 does. Anything else —
+a head it does not recognise as plainly valid, a request line that ended and is not an obvious
+one, an end of stream between requests — is handed, with every byte received, to a fresh h11
+connection that serves that request (at a request boundary a fresh h11 connection is in the
+same state as a kept-alive one). After it the next request is read here again, so every head
+meets net/http's rules (its size limit, the reading between requests) before h11 sees it. So
+whatever h11 answers or refuses, it still does: this class only takes requests h11 would accept,
+and gives them the same events (see tests/http, run against the Go nsqd as well).
 
-Between requests it reads as net/http does rather than as h11 (in either mode): after a POST
-it skips up to 4 CR or LF bytes, it judges a request after the first only once 4 bytes of it
-came (net/http's Peek(4)), and it says whether net/http answers a head cut short by the end of
-the stream (`cut_head_answered`).
+Between requests it reads as net/http does rather than as h11: after a POST it skips up to 4 CR
+or LF bytes, it judges a request after the first only once 4 bytes of it came (net/http's
+Peek(4)), and it says whether net/http answers a head cut short by the end of the stream
+(`cut_head_answered`).
 
 It offers the verbs of parser.ServerConnection and returns h11's event types, except for the
 request head: a `Head` with the attributes the server reads from h11's Request; and it is its
@@ -115,7 +116,7 @@ def _parse_head(head: bytes) -> tuple[Head, int] | None:
 
 
 class FastConnection:
-    """parser.ServerConnection: this class while requests are plain, then h11 for good."""
+    """parser.ServerConnection: this class while requests are plain, h11 for one that is not."""
 
     __slots__ = (
         "_buf",
@@ -187,8 +188,6 @@ class FastConnection:
 
     def receive_data(self, data: bytes) -> None:
         if self._h11 is not None:
-            if self._crlf and data:  # nothing else buffered: bytes before the next request
-                data = data[self._skip_crlf(data) :]
             self._h11.receive_data(data)
         elif data:
             self._buf += data
@@ -197,8 +196,6 @@ class FastConnection:
 
     def next_event(self) -> Any:
         if self._h11 is not None:
-            if self._served and self._h11.their_state is h11.IDLE and self._peeking():
-                return h11.NEED_DATA
             event = self._h11.next_event()
             if type(event) is h11.Request:
                 self._post = event.method == b"POST"
@@ -222,7 +219,8 @@ class FastConnection:
             if (
                 self._eof
                 or len(buf) > self._max_head
-                or not _plausible_start(buf)
+                # net/http judges no request line before its end (h11 does, by its first byte)
+                or (not _plausible_start(buf) and b"\n" in buf)
                 or b"\n\n" in buf
                 or b"\n\r\n" in buf  # h11 ends a head at LF (CR) LF too
             ):
@@ -377,32 +375,32 @@ class FastConnection:
     def start_next_cycle(self) -> None:
         if self._h11 is not None:
             self._h11.start_next_cycle()
+            self._from_h11()
         elif self._our is not h11.DONE or self._their is not h11.DONE:
             raise h11.LocalProtocolError("not in a reusable state")
         else:
             self._our = self._their = h11.IDLE
-            # (on this path the CR/LF after a POST are skipped when next_event meets them)
+            # (the CR/LF after a POST are skipped when next_event meets them)
             self._served = True
             self._skipped = 0
             self._crlf = _AFTER_POST if self._post else 0
-            return
-        self._next_request()
 
     def keep_http10(self) -> None:
         """h11 closes after an HTTP/1.0 request; net/http keeps a connection whose client asked
-        for keep-alive: a fresh h11 takes the bytes after the request."""
-        data, closed = self._h11.trailing_data
-        self._h11 = _fresh_h11(self._max_head, data, closed)
-        self._next_request()
+        for keep-alive: the next request starts here."""
+        self._from_h11()
 
-    def _next_request(self) -> None:
-        """Between requests: after a POST net/http skips what CR/LF come first (up to 4)."""
+    def _from_h11(self) -> None:
+        """After the request h11 served: the next one is read here again, from the bytes h11
+        holds, so that every head is judged by net/http's rules first (its size limit too)."""
+        data, closed = self._h11.trailing_data
+        self._h11 = None
+        self._buf = bytearray(data)
+        self._eof = closed
+        self._our = self._their = h11.IDLE
         self._served = True
         self._skipped = 0
-        self._crlf = 0
-        if self._post:
-            self._crlf = _AFTER_POST
-            self._skip_buffered_crlf()
+        self._crlf = _AFTER_POST if self._post else 0
 
     def _skip_crlf(self, data: bytes | bytearray) -> int:
         """How many leading bytes of `data`, the first of the next request, net/http skips
@@ -415,18 +413,6 @@ class FastConnection:
         self._crlf = self._crlf - skip if skip == len(data) else 0
         return skip
 
-    def _skip_buffered_crlf(self) -> None:
-        data, closed = self._h11.trailing_data  # h11 has no verb to drop bytes: a fresh one
-        skip = self._skip_crlf(data[:_AFTER_POST])
-        if skip:
-            self._h11 = _fresh_h11(self._max_head, data[skip:], closed)
-
-    def _peeking(self) -> bool:
-        """h11 between requests: net/http would still wait for the next one's first 4 bytes
-        (a Peek(4)) before it reads it, so nothing is judged yet."""
-        data, closed = self._h11.trailing_data
-        return not closed and len(data) + self._skipped < _AFTER_POST
-
     def cut_head_answered(self) -> bool:
         """At the end of the stream inside a request head: whether net/http answers it (a 400).
         It reads the first request from its first byte, a later one once 4 bytes of it came
@@ -434,12 +420,11 @@ class FastConnection:
         pending = len(self._buf) if self._h11 is None else len(self._h11.trailing_data[0])
         return pending > 0 and (not self._served or pending + self._skipped >= _AFTER_POST)
 
-    def _hand_over(self) -> Any:
-        """From now on h11 serves this connection, starting from every byte not yet parsed."""
-        conn = _fresh_h11(self._max_head, bytes(self._buf), self._eof)
+    def _hand_over(self) -> None:
+        """h11 serves the request that starts here (every byte not yet parsed), until
+        start_next_cycle comes back."""
+        self._h11 = _fresh_h11(self._max_head, bytes(self._buf), self._eof)
         self._buf = bytearray()
-        self._h11 = conn
-        return conn
 
 
 def _head_too_large() -> h11.RemoteProtocolError:

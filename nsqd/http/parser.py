@@ -38,7 +38,7 @@ class FastPath(Protocol):
 
     @property
     def on(self) -> bool:
-        """Requests may be taken here (once off, off for good)."""
+        """Requests may be taken here (off while the parser's slow path reads one)."""
         ...
 
     @property

@@ -60,6 +60,8 @@ HANDED_OVER = {
     "huge length": b"POST /pub HTTP/1.1\r\nHost: x\r\nContent-Length: 1234567890123456789\r\n\r\n",
     "second one odd": POST_OK + b"GET /ping HTTP/1.0\r\n\r\n",
 }
+# net/http judges these once a line ended (or the stream): h11 by their first byte
+LINE_END_AWAITED = {"garbage", "leading crlf"}
 ANSWERS: dict[str, tuple[int, list[tuple[bytes, bytes]], bytes]] = {
     "ok": (200, [(b"Content-Type", b"text/plain"), (b"Content-Length", b"2")], b"OK"),
     "close": (200, [(b"Content-Length", b"2"), (b"Connection", b"Close")], b"OK"),
@@ -153,7 +155,12 @@ def test_plain_requests_take_the_fast_path_with_h11s_events(
 @pytest.mark.parametrize("bytewise", [False, True], ids=["whole", "bytewise"])
 @pytest.mark.parametrize("name", sorted(HANDED_OVER))
 def test_other_requests_are_h11s(name: str, bytewise: bool, eof: bool) -> None:
-    expected, got, heads = both(HANDED_OVER[name], "ok", bytewise, eof)
+    data = HANDED_OVER[name]
+    expected, got, heads = both(data, "ok", bytewise, eof)
+    if name in LINE_END_AWAITED and (bytewise or not eof):
+        # h11 refuses a request line by its first byte; net/http reads to the line's end
+        assert got == ["waits"] if b"\n" not in data and not eof else got[-1][::2] == ("error", 400)
+        return
     assert got == expected
     # (in "second one odd" the first request is plain: only the last one must be h11's)
     assert not heads or heads[-1] == "Request", "the fast path took an odd request"

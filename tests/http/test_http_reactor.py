@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 from nsqhttp_support import HOST, Daemon
-from test_http_server import IO_TIMEOUT, mask_date
+from test_http_server import IO_TIMEOUT, MAX_HEAD, head_of, mask_date
 from test_http_server_inprocess import receive_all, serving, until
 
 from nsqd.http.server import Request, Response
@@ -47,6 +47,10 @@ def binary(*messages: bytes) -> bytes:
 PING = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
 KEEP = b"Connection: keep-alive\r\n"
 K10 = b"GET /ping HTTP/1.0\r\n" + KEEP + b"\r\n"  # an HTTP/1.0 keep-alive request
+CHUNKED = (
+    b"POST /pub?topic=r HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"1\r\na\r\n0\r\n\r\n"
+)
 
 
 def converse(port: int, steps: list[Step]) -> bytes:
@@ -188,12 +192,23 @@ CONVERSATIONS: dict[str, list[Step]] = {
         + K10.replace(b"HTTP/1.0", b"HTTP/1.0\r\nHost: a/b")  # net/http's own 400
         + PING
     ],
+    # net/http judges a request line once it ended (h11 by its first byte): a TLS ClientHello
+    # on the plain port waits, and gets its 400 at a line end or at the end of the stream
+    "a head with no line end": [b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 0.3],
+    "a head with no line end, then one": [b"\x16\x03\x01\x00\xa5\x01", 0.2, b"\x00\n"],
+    "a head with no line end, then the end": [b"\x16\x03\x01\x00\xa5\x01", 0.2, None],
+    # net/http's head size limit holds for a request after one h11 read
+    "a head over the limit after a chunked pub": [CHUNKED + head_of(MAX_HEAD + 8192) + PING],
+    "a head over the limit after HTTP/1.0 keep-alive": [K10 + head_of(MAX_HEAD + 8192) + PING],
     "a bad host after a pub": [pub(b"a") + b"POST /pub HTTP/1.1\r\nHost: x/y\r\n\r\n"],
     "a pipelined close": [
         pub(b"a") + b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" + pub(b"b")
     ],
 }
 
+
+# Conversations net/http answers nothing to (yet)
+UNANSWERED = {"a head with no line end"}
 
 # Where ours is known to differ from Go (none now)
 KNOWN: set[str] = set()
@@ -210,7 +225,7 @@ KNOWN: set[str] = set()
 )
 def test_conversations_answer_as_go(both: tuple[int, int], name: str) -> None:
     answer = same(both, CONVERSATIONS[name])
-    assert answer.count(b"HTTP/1.") >= 1
+    assert answer.count(b"HTTP/1.") >= 1 if name not in UNANSWERED else answer == b""
 
 
 def test_stats_between_pubs(both: tuple[int, int]) -> None:
