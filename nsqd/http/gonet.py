@@ -101,11 +101,13 @@ def check_head(event: parser.RequestHead) -> tuple[Headers, str, bytes, bytes] |
             return go_error(None)  # past ParseUint(cl, 10, 63); h11 takes any digits
     if expect and not _continue(expect):
         return EXPECTATION_FAILED % http_date()
+    # bytes past ASCII are taken raw, as net/http does, and read as an escape of them reads
+    path = raw_path.decode("utf-8", "surrogateescape")
     if b"%" not in raw_path:
-        return headers, raw_path.decode("ascii"), raw_path, query
+        return headers, path, raw_path, query
     if _BAD_ESCAPE.search(raw_path):
         return go_error(None)
-    return headers, unquote(raw_path.decode("ascii"), errors="surrogateescape"), raw_path, query
+    return headers, unquote(path, errors="surrogateescape"), raw_path, query
 
 
 # net/http's answer to an Expect other than 100-continue (sendExpectationFailed), then it closes

@@ -2,16 +2,17 @@
 
 h11 spends ~40% of a keep-alive `POST /pub` in its state machine and header validation. Most
 requests a publisher sends are plain: `GET`/`POST`, HTTP/1.1, one Host, at most one numeric
-Content-Length, printable ASCII, no Transfer-Encoding, Expect, Connection or
+Content-Length, printable ASCII in the headers, no Transfer-Encoding, Expect, Connection or
 Upgrade. For those this class parses the head itself (one split of the head, one regex per
 header line) and frames the body by its length; it writes responses as h11 does. Anything else —
 a head it does not recognise as plainly valid, a request line that ended and is not an obvious
 one, an end of stream between requests — is handed, with every byte received, to a fresh h11
 connection that serves that request (at a request boundary a fresh h11 connection is in the
-same state as a kept-alive one). After it the next request is read here again, so every head
-meets net/http's rules (its size limit, the reading between requests) before h11 sees it. So
-whatever h11 answers or refuses, it still does: this class only takes requests h11 would accept,
-and gives them the same events (see tests/http, run against the Go nsqd as well).
+same state as a kept-alive one); its head first made to read as net/http reads it (h11head.py).
+After it the next request is read here again, so every head meets net/http's rules (its size
+limit, the reading between requests) before h11 sees it. So whatever h11 answers or refuses
+(h11head aside), it still does: this class only takes requests h11 would accept, and gives them
+the same events (see tests/http, run against the Go nsqd as well).
 
 Between requests it reads as net/http does rather than as h11: after a POST it skips up to 4 CR
 or LF bytes, it judges a request after the first only once 4 bytes of it came (net/http's
@@ -29,10 +30,12 @@ from typing import Any
 
 import h11
 
+from . import h11head
+
 # methods taken here; others (HEAD's framing, CONNECT, OPTIONS *) go to h11
 _METHODS = frozenset({b"GET", b"POST", b"PUT", b"DELETE"})
-# request target: visible ASCII, from the root (h11 also takes obs-text; those go to h11)
-_TARGET = re.compile(rb"/[\x21-\x7e]*")
+# request target: from the root, visible ASCII or bytes past it (net/http takes them, h11 not)
+_TARGET = re.compile(rb"/[\x21-\x7e\x80-\xff]*")
 # a header line: a token, a colon, optional blanks, a value of printable ASCII (no tabs inside)
 _HEADER = re.compile(rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+):[ \t]*([\x20-\x7e]*?)[ \t]*")
 _DIGITS = re.compile(rb"[0-9]{1,18}")
@@ -133,6 +136,7 @@ class FastConnection:
         "_remaining",
         "_served",
         "_skipped",
+        "_target",
         "_their",
     )
 
@@ -152,6 +156,7 @@ class FastConnection:
         self._served = False  # a request was served before the one now read
         self._crlf = 0  # CR/LF bytes net/http would still skip before this request
         self._skipped = 0  # those it skipped
+        self._target = None  # the raw target of a request h11 reads with another (h11head)
 
     @property
     def h11(self) -> Any:
@@ -199,6 +204,10 @@ class FastConnection:
             event = self._h11.next_event()
             if type(event) is h11.Request:
                 self._post = event.method == b"POST"
+                if self._target is not None:  # h11 read another: the request has its own
+                    head = Head(event.method, self._target, list(event.headers))
+                    head.http_version = event.http_version
+                    return head
             return event
         their = self._their
         if their is h11.SEND_BODY:
@@ -395,6 +404,7 @@ class FastConnection:
         holds, so that every head is judged by net/http's rules first (its size limit too)."""
         data, closed = self._h11.trailing_data
         self._h11 = None
+        self._target = None
         self._buf = bytearray(data)
         self._eof = closed
         self._our = self._their = h11.IDLE
@@ -421,9 +431,13 @@ class FastConnection:
         return pending > 0 and (not self._served or pending + self._skipped >= _AFTER_POST)
 
     def _hand_over(self) -> None:
-        """h11 serves the request that starts here (every byte not yet parsed), until
-        start_next_cycle comes back."""
-        self._h11 = _fresh_h11(self._max_head, bytes(self._buf), self._eof)
+        """h11 serves the request that starts here (every byte not yet parsed), its head read
+        as net/http reads it (h11head), until start_next_cycle comes back."""
+        try:
+            data, self._target = h11head.for_h11(bytes(self._buf))
+        except h11head.BadContentLength as exc:
+            raise h11.RemoteProtocolError(str(exc)) from None
+        self._h11 = _fresh_h11(self._max_head, data, self._eof)
         self._buf = bytearray()
 
 

@@ -16,6 +16,7 @@ server's reactor the synchronous form of POST /pub and /mpub for requests wholly
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -300,10 +301,11 @@ class API:
         body = b""
         if method in ("GET", "HEAD"):
             headers.append((b"Content-Type", b"text/html; charset=utf-8"))
-        headers.append((b"Location", location.encode("latin-1")))
+        headers.append((b"Location", _hex_escape_non_ascii(location.encode("latin-1"))))
         if method == "GET":
             text = "Moved Permanently" if status == 301 else "Temporary Redirect"
-            body = f'<a href="{_html_escape(location)}">{text}</a>.\n\n'.encode()
+            # the query's bytes as they came (http.Redirect escapes only the header's)
+            body = f'<a href="{_html_escape(location)}">{text}</a>.\n\n'.encode("latin-1")
         headers += [(b"Date", http_date()), (b"Content-Length", b"%d" % len(body))]
         return status, headers, body
 
@@ -349,6 +351,14 @@ class API:
         if logged:
             _log_request(req, status, start)
         return status, *render_v1(status, data)
+
+
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+
+
+def _hex_escape_non_ascii(url: bytes) -> bytes:
+    """http.Redirect's hexEscapeNonASCII: a byte past ASCII as %xx, in lower case."""
+    return _NON_ASCII.sub(lambda m: b"%%%x" % m[0][0], url)
 
 
 def _html_escape(text: str) -> str:

@@ -47,6 +47,7 @@ def binary(*messages: bytes) -> bytes:
 PING = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
 KEEP = b"Connection: keep-alive\r\n"
 K10 = b"GET /ping HTTP/1.0\r\n" + KEEP + b"\r\n"  # an HTTP/1.0 keep-alive request
+CL_LIST = b"\r\nContent-Length: 1,1\r\n\r\n"  # ends a head
 CHUNKED = (
     b"POST /pub?topic=r HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     b"1\r\na\r\n0\r\n\r\n"
@@ -190,6 +191,27 @@ CONVERSATIONS: dict[str, list[Step]] = {
         + K10.replace(b"/ping", b"/nope")
         + pub(b"x" * 101).replace(b"HTTP/1.1\r\n", b"HTTP/1.0\r\n" + KEEP)  # 413, read
         + K10.replace(b"HTTP/1.0", b"HTTP/1.0\r\nHost: a/b")  # net/http's own 400
+        + PING
+    ],
+    # net/http takes a target's bytes past ASCII raw (h11 refuses them): the router's 404, a
+    # topic name nsqd's check refuses, a query it ignores or passes on; on a request h11 reads too
+    "a target with bytes past ASCII": [
+        b"GET /\xe9 HTTP/1.1\r\nHost: x\r\n\r\n"
+        + pub(b"a", b"topic=\xc3\xa9")
+        + b"GET /ping?a=\xff HTTP/1.1\r\nHost: x\r\n\r\n"
+        + CHUNKED.replace(b"topic=r", b"topic=r\xe9")
+        + K10.replace(b"/ping", b"/p\xe9ng")
+        + b"GET /stats/?topic=\xe9 HTTP/1.1\r\nHost: x\r\n\r\n"  # the redirect escapes it
+        + PING
+    ],
+    # net/http's Content-Length: one number (h11 takes a list of equal ones), an empty one absent
+    "a Content-Length list": [pub(b"a") + pub(b"b").replace(b"Length: 1", b"Length: 1, 1")],
+    "a Content-Length list beside a number": [pub(b"a").replace(b"\r\n\r\n", CL_LIST, 1)],
+    "a Content-Length list on a chunked pub": [CHUNKED.replace(b"\r\n\r\n", CL_LIST, 1)],
+    "an empty Content-Length": [
+        pub(b"").replace(b"Length: 0", b"Length:")
+        + b"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: \r\nContent-Length:\r\n\r\n"
+        + CHUNKED.replace(b"\r\n\r\n", b"\r\nContent-Length:\r\n\r\n", 1)
         + PING
     ],
     # net/http judges a request line once it ended (h11 by its first byte): a TLS ClientHello
