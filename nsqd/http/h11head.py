@@ -1,5 +1,5 @@
 """A request head as net/http reads it where h11 would read it otherwise: the bytes h1fast gives
-h11 for one request it does not take itself.
+h11 for one request it does not take itself, and whether a request line is refused at its end.
 
 h11 refuses a request target with bytes past ASCII, which net/http serves (the router's 404, a
 topic name nsqd's own check refuses); it takes `Content-Length: 1, 1` (equal values in a list),
@@ -7,7 +7,8 @@ which net/http refuses (ParseUint, alone or beside another), and refuses an empt
 `Content-Length:`, which net/http reads as absent. So before h11 reads a head, such a target's
 high bytes are replaced by `_` (h11 only validates a target; the request keeps the raw one), an
 empty Content-Length is left out, a listed one refused (a chunked request's too: net/http judges
-Content-Length before it drops it)."""
+Content-Length before it drops it). And net/http judges a request line as soon as it ended
+(h11 by its first byte, or at the head's end): `line_ok`."""
 
 from __future__ import annotations
 
@@ -58,3 +59,17 @@ def for_h11(data: bytes) -> tuple[bytes, bytes | None]:
             head = head[:start] + head[stop:]
         data = data[:line_end] + head + data[end.start() + 1 :]
     return data, target
+
+
+# a request line net/http reads on (parseRequestLine, validMethod, ParseRequestURI's scheme and
+# control bytes, ParseHTTPVersion); a CONNECT's authority is left to the head's end
+_URI = rb"(?:\*|/[^ \x00-\x1f\x7f]*|[A-Za-z][-+.A-Za-z0-9]*:[^ \x00-\x1f\x7f]*)"
+_TOKEN = rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+"
+_LINE = re.compile(rb"(?:CONNECT [^ ]+|" + _TOKEN + b" " + _URI + rb") HTTP/[0-9]\.[0-9]")
+
+
+def line_ok(buf: bytearray, line_end: int) -> bool:
+    """Whether net/http reads on after the request line ending at `line_end` (its LF)."""
+    if line_end and buf[line_end - 1] == 13:  # CR LF
+        line_end -= 1
+    return _LINE.fullmatch(buf, 0, line_end) is not None

@@ -225,6 +225,10 @@ class FastConnection:
                 return h11.NEED_DATA  # net/http's Peek(4) before a later request
             if len(buf) >= self._max_head and not self._served:
                 raise _head_too_large()  # it would need a byte past its limit
+            line_end = buf.find(b"\n")
+            if line_end >= 0 and not h11head.line_ok(buf, line_end):
+                # net/http refuses a request line once it ended; h11 waits for the head's end
+                raise h11.RemoteProtocolError("malformed HTTP request")
             if (
                 self._eof
                 or len(buf) > self._max_head
@@ -463,7 +467,7 @@ _STARTS = tuple(method + b" " for method in _METHODS)
 
 
 def _plausible_start(buf: bytearray) -> bool:
-    """Whether a partial head may still become a request this class takes (else h11 judges it
-    now, as it refuses an obviously bad request line before the head ends)."""
+    """Whether a partial head may still become a request this class takes (else h11 reads it,
+    once its request line ended)."""
     start = bytes(buf[:8])
     return any(start.startswith(s) or s.startswith(start) for s in _STARTS)

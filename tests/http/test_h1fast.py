@@ -60,8 +60,9 @@ HANDED_OVER = {
     "huge length": b"POST /pub HTTP/1.1\r\nHost: x\r\nContent-Length: 1234567890123456789\r\n\r\n",
     "second one odd": POST_OK + b"GET /ping HTTP/1.0\r\n\r\n",
 }
-# net/http judges these once a line ended (or the stream): h11 by their first byte
-LINE_END_AWAITED = {"garbage", "leading crlf"}
+# net/http judges a request line once it ended (or the stream), h11 by its first byte or at the
+# head's end
+LINE_JUDGED_AT_ITS_END = {"garbage", "leading crlf", "http/2 preface", "nul in target"}
 ANSWERS: dict[str, tuple[int, list[tuple[bytes, bytes]], bytes]] = {
     "ok": (200, [(b"Content-Type", b"text/plain"), (b"Content-Length", b"2")], b"OK"),
     "close": (200, [(b"Content-Length", b"2"), (b"Connection", b"Close")], b"OK"),
@@ -157,9 +158,12 @@ def test_plain_requests_take_the_fast_path_with_h11s_events(
 def test_other_requests_are_h11s(name: str, bytewise: bool, eof: bool) -> None:
     data = HANDED_OVER[name]
     expected, got, heads = both(data, "ok", bytewise, eof)
-    if name in LINE_END_AWAITED and (bytewise or not eof):
-        # h11 refuses a request line by its first byte; net/http reads to the line's end
-        assert got == ["waits"] if b"\n" not in data and not eof else got[-1][::2] == ("error", 400)
+    if name in LINE_JUDGED_AT_ITS_END and got != expected:
+        if b"\n" not in data and not eof:
+            assert got == ["waits"]
+        else:  # the same 400, at another byte
+            assert got[:-1] == expected[:-1]
+            assert got[-1][::2] == expected[-1][::2] == ("error", 400)
         return
     assert got == expected
     # (in "second one odd" the first request is plain: only the last one must be h11's)

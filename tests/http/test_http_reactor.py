@@ -219,6 +219,11 @@ CONVERSATIONS: dict[str, list[Step]] = {
     "a head with no line end": [b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 0.3],
     "a head with no line end, then one": [b"\x16\x03\x01\x00\xa5\x01", 0.2, b"\x00\n"],
     "a head with no line end, then the end": [b"\x16\x03\x01\x00\xa5\x01", 0.2, None],
+    # and refuses a request line as soon as it ended (h11 waits for the head's end)
+    "a bad request line before the head's end": [b"GET /ping HTTP/9\r\nHost: x\r\n", 0.3],
+    "a request line with no scheme before the head's end": [b"GET ping HTTP/1.1\r\n", 0.3],
+    "a later bad request line before the head's end": [PING + b"garbage\n", 0.3],
+    "a good request line before the head's end": [b"GET /ping HTTP/1.1\r\nHost: x\r\n", 0.3],
     # net/http's head size limit holds for a request after one h11 read
     "a head over the limit after a chunked pub": [CHUNKED + head_of(MAX_HEAD + 8192) + PING],
     "a head over the limit after HTTP/1.0 keep-alive": [K10 + head_of(MAX_HEAD + 8192) + PING],
@@ -230,7 +235,7 @@ CONVERSATIONS: dict[str, list[Step]] = {
 
 
 # Conversations net/http answers nothing to (yet)
-UNANSWERED = {"a head with no line end"}
+UNANSWERED = {"a head with no line end", "a good request line before the head's end"}
 
 # Where ours is known to differ from Go (none now)
 KNOWN: set[str] = set()
