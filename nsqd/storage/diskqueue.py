@@ -576,13 +576,8 @@ class DiskQueue:
         -9 keeps: the count is left standing, so the syncer still fsyncs it soon. A failure
         is left to that sync to report."""
         self._meta_seq += 1
-        meta = meta_text(
-            self._depth - self._pending_count,
-            (self._read_file_num, self._read_pos),
-            (self._write_file_num, self._write_pos - self._pending_bytes),
-        )
         try:
-            self._persist_meta(_SyncJob([], meta, self._meta_seq), fsync=False)
+            self._persist_meta(_SyncJob([], self._meta_now(), self._meta_seq), fsync=False)
         except OSError:
             self._dirty = True
 
@@ -595,13 +590,16 @@ class DiskQueue:
         self._count = 0
         self._dirty = False
         self._last_sync = time.monotonic()
-        # buffered records are not in the file yet: the metadata must not claim them
-        meta = meta_text(
+        return _SyncJob(fds, self._meta_now(), self._meta_seq)
+
+    def _meta_now(self) -> str:
+        """The metadata of the queue as it stands (the lock held); buffered records are not in
+        the file yet, so it does not claim them."""
+        return meta_text(
             self._depth - self._pending_count,
             (self._read_file_num, self._read_pos),
             (self._write_file_num, self._write_pos - self._pending_bytes),
         )
-        return _SyncJob(fds, meta, self._meta_seq)
 
     def _run_sync(self, job: _SyncJob) -> None:
         error: OSError | None = None

@@ -1,19 +1,25 @@
-"""Which of our commands Redis 7.0.15 flags `write` (its COMMAND INFO; a test holds the list to
-redis-server's): while resp.log cannot be written these are refused with -MISCONF, as Redis
-refuses them after a failed AOF write (processCommand: `is_write_command`, and PING)."""
+"""Which of our commands Redis 7.0.15 flags `write` (its COMMAND INFO, as command_table.py holds
+it; a test holds the list to redis-server's): while resp.log cannot be written these are
+refused with -MISCONF, as Redis refuses them after a failed AOF write (processCommand:
+`is_write_command`, and PING)."""
 
 from __future__ import annotations
 
-WRITE = frozenset({
-    "append", "blmove", "blmpop", "blpop", "brpop", "brpoplpush", "decr", "decrby", "del", "expire",
-    "expireat", "flushall", "flushdb", "function|flush", "getdel", "getex", "getset", "hdel",
-    "hincrby", "hincrbyfloat", "hmset", "hset", "hsetnx", "incr", "incrby", "incrbyfloat",
-    "linsert", "lmove", "lmpop", "lpop", "lpush", "lpushx", "lrem", "lset", "ltrim", "mset",
-    "msetnx", "persist", "pexpire", "pexpireat", "psetex", "rename", "renamenx", "rpop",
-    "rpoplpush", "rpush", "rpushx", "sadd", "sdiffstore", "set", "setex", "setnx", "sinterstore",
-    "smove", "sort", "spop", "srem", "sunionstore", "unlink", "xadd", "xdel", "xtrim", "zadd",
-    "zincrby", "zpopmax", "zpopmin", "zrem", "zremrangebyrank", "zremrangebyscore",
-})  # fmt: skip
+from .command_table import ENTRIES
+
+
+def _writes() -> frozenset[str]:
+    """The names (`container|sub` for a subcommand) whose entry carries Redis's `write` flag."""
+    # an entry: "*", name, arity, flags, first, last, step, ACL, tips, key specs, subcommands
+    return frozenset(
+        each[1][1:]
+        for entry in ENTRIES.values()
+        for each in (entry, *(entry[10][1:] if len(entry) > 10 else ()))
+        if "+write" in each[3]
+    )
+
+
+WRITE = _writes()
 # refused as well while Redis cannot write its AOF (processCommand's `pingCommand` case)
 DISK_BOUND = WRITE | {"ping"}
 # commands that run others: a change they made is a write's (EXEC's queue, a script's calls)
