@@ -33,6 +33,7 @@ from .ports import (
     StoreError,
     Subscription,
     WriteBatch,
+    held,
     no_journal,
 )
 from .settings import Settings
@@ -368,17 +369,11 @@ class Broker:
         """One publish (an MPUB's bodies, in each queue they reach; a deferral's journal
         record) is one write per file; inside a reactor's pass the pass's hold is the outer
         one, and a publisher answered at once has its records written now."""
-        commit = self.commit
-        commit.hold()
         try:
-            publish(*args)
+            _, error = held(self.commit, publish, *args)
         except _REFUSALS as exc:
-            commit.release()
             raise self._refused(exc) from exc
-        except BaseException:
-            commit.release()
-            raise
-        if (error := commit.release()) is not None:
+        if error is not None:
             raise self._refused(StoreError(error))
         self._written_now()
 

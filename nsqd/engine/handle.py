@@ -14,7 +14,7 @@ from protocol.v2 import NSQError
 
 from . import leases
 from .api import ChannelFigures, Deliveries, Failure, Outcome
-from .ports import StoreError
+from .ports import StoreError, held
 
 if TYPE_CHECKING:
     from .channel import Channel
@@ -94,12 +94,7 @@ class ChannelHandle:
         syncer wrote it ~100 ms later, and a kill -9 right after the answer (a pop's, a
         receive's FIN'd at once) handed the messages out again. A failed write of the hold
         refuses the take, as it would have unheld."""
-        commit = self._commit
-        commit.hold()
-        try:
-            msgs = take(*args)
-        finally:
-            error = commit.release()
+        msgs, error = held(self._commit, take, *args)
         if error is not None:
             raise StoreError(error)
         return msgs

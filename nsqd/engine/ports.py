@@ -7,9 +7,11 @@ disk queue is an `Overflow`; nsqd.dat and nsqlookupd registration are `Hooks` li
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .message import Message
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -97,6 +99,18 @@ class WriteBatch(Protocol):
         """While held: `buffered.flush()` runs at the next flush (a disk queue's buffered
         records; the broker's pending publishes, engine/pending.py); it may raise StoreError."""
         ...
+
+
+def held(commit: WriteBatch, fn: Callable[..., T], *args: Any) -> tuple[T, str | None]:
+    """`fn(*args)` inside one hold of the group commit, and why the release's write failed
+    (None: what it buffered is on file). An exception from `fn` ends the hold as it goes."""
+    commit.hold()
+    try:
+        result = fn(*args)
+    except BaseException:
+        commit.release()
+        raise
+    return result, commit.release()
 
 
 class NoBatch:
