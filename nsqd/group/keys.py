@@ -22,7 +22,7 @@ import trio
 
 from ..http.v1 import HTTPError, parse_query, render_v1
 from ..log import log
-from .fanout import ASK_ERRORS, KeptConnections
+from .kept import ASK_ERRORS, KeptConnections
 
 if TYPE_CHECKING:
     from ..http.routes import API

@@ -56,7 +56,8 @@ from ..http.v1 import (
     refused,
 )
 from ..log import log
-from .fanout import ASK_ERRORS, ASK_TIMEOUT
+from .fanout import ASK_TIMEOUT
+from .kept import ASK_ERRORS
 
 if TYPE_CHECKING:
     from .fanout import FanOut, Handler

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..log import log
-from .fanout import ASK_ERRORS, KeptConnections
 from .identity import link_address
+from .kept import ASK_ERRORS, KeptConnections
 
 if TYPE_CHECKING:
     from .supervisor import Worker

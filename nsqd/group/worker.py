@@ -31,8 +31,9 @@ from . import missed
 from .attributes import GroupAttributes
 from .bridge import PeerLists
 from .catchup import CatchUp
-from .fanout import ASK_ERRORS, ASK_TIMEOUT, ASKED, PEER_HEADER, FanOut, KeptConnections
+from .fanout import ASK_TIMEOUT, ASKED, FanOut
 from .identity import Identity, link_address
+from .kept import ASK_ERRORS, PEER_HEADER, KeptConnections
 from .keys import KeyOwners
 from .links import Links
 from .messages import GroupMessages

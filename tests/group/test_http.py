@@ -311,7 +311,7 @@ async def test_asking_a_peer_that_dies_mid_answer_raises_one_of_ask_errors(peer:
 
     import trio
 
-    from nsqd.group.fanout import ASK_ERRORS, KeptConnections
+    from nsqd.group.kept import ASK_ERRORS, KeptConnections
 
     async def serve(stream: trio.SocketStream) -> None:
         await stream.receive_some(65536)

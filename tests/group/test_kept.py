@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 import trio
 
-from nsqd.group.fanout import KeptConnections
+from nsqd.group.kept import KeptConnections
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nOK"
 
