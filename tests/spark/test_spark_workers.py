@@ -47,6 +47,10 @@ def test_a_group_streams_into_parquet_exactly_once(spark: Any, topic: str, tmp_p
         query = to_parquet(source(spark, group, topic), out, ckpt)
         try:
             wait_until(lambda: count_rows(spark, out) >= N, 120, 1.0, f"{N} rows in parquet")
+            # The last batch is FINed by the next trigger (Spark never commits a query's final
+            # batch to its source): wait for it while the query runs, well inside the 60 s
+            # message timeout, so a fin that missed its lease shows as in flight, then timed out.
+            wait_until(lambda: leased(group, topic) == 0, 30, 0.2, "the last batch FINed")
         finally:
             stop(query)
         rows = spark.read.parquet(str(out)).collect()
