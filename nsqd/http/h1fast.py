@@ -3,16 +3,16 @@
 h11 spends ~40% of a keep-alive `POST /pub` in its state machine and header validation. Most
 requests a publisher sends are plain: `GET`/`POST`, HTTP/1.1, one Host, at most one numeric
 Content-Length, printable ASCII in the headers, no Transfer-Encoding, Expect, Connection or
-Upgrade. For those this class parses the head itself (one split of the head, one regex per
-header line) and frames the body by its length; it writes responses as h11 does. Anything else —
-a head it does not recognise as plainly valid, a request line that ended and is not an obvious
-one, an end of stream between requests — is handed, with every byte received, to a fresh h11
-connection that serves that request (at a request boundary a fresh h11 connection is in the
-same state as a kept-alive one); its head first made to read as net/http reads it (h11head.py).
-After it the next request is read here again, so every head meets net/http's rules (its size
-limit, the reading between requests) before h11 sees it. So whatever h11 answers or refuses
-(h11head aside), it still does: this class only takes requests h11 would accept, and gives them
-the same events (see tests/http, run against the Go nsqd as well).
+Upgrade. For those this class parses the head itself (plainhead.py: one split of the head, one
+regex per header line) and frames the body by its length; it writes responses as h11 does.
+Anything else — a head it does not recognise as plainly valid, a request line that ended and is
+not an obvious one, an end of stream between requests — is handed, with every byte received, to
+a fresh h11 connection that serves that request (at a request boundary a fresh h11 connection is
+in the same state as a kept-alive one); its head first made to read as net/http reads it
+(h11head.py). After it the next request is read here again, so every head meets net/http's rules
+(its size limit, the reading between requests) before h11 sees it. So whatever h11 answers or
+refuses (h11head aside), it still does: this class only takes requests h11 would accept, and
+gives them the same events (see tests/http, run against the Go nsqd as well).
 
 Between requests it reads as net/http does rather than as h11: after a POST it skips up to 4 CR
 or LF bytes, it judges a request after the first only once 4 bytes of it came (net/http's
@@ -25,27 +25,14 @@ own fast path (parser.FastPath: `fast` is itself) while requests are plain."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import h11
 
 from . import h11head
+from .plainhead import Head, plausible_start, remembered
 
-# methods taken here; others (HEAD's framing, CONNECT, OPTIONS *) go to h11
-_METHODS = frozenset({b"GET", b"POST", b"PUT", b"DELETE"})
-# request target: from the root, visible ASCII or bytes past it (net/http takes them, h11 not)
-_TARGET = re.compile(rb"/[\x21-\x7e\x80-\xff]*")
-# a header line: a token, a colon, optional blanks, a value of printable ASCII (no tabs inside)
-_HEADER = re.compile(rb"([-!#$%&'*+.^_`|~0-9A-Za-z]+):[ \t]*([\x20-\x7e]*?)[ \t]*")
-_DIGITS = re.compile(rb"[0-9]{1,18}")
-# headers whose presence sends the request to h11 (framing, keep-alive, 100-continue, upgrade)
-_TO_H11 = frozenset({b"transfer-encoding", b"connection", b"expect", b"upgrade"})
 _END = h11.EndOfMessage()
-# recent request heads (up to this long) -> parse_head's result
-_REMEMBERED_HEAD_MAX = 1024
-_parsed: dict[bytes, tuple[Head, int] | None] = {}
-_UNSEEN = object()
 # id(Response event) -> (the event, its head bytes, body length, chunked, keep-alive)
 _heads: dict[int, tuple[h11.Response, bytes, int, bool, bool]] = {}
 _MAX_CHUNK = 1 << 64  # Go's chunked reader takes at most 16 hex digits of chunk size
@@ -55,67 +42,6 @@ _AFTER_POST = 4
 # net/http limits the bytes it reads for a head (MaxHeaderBytes + 4096), but a later request's
 # first bytes may already sit in its 4 KiB read buffer, beyond that limit
 _READ_AHEAD = 4096
-
-
-class Head:
-    """The request head as the server reads it from h11's Request."""
-
-    __slots__ = ("headers", "http_version", "method", "target")
-
-    def __init__(self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        self.method = method
-        self.target = target
-        self.http_version = b"1.1"
-        self.headers = headers  # names in lower case, values without surrounding blanks
-
-
-def parse_head(head: bytes) -> tuple[Head, int] | None:
-    """(head, body length) of a plainly valid request head (without its blank line), or None
-    for anything h11 must judge."""
-    lines = head.split(b"\r\n")
-    request_line = lines[0].split(b" ")
-    if len(request_line) != 3:
-        return None
-    method, target, version = request_line
-    if method not in _METHODS or version != b"HTTP/1.1" or not _TARGET.fullmatch(target):
-        return None
-    headers = []
-    hosts = 0
-    length = 0
-    lengths = 0
-    match = _HEADER.fullmatch
-    for line in lines[1:]:
-        found = match(line)
-        if found is None:
-            return None  # obs-fold, bare LF or CR, control bytes, obs-text, no colon...
-        name = found[1].lower()
-        value = found[2]
-        if name == b"host":
-            hosts += 1
-        elif name == b"content-length":
-            if not _DIGITS.fullmatch(value):
-                return None
-            length = int(value)
-            lengths += 1
-        elif name in _TO_H11:
-            return None
-        headers.append((name, value))
-    if hosts != 1 or lengths > 1:
-        return None
-    return Head(method, target, headers), length
-
-
-def _parse_head(head: bytes) -> tuple[Head, int] | None:
-    """parse_head, remembered for short heads: a publisher sends the same head again and again
-    (same path, same length), and a Head is never changed once made."""
-    found = _parsed.get(head, _UNSEEN)
-    if found is _UNSEEN:
-        found = parse_head(head)
-        if len(head) <= _REMEMBERED_HEAD_MAX:
-            if len(_parsed) >= 256:
-                _parsed.clear()
-            _parsed[head] = found
-    return found  # type: ignore[return-value]
 
 
 class FastConnection:
@@ -233,7 +159,7 @@ class FastConnection:
                 self._eof
                 or len(buf) > self._max_head
                 # net/http judges no request line before its end (h11 does, by its first byte)
-                or (not _plausible_start(buf) and b"\n" in buf)
+                or (not plausible_start(buf) and b"\n" in buf)
                 or b"\n\n" in buf
                 or b"\n\r\n" in buf  # h11 ends a head at LF (CR) LF too
             ):
@@ -242,7 +168,7 @@ class FastConnection:
             return h11.NEED_DATA
         if end + 4 > self._max_head + (_READ_AHEAD if self._served else 0):
             raise _head_too_large()
-        parsed = _parse_head(bytes(buf[:end]))
+        parsed = remembered(bytes(buf[:end]))
         if parsed is None:
             self._hand_over()
             return self.next_event()
@@ -264,7 +190,7 @@ class FastConnection:
         end = buf.find(b"\r\n\r\n")
         if end < 0 or end > self._max_head:
             return None
-        parsed = _parse_head(bytes(buf[:end]))
+        parsed = remembered(bytes(buf[:end]))
         if parsed is None or len(buf) < end + 4 + parsed[1]:
             return None
         return parsed[0], end, parsed[1]
@@ -461,13 +387,3 @@ def _fresh_h11(max_head: int, data: bytes, eof: bool) -> Any:
 
 def _comma_values(value: bytes) -> list[bytes]:
     return [part.strip() for part in value.lower().split(b",")]
-
-
-_STARTS = tuple(method + b" " for method in _METHODS)
-
-
-def _plausible_start(buf: bytearray) -> bool:
-    """Whether a partial head may still become a request this class takes (else h11 reads it,
-    once its request line ended)."""
-    start = bytes(buf[:8])
-    return any(start.startswith(s) or s.startswith(start) for s in _STARTS)
