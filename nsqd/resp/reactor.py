@@ -250,7 +250,12 @@ class Reactor(EpollReactor):
                 if answer is None:
                     break
                 reply = answer
-            if records.appended != before and s.last is not None and s.last.writes:
+            if (
+                records.appended != before
+                and s.last is not None
+                and s.last.writes
+                and s.handed_at <= before  # (one that handed something over keeps its reply)
+            ):
                 client.wrote.append(len(replies))  # (a read's lazy expiry is no write)
             replies.append(reply)  # type: ignore[arg-type]
             if s.close_after:

@@ -29,7 +29,9 @@ RUNS_OTHERS = frozenset({"exec", "eval", "evalsha"})
 # them, where the pass's other writes get -MISCONF. Refused, the element is gone from memory
 # and, once the kept record is written, from the log: lost to every client. Answered, it
 # reaches its client; were the kept record never written (kill -9, or a stop with the disk
-# still full), it comes back after the restart: delivered twice at worst, never lost.
+# still full), it comes back after the restart: delivered twice at worst, never lost. Run by
+# EXEC or a script, one that removed something keeps the EXEC's or script's reply the same
+# way (registry.run_inside); SET ... GET is GETSET's case (strings.set_).
 HANDS_OVER = frozenset({
     "blmove", "blmpop", "blpop", "brpop", "brpoplpush", "getdel", "getset", "lmove", "lmpop",
     "lpop", "rpop", "rpoplpush", "spop", "zpopmax", "zpopmin",

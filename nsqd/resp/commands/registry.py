@@ -69,8 +69,9 @@ class Session:
     """One connection's state as the commands see it."""
 
     __slots__ = (
-        "authed", "channels", "close_after", "created", "db", "dirty", "enc", "fe", "id", "ks",
-        "last", "multi", "multi_failed", "name", "parser", "patterns", "table", "watching",
+        "authed", "channels", "close_after", "created", "db", "dirty", "enc", "fe", "handed_at",
+        "id", "ks", "last", "multi", "multi_failed", "name", "parser", "patterns", "table",
+        "watching",
     )  # fmt: skip
 
     def __init__(self, fe: Frontend, client_id: int, parser: Any) -> None:
@@ -95,6 +96,10 @@ class Session:
         # c->lastcmd, CLIENT LIST's cmd=: the command last looked up for this connection
         # (None: an unknown one), set before its checks; EXEC's and EVAL's own calls keep it
         self.last: Command | None = None
+        # resp.log's record count just after the last change that handed something over
+        # from inside another command (a pop in EXEC or a script, SET ... GET): the reactor
+        # answers the command that made it with its reply in a pass whose log write fails
+        self.handed_at = 0
 
 
 Handler = Callable[[Session, list[bytes]], "bytes | Block"]
@@ -113,11 +118,13 @@ class Command:
     # a change it made is a write's: its reply waits for the log, and is -MISCONF when that
     # write fails; but a pop's, which hands its element over (flags.py)
     writes: bool = False
+    hands_over: bool = False  # flags.HANDS_OVER: a change it made hands something over
 
     def __post_init__(self) -> None:
         name = self.name
         self.disk_bound = name in DISK_BOUND
-        self.writes = (name in WRITE or name in RUNS_OTHERS) and name not in HANDS_OVER
+        self.hands_over = name in HANDS_OVER
+        self.writes = (name in WRITE or name in RUNS_OTHERS) and not self.hands_over
 
 
 TABLE: dict[bytes, Command] = {}
@@ -242,6 +249,20 @@ def run(s: Session, cmd: Command, argv: list[bytes]) -> bytes | Block:
         return WRONGTYPE
     except ReplyError as exc:
         return exc.reply
+
+
+def run_inside(s: Session, cmd: Command, argv: list[bytes]) -> bytes:
+    """Run a command for EXEC or a script, where nothing waits (a blocking one answers at
+    once). One of flags.HANDS_OVER that changed something marks the session (`handed_at`):
+    the EXEC or script then keeps its reply in a pass whose log write fails, as a plain pop
+    does, for its client holds what the pop removed."""
+    log = s.fe.log
+    before = log.appended
+    answer = run(s, cmd, argv)
+    reply = answer.now() if isinstance(answer, Block) else answer
+    if cmd.hands_over and log.appended != before:
+        s.handed_at = log.appended
+    return reply
 
 
 # -- argument parsers -----------------------------------------------------------------------

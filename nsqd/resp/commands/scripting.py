@@ -20,7 +20,7 @@ from protocol.resp.replies import RESP2
 from .. import lua_sandbox
 from ..lua_values import Error, arg, parse, reply
 from .flags import WRITE
-from .registry import TABLE, Block, ReplyError, Session, command, container, run
+from .registry import TABLE, ReplyError, Session, command, container, run_inside
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
 EVAL_KEPT = 500
@@ -148,11 +148,11 @@ class _Lua:
             # scriptVerifyWriteCommandAllow (once one changed something, the rest run)
             error = s.fe.misconf[1:-2]
         else:
-            answer = run(s, cmd, argv)
+            answer = run_inside(s, cmd, argv)
             if answer is None:
                 error = b"ERR Wrong number of args calling Redis command from script"
             else:
-                value = parse(self.rt, answer.now() if isinstance(answer, Block) else answer)
+                value = parse(self.rt, answer)
                 if not (isinstance(value, Error)):
                     self._room(len(value) if isinstance(value, bytes) else 0)  # pushed back
                     return value

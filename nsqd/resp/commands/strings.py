@@ -77,7 +77,12 @@ def set_(s: Session, argv: list[bytes]) -> bytes:
     if (b"nx" in flags and found) or (b"xx" in flags and not found):
         return s.enc.bulk(old) if b"get" in flags else s.enc.null
     ks.set_string(key, argv[2], when, b"keepttl" in flags)
-    return s.enc.bulk(old) if b"get" in flags else OK
+    if b"get" not in flags:
+        return OK
+    # it hands over the value it replaced, as GETSET (flags.HANDS_OVER): kept in a pass
+    # whose log write fails, where -MISCONF would lose that value to every client
+    s.handed_at = s.fe.log.appended
+    return s.enc.bulk(old)
 
 
 @command("get", 2)

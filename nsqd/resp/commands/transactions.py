@@ -8,7 +8,7 @@ from __future__ import annotations
 from protocol.resp.codec import OK, raw_array
 
 from .. import watch as watching
-from .registry import Block, ReplyError, Session, command, run
+from .registry import ReplyError, Session, command, run_inside
 
 
 @command("multi", 1, immediate=True)
@@ -30,11 +30,7 @@ def exec_(s: Session, argv: list[bytes]) -> bytes:
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
     if dirty:
         return s.enc.null_array
-    replies = []
-    for cmd, args in queued:
-        reply = run(s, cmd, args)
-        replies.append(reply.now() if isinstance(reply, Block) else reply)
-    return raw_array(replies)
+    return raw_array([run_inside(s, cmd, args) for cmd, args in queued])
 
 
 @command("discard", 1, immediate=True)
