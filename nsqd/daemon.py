@@ -152,7 +152,7 @@ class NSQD:
             root.start_soon(loop.run)
             self.storage.load()
             if group is not None:  # before its state reaches the supervisor (and nsqlookupd)
-                group.make_missed()
+                group.make_missed(self.storage.persist_now)
             if resp is not None:
                 resp.load()
             root.start_soon(self._watch_signals, signals)

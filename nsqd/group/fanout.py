@@ -6,7 +6,8 @@
   link is not a client: it is left out, and what it moved is counted once (in the channel
   its topic put it in; the worker that took it over counts it not).
 - topic/channel create, delete, empty, pause, unpause: done here, then asked of every peer;
-  the answer is this worker's, or a success when it failed here (not found) but a peer did it.
+  the answer is this worker's, or a success when it failed here (not found) but a peer did it
+  or a down peer's partition holds it (missed.py).
 - PUT /config/<option>: set here (a bad value is refused here, and asked of no peer), then the
   value now in effect is put in every peer (the nsqlookupd addresses are the group's).
 - the message endpoints (receive, pop, peek; fin, req, touch, cancel, defer by id): messages.py.
@@ -17,7 +18,6 @@ set on the private listener only: on a public port the header is a client's, and
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -46,7 +46,7 @@ from .pull import is_link
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..http.routes import API
-    from .missed import Change, Peer
+    from .missed import Change, Missed, Peer
 
 # set while an admin request is served: what it makes here is made in the peers by that
 # request's own fan-out (or was asked by a peer), so the worker's hooks ask no peer again
@@ -70,10 +70,9 @@ _BOOL = {"true": True, "1": True, "false": False, "0": False}
 # what a peer that missed it makes at its next start (missed.py): the action, and whether the
 # path names a channel
 _MISSED = {
-    "/topic/delete": ("delete", False),
-    "/channel/delete": ("delete", True),
-    "/topic/empty": ("empty", False),
-    "/channel/empty": ("empty", True),
+    f"/{kind}/{action}": (action, kind == "channel")
+    for kind in ("topic", "channel")
+    for action in ("delete", "empty", "pause", "unpause")
 }
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -91,9 +90,10 @@ class FanOut:
         self.api = api
         self._peers = peers  # the peers' private HTTP addresses, as known now
         self.connections = connections  # the worker's
-        # told of a deletion or an empty made here, the peers that answered it and those that
-        # refused the connection: who missed it makes it at its next start (missed.py)
-        self.missed: Callable[[Change, set[Peer], set[Peer]], None] | None = None
+        # told of a deletion, an empty, a pause or an unpause made here, the peers that
+        # answered it and those that refused the connection: who missed it makes it at its
+        # next start, and a down peer's partition counts as the group's (missed.py)
+        self.missed: Missed | None = None
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -123,14 +123,18 @@ class FanOut:
 
     def _admin(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            asked_at = time.time_ns()  # before any worker made it (a deletion's line)
             token = ASKED.set(True)
             try:
-                if req.peer:
-                    return await local(req)
                 answer, failed = await made_here(local, req)
             finally:
                 ASKED.reset(token)
+            change = self._change(req)  # its arguments were read and judged good
+            if req.peer:  # asked by a peer: this worker alone
+                if change is not None and self.missed is not None:
+                    await self.missed.served(change)
+                if failed is not None:
+                    raise failed
+                return answer
             # made twice is made once (create, delete, pause...) but for an empty, which would
             # drop what was published in between
             again = not req.path.endswith("/empty")
@@ -139,18 +143,24 @@ class FanOut:
             answers = await self.ask_all(
                 req.method, req.target, again=again, answered=answered, unreachable=unreachable
             )
-            statuses = [status for status, _ in answers]
-            if failed is not None and 200 not in statuses:
+            held = failed is None or any(status == 200 for status, _ in answers)
+            if change is not None and self.missed is not None:
+                request = (req.method, req.target)
+                held = await self.missed.written(change, request, held, answered, unreachable)
+            if failed is not None and not held:
                 raise failed
-            missed = _MISSED.get(req.path)
-            if missed is not None and self.missed is not None:
-                action, names_channel = missed
-                channel = req.arg("channel") if names_channel else None
-                change = (asked_at, action, req.arg("topic") or "", channel)
-                self.missed(change, answered, unreachable)
             return answer
 
         return handle
+
+    @staticmethod
+    def _change(req: Request) -> Change | None:
+        """What a peer that missed this request makes at its next start (missed.py)."""
+        missed = _MISSED.get(req.path)
+        if missed is None:
+            return None
+        action, names_channel = missed
+        return action, req.arg("topic") or "", req.arg("channel") if names_channel else None
 
     def _config(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:

@@ -1,41 +1,62 @@
-"""Admin changes a worker missed: a topic or channel deleted or emptied in the group while a
-worker was down (killed, not yet started again) is written to that worker's `worker-K.missed`
-in the group's --data-path, and the worker makes it at its next start, once its partition is
-loaded and before it reports its state to the supervisor. Without it the worker's nsqd.dat,
-written before a deletion, brought the topic or channel back (with its disk queue's messages)
-and registered it again with nsqlookupd, and an emptied queue kept that worker's messages,
-where one nsqd's deletion or empty holds.
+"""Admin changes a worker missed: a topic or channel deleted, emptied, paused or unpaused in the
+group while a worker was down (killed, not yet started again) is written to that worker's
+`worker-K.missed` in the group's --data-path, and the worker makes it at its next start, once
+its partition is loaded and before it reports its state to the supervisor. Without it the
+worker's nsqd.dat, written before the change, brought a deleted topic or channel back (with its
+disk queue's messages) and registered it again with nsqlookupd, an emptied queue kept that
+worker's messages, and a pause was lost, where one nsqd's change holds.
 
-Who gets a line: for a deletion, each peer that did not answer it (one that served it late
-wrote nsqd.dat since, below); for an empty, each peer that was surely not running when it was
-asked (no link file, or its private HTTP refused the connection), whose messages were then all
-on its disk: one that was slow to answer may have taken a publish since, which an empty at its
-next start would drop.
+A down worker's topics and channels are known from its partition's nsqd.dat (what it loads at
+its next start): a change of one that only a down worker holds (its partition alone got
+publishes into it) is answered 200, as one nsqd holding it would, and written for that worker.
+
+Who gets a line: a peer that is down (no link file, or its private HTTP refused the
+connection: the request never reached it), checked again under the file's lock; and for a
+deletion or a pause, a peer that did not answer (hung: the watchdog may kill it before it
+serves the request). An empty goes to a surely down peer alone: one that was slow to answer
+may have taken a publish since, which an empty at its next start would drop.
+
+The file holds the lines not yet made, in the order they were written: no clock decides what
+applies. Every access holds the file's flock: a peer appends under it (after checking the
+worker is still down: a worker opens its private listener before it reads its file, so a
+line written under the lock while nothing listens there is read at that start); the worker's
+start makes the lines, writes nsqd.dat and removes the file under it; and a worker that
+serves a peer's request late drops the pending lines that request supersedes (the same
+change, or an older one of the same kind on that queue: one left would be made again at its
+next start, over what came since). A waiter whose file was removed meanwhile opens the new one.
 
 A line is one record of the record log all our files use (storage/records.py: checksummed; a
-damaged record is skipped with a log line); its payload is the JSON [time_ns, action, topic,
-channel-or-null], the time taken before the change was made anywhere. A line older than the
-partition's nsqd.dat as the worker found it (the file's time is its snapshot's,
-storage/metadata.py; each start writes it at its load) is one an earlier start of the worker
-already made, or that reached a worker that served it or started after it: it is skipped. A
-start that finds no line to make removes the file."""
+damaged record is skipped with a log line); its payload is the JSON [action, topic,
+channel-or-null] (a line of an older version, [time, action, topic, channel], is read too)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Callable
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
+
+import trio
 
 from ..engine.api import Refused
 from ..log import log
-from ..storage import metadata, records
+from ..storage import atomic, metadata, records
+from .identity import link_address
+from .kept import ASK_ERRORS
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
+    from .identity import Identity
 
-Change = tuple[int, str, str, str | None]  # when (time.time_ns()), action, topic, channel
+Change = tuple[str, str, str | None]  # action, topic, channel
 Peer = tuple[str, int]  # a peer's private HTTP address
+
+_TRIES = 8  # opens of a file its worker removed meanwhile (each a start or a late serve)
+PROBE_TIMEOUT = 0.5  # seconds a connect to a peer's private HTTP may take under the lock
 
 
 def _delete(broker: Broker, topic: str, channel: str | None) -> None:
@@ -45,81 +66,230 @@ def _delete(broker: Broker, topic: str, channel: str | None) -> None:
         broker.remove_channel(topic, channel)
 
 
-# action -> (what it makes at the start, who gets the line: (did not answer, unreachable) ->
-# the peers)
-ACTIONS: dict[str, tuple[Callable[[Broker, str, str | None], None], bool]] = {
-    "delete": (_delete, True),  # every peer that did not answer
-    "empty": (lambda broker, topic, channel: broker.empty(topic, channel), False),  # unreachable
+# action -> (what it makes at the start, whether a peer that did not answer gets the line,
+# its kind: a served change drops the pending lines of its kind on its queue)
+ACTIONS: dict[str, tuple[Callable[[Broker, str, str | None], None], bool, str]] = {
+    "delete": (_delete, True, "delete"),
+    "empty": (lambda broker, topic, channel: broker.empty(topic, channel), False, "empty"),
+    "pause": (lambda broker, topic, channel: broker.pause(topic, channel, True), True, "pause"),
+    "unpause": (lambda broker, topic, channel: broker.pause(topic, channel, False), True, "pause"),
 }
-
-
-def written_ns(data_path: str) -> int:
-    """When the partition's nsqd.dat was last written: asked before the worker loads it."""
-    return metadata.written_ns(data_path)
 
 
 def file_of(group_path: str, index: int) -> str:
     return os.path.join(group_path, f"worker-{index}.missed")
 
 
-def missed_by(
-    action: str, address: Peer | None, answered: set[Peer], unreachable: set[Peer]
-) -> bool:
-    """Whether the peer at `address` (None: no link file) gets a line for `action`."""
-    if address is None or address in unreachable:
+def on_disk(data_path: str, change: Change) -> bool:
+    """Whether a down worker's partition (its nsqd.dat, what its next start loads) holds the
+    topic, or the channel, that `change` names."""
+    _, topic, channel = change
+    try:
+        found = metadata.load(data_path)
+    except metadata.MetadataError as exc:  # its start refuses it too, in nsqd's words
+        log.warning("group: %s: %s", data_path, exc)
+        return False
+    return any(t.name == topic and (channel is None or channel in dict(t.channels)) for t in found)
+
+
+def refused(address: Peer | None) -> bool:
+    """Whether nothing listens at a peer's private HTTP (None: no link file): it is down."""
+    if address is None:
         return True
-    return ACTIONS[action][1] and address not in answered
-
-
-def record(path: str, change: Change) -> None:
-    """Add one to a worker's file, synced: the change's answer says it holds."""
-    payload = json.dumps(list(change), separators=(",", ":")).encode()
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
-    try:  # the file's header, once: by the peer that makes the file
-        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
-        head = records.FILE_MAGIC
-    except FileExistsError:
-        fd, head = os.open(path, flags), b""
     try:
-        # one write with O_APPEND: peers' records do not interleave
-        os.write(fd, head + records.frame(payload))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        socket.create_connection(address, PROBE_TIMEOUT).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:  # slow or odd, but not surely down
+        return False
+    return False
 
 
-def read(path: str) -> list[Change]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    found: list[Change] = []
-    for payload in records.read(data, path).payloads:  # damaged ones skipped, logged there
+def superseded(served: Change, pending: Change) -> bool:
+    """Whether a pending line is made moot by a change the worker served since it was written:
+    the same kind on the same queue, or any line under a queue it deleted."""
+    action, topic, channel = served
+    if pending[1] != topic:
+        return False
+    if action == "delete" and (channel is None or pending[2] == channel):
+        return True
+    return pending[2] == channel and ACTIONS[pending[0]][2] == ACTIONS[action][2]
+
+
+@contextmanager
+def _locked(path: str, create: bool) -> Iterator[int | None]:
+    """The file at `path`, open and flocked (None: there is none and `create` is false). A
+    file removed (or replaced) while this waited for its lock is opened again."""
+    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    for _ in range(_TRIES):
         try:
-            when, action, topic, channel = json.loads(payload)
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:  # still the file at `path`
+                yield fd
+                return
+        finally:
+            os.close(fd)  # the lock goes with it
+    raise OSError(f"{path}: removed {_TRIES} times while waiting for its lock")
+
+
+def record(path: str, change: Change, down: Callable[[], bool] | None = None) -> bool:
+    """Add one to a worker's file, synced (the change's answer says it holds), if `down()`
+    says, under the lock, that the worker is still down; whether it was written."""
+    payload = _payload(change)
+    with _locked(path, create=True) as fd:
+        assert fd is not None
+        new = os.fstat(fd).st_size == 0
+        if down is not None and not down():
+            if new:  # made by this open: nothing pending
+                os.unlink(path)
+            return False
+        os.lseek(fd, 0, os.SEEK_END)
+        atomic.write_all(fd, (records.FILE_MAGIC if new else b"") + records.frame(payload))
+        os.fsync(fd)
+        if new:
+            atomic.fsync_dir(os.path.dirname(path))
+    return True
+
+
+def _payload(change: Change) -> bytes:
+    return json.dumps(list(change), separators=(",", ":")).encode()
+
+
+def _read(fd: int, path: str) -> list[Change]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    found: list[Change] = []
+    for payload in records.read(b"".join(chunks), path).payloads:  # damaged ones skipped, logged
+        try:
+            line = json.loads(payload)
+            action, topic, channel = line[-3:] if len(line) == 4 else line  # an older version's
             ACTIONS[action]
-            found.append((int(when), action, str(topic), None if channel is None else str(channel)))
+            found.append((action, str(topic), None if channel is None else str(channel)))
         except (ValueError, TypeError, KeyError):  # intact but not ours to read: logged, left
             log.warning("group: %s: a record that is not a change: %r", path, payload[:100])
     return found
 
 
-def make(path: str, written: int, broker: Broker) -> None:
-    """At a worker's start, after its partition is loaded: the changes newer than its nsqd.dat
-    as it found it (`written`, taken before the load, which writes the file again), made here
-    in their order; they are older than the nsqd.dat written at this load, and skipped at the
-    next start."""
-    due = [change for change in read(path) if change[0] > written]
-    for _, action, topic, channel in due:
-        name = topic if channel is None else f"{topic}:{channel}"
-        log.info("group: %s: %s made while this worker was down", name, action)
+def read(path: str) -> list[Change]:
+    """The lines pending in a worker's file."""
+    with _locked(path, create=False) as fd:
+        return [] if fd is None else _read(fd, path)
+
+
+def make(path: str, broker: Broker, persist: Callable[[], None]) -> None:
+    """At a worker's start, after its partition is loaded (its private listener open): the
+    pending lines made here in their order, then nsqd.dat written (`persist`) and the file
+    removed. A crash before the removal makes them again at the next start, over the same
+    state: nothing was served in between."""
+    with _locked(path, create=False) as fd:
+        if fd is None:
+            return
+        for action, topic, channel in _read(fd, path):
+            name = topic if channel is None else f"{topic}:{channel}"
+            log.info("group: %s: %s made while this worker was down", name, action)
+            try:
+                ACTIONS[action][0](broker, topic, channel)
+            except Refused as exc:  # not here (deleted since, or never published here)
+                log.info("group: %s: %s not made - %s", name, action, exc)
+        persist()
+        os.unlink(path)
+        atomic.fsync_dir(os.path.dirname(path))
+
+
+def served(path: str, change: Change) -> None:
+    """A peer's request for `change` served here (late: the peer may have written it down for
+    this worker meanwhile): the pending lines it supersedes are dropped."""
+    with _locked(path, create=False) as fd:
+        if fd is None:
+            return
+        pending = _read(fd, path)
+        kept = [line for line in pending if not superseded(change, line)]
+        if len(kept) == len(pending):
+            return
+        if kept:
+            frames = [records.frame(_payload(line)) for line in kept]
+            atomic.replace_file(path, [records.FILE_MAGIC, *frames], 0o600)
+        else:
+            os.unlink(path)
+            atomic.fsync_dir(os.path.dirname(path))
+
+
+class Missed:
+    """A worker's side of its peers' files: after it made a change and asked every peer, each
+    peer that missed it gets a line (and a peer that came up meanwhile the request again);
+    when a peer asks a change of it, the lines it supersedes in its own file go."""
+
+    def __init__(
+        self,
+        identity: Identity,
+        ask: Callable[[Peer, str, bytes], Awaitable[tuple[int, bytes]]],
+        timeout: float,
+    ) -> None:
+        self.identity = identity
+        self._ask = ask  # one request to a peer's private HTTP (FanOut.ask)
+        self._timeout = timeout
+
+    def _address(self, peer: int) -> Peer | None:
+        return link_address(self.identity.link_file(peer), 1)
+
+    def _refused(self, peer: int) -> bool:
+        return refused(self._address(peer))
+
+    async def written(
+        self,
+        change: Change,
+        request: tuple[str, bytes],
+        held: bool,
+        answered: set[Peer],
+        unreachable: set[Peer],
+    ) -> bool:
+        """Whether the group held what `change` names: `held` (here, or in a peer that answered
+        200), or the partition of a down peer; if so, each peer that missed it gets a line."""
+        me = self.identity
+        addresses = {peer: self._address(peer) for peer in me.peers}
+        down = [p for p, address in addresses.items() if address is None or address in unreachable]
+        for peer in down if not held else ():
+            data_path = os.path.join(me.group_path, f"worker-{peer}")
+            held = await trio.to_thread.run_sync(on_disk, data_path, change)
+            if held:
+                break
+        if not held:
+            return False
+        for peer, address in addresses.items():
+            path = file_of(me.group_path, peer)
+            if peer in down:
+                still_down = partial(self._refused, peer)
+                if await trio.to_thread.run_sync(record, path, change, still_down):
+                    continue
+                if await self._again(peer, request):  # up now: its listener takes it
+                    continue
+            elif address in answered:
+                continue
+            if ACTIONS[change[0]][1]:  # a hung peer may be killed before it serves it
+                await trio.to_thread.run_sync(record, path, change)
+        return True
+
+    async def _again(self, peer: int, request: tuple[str, bytes]) -> bool:
+        """The request asked of a peer that came up since: whether it answered."""
+        address = self._address(peer)
+        if address is None:
+            return False
         try:
-            ACTIONS[action][0](broker, topic, channel)
-        except Refused as exc:  # not here (deleted since, or never published here)
-            log.info("group: %s: %s not made - %s", name, action, exc)
-    if not due:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
+            with trio.fail_after(self._timeout):
+                await self._ask(address, *request)
+        except ASK_ERRORS as exc:
+            log.warning("group: peer %s:%d did not answer %s - %s", *address, request[1], exc)
+            return False
+        return True
+
+    async def served(self, change: Change) -> None:
+        """A peer asked `change` of this worker, which made it (or had nothing to make)."""
+        path = file_of(self.identity.group_path, self.identity.index)
+        await trio.to_thread.run_sync(served, path, change)

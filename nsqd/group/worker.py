@@ -5,7 +5,7 @@
   `worker-K.link` in the group's --data-path, for its peers;
 - group-wide HTTP answers (fanout.py, messages.py, attributes.py) in the API's route table,
   and at start what the peers made while it was starting or down (catchup.py) and what the
-  group deleted or emptied meanwhile (missed.py), and with
+  group deleted, emptied, paused or unpaused meanwhile (missed.py), and with
   --dedupe-window the keyed publishes made by their topic's owner (keys.py);
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from ..http.routes import Handler, HTTPServer
     from ..metrics.statsd import Topics
     from ..net.reactor import Loop
-    from .missed import Change, Peer
 
 PEERS_WAIT = 10.0  # seconds a starting worker waits for its peers' links before it listens
 SCAN = 0.1  # seconds between looks for channels that gained or lost consumers here
@@ -70,8 +69,6 @@ class Worker:
         self._auth = encoders.auth(identity.secret) if auth else b""
         self._links = Links(loop, broker.commit)  # the pulls' sessions, served in the loop
         self.identity = identity
-        # taken before the partition's load, which writes nsqd.dat again (missed.py)
-        self._written_ns = missed.written_ns(identity.data_path)
         self._max_rdy = max_rdy
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
         self._idle_since: dict[tuple[str, str], float] = {}
@@ -83,7 +80,7 @@ class Worker:
         self._catch_up: CatchUp | None = None  # with HTTP, where the peers can be asked
         if http is not None:
             fanout = self._fanout = FanOut(broker, http.api, self._peer_http, self._connections)
-            fanout.missed = self._missed
+            fanout.missed = missed.Missed(identity, fanout.ask, ASK_TIMEOUT)
             fanout.install()
             GroupAttributes(fanout).install(http.api.routes)
             catch_up = self._catch_up = CatchUp(fanout, http.node)
@@ -129,20 +126,12 @@ class Worker:
         found = (self._address(peer, 1) for peer in self.identity.peers)
         return [address for address in found if address is not None]
 
-    # -- what a peer missed (missed.py) ---------------------------------------------------------
-
-    def _missed(self, change: Change, answered: set[Peer], unreachable: set[Peer]) -> None:
-        """A deletion or an empty made here: each peer that missed it (down, or for a deletion
-        not answering) makes it at its next start."""
-        for peer in self.identity.peers:
-            if missed.missed_by(change[1], self._address(peer, 1), answered, unreachable):
-                missed.record(missed.file_of(self.identity.group_path, peer), change)
-
-    def make_missed(self) -> None:
+    def make_missed(self, persist: Callable[[], None]) -> None:
         """Once the partition is loaded, before the state goes to the supervisor: what the
-        group deleted or emptied while this worker was down is made here too."""
+        group deleted, emptied, paused or unpaused while this worker was down is made here
+        too, and nsqd.dat written (`persist`) before its lines go (missed.py)."""
         own = missed.file_of(self.identity.group_path, self.identity.index)
-        missed.make(own, self._written_ns, self.broker)
+        missed.make(own, self.broker, persist)
 
     # -- the broker's Hooks -------------------------------------------------------------------
 
