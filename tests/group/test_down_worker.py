@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ from tests.ops.conftest import (  # noqa: F401 (a fixture)
 )
 from tests.ops.test_lookupd import WAIT
 
-from .conftest import Group
+from .conftest import PEER_HEADER, Group
 from .test_lookupd import rows
 
 
@@ -141,6 +142,100 @@ def test_an_empty_made_while_a_worker_is_down_holds_once_it_is_back(
     _while_down(group, empty)
     assert _depths(group.worker_stats(1)) == {"lone": 0, "t": 0, "t:c": 0}
     assert _depths(http_json(f"{url}/stats?format=json")) == {"lone": 0, "t": 0, "t:c": 0}
+
+
+def _alone(group: Group, k: int, target: str) -> None:
+    """`target` (an admin path and query) made in worker k alone: asked as a peer asks."""
+    req = urllib.request.Request(
+        f"http://{group.private_http(k)}/{target}", data=b"", headers={PEER_HEADER: "1"}
+    )
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def _only_in_worker_1(group: Group) -> None:
+    """Topic `solo` (published in worker 1 alone) and channel `t:c` (made in worker 1 alone;
+    topic t is in both), each with a message, on worker 1's disk."""
+    with group.pin(0) as pub:
+        pub.pub("t", b"z")
+    _alone(group, 1, "topic/create?topic=t")
+    _alone(group, 1, "channel/create?topic=t&channel=c")
+    with group.pin(1) as pub:
+        pub.pub("solo", b"x")
+        pub.pub("t", b"y")
+    wait_until(lambda: _on_disk(group, 1) == {"solo": [], "t": ["c"]}, WAIT, "worker 1's nsqd.dat")
+    assert _queues(group.worker_stats(0)) == {"t": []}
+
+
+def test_a_queue_only_a_down_worker_holds_is_deleted_and_stays_deleted(
+    group: Group,
+) -> None:
+    """One nsqd holding a topic or channel deletes it: the group does too when only a down
+    worker's partition holds it (its nsqd.dat), answering 200, and the worker deletes it at
+    its next start. A topic nobody holds is still 404, in nsqd's bytes."""
+    group.start("--mem-queue-size=0")
+    url = f"http://127.0.0.1:{group.http}"
+    _only_in_worker_1(group)
+    answers = {}
+
+    def delete() -> None:
+        for target in ("topic/delete?topic=solo", "channel/delete?topic=t&channel=c"):
+            answers[target] = http_post(f"{url}/{target}")
+        answers["nowhere"] = http_post(f"{url}/topic/delete?topic=nowhere")
+        answers["no channel"] = http_post(f"{url}/channel/delete?topic=t&channel=none")
+
+    _while_down(group, delete)
+    assert answers["topic/delete?topic=solo"] == (200, b"")
+    assert answers["channel/delete?topic=t&channel=c"] == (200, b"")
+    assert answers["nowhere"] == (404, b'{"message":"TOPIC_NOT_FOUND"}')
+    assert answers["no channel"] == (404, b'{"message":"CHANNEL_NOT_FOUND"}')
+    assert _queues(group.worker_stats(1)) == {"t": []}  # not back from its nsqd.dat
+    assert _queues(http_json(f"{url}/stats?format=json")) == {"t": []}
+    assert _on_disk(group, 1) == {"t": []}
+    assert not (group.data / "worker-1.missed").exists()  # made, nsqd.dat written, removed
+    listened = group.listened(1)
+    os.kill(group.pids()[1], signal.SIGKILL)  # and at its next start too
+    wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back again")
+    assert _queues(group.worker_stats(1)) == {"t": []}
+
+
+def test_an_empty_or_pause_of_a_queue_only_a_down_worker_holds_holds(group: Group) -> None:
+    """Empty, pause and unpause have the same hole: each answers 200 for a queue only a down
+    worker holds, and the worker makes it at its next start, in the order they were made."""
+    group.start("--mem-queue-size=0")
+    url = f"http://127.0.0.1:{group.http}"
+    _only_in_worker_1(group)
+    assert _depths(group.worker_stats(1)) == {"solo": 1, "t": 0, "t:c": 1}
+    targets = ["topic/empty?topic=solo", "channel/empty?topic=t&channel=c"]
+    targets += ["topic/pause?topic=solo", "channel/pause?topic=t&channel=c"]
+    targets += ["channel/unpause?topic=t&channel=c"]
+    statuses = []
+    _while_down(group, lambda: statuses.extend(http_post(f"{url}/{t}")[0] for t in targets))
+    assert statuses == [200] * len(targets)
+    stats = group.worker_stats(1)
+    assert _depths(stats) == {"solo": 0, "t": 0, "t:c": 0}
+    topics = {t["topic_name"]: t for t in stats["topics"]}
+    assert topics["solo"]["paused"] is True
+    assert topics["t"]["channels"][0]["paused"] is False  # paused, then unpaused
+
+
+def test_a_clock_step_does_not_drop_a_missed_deletion(group: Group) -> None:
+    """What a down worker makes at its start is what its file holds, whatever the clock did:
+    its nsqd.dat's time an hour ahead of the deletion (a clock stepped back an hour since it
+    was written) lost the deletion when the times were compared."""
+    group.start()
+    url = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{url}/topic/create?topic=gone")[0] == 200
+    wait_until(lambda: _on_disk(group, 1) == {"gone": []}, WAIT, "worker 1's nsqd.dat")
+
+    def delete() -> None:
+        assert http_post(f"{url}/topic/delete?topic=gone")[0] == 200
+        dat = group.data / "worker-1" / "nsqd.dat"
+        ahead = time.time_ns() + 3600 * 10**9
+        os.utime(dat, ns=(ahead, ahead))
+
+    _while_down(group, delete)
+    assert _queues(group.worker_stats(1)) == {}
 
 
 def test_a_damaged_missed_record_is_skipped_alone(tmp_path: Path) -> None:
