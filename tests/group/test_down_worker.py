@@ -238,6 +238,35 @@ def test_a_clock_step_does_not_drop_a_missed_deletion(group: Group) -> None:
     assert _queues(group.worker_stats(1)) == {}
 
 
+def test_a_deletion_a_hung_worker_serves_late_is_not_made_again(group: Group) -> None:
+    """A worker that does not answer a deletion in time (stopped: hung) gets a line, since the
+    watchdog may kill it before it serves the request; when it serves it late, the line goes,
+    so its next start does not delete the topic made again since (with its message)."""
+    group.start("--mem-queue-size=0")
+    url = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{url}/topic/create?topic=t")[0] == 200
+    missed_file = group.data / "worker-1.missed"
+    assert group.proc is not None
+    group.proc.send_signal(signal.SIGSTOP)  # no watchdog meanwhile
+    os.kill(group.pids()[1], signal.SIGSTOP)
+    try:
+        # worker 0's private HTTP without the peer header: the group's answer, after worker
+        # 1's 2 s (the shared port could land in stopped worker 1)
+        assert http_post(f"http://{group.private_http(0)}/topic/delete?topic=t")[0] == 200
+        assert missed_file.exists()
+    finally:
+        os.kill(group.pids()[1], signal.SIGCONT)
+        group.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: not missed_file.exists(), WAIT, "the line dropped by the late serve")
+    with group.pin(1) as pub:
+        pub.pub("t", b"again")
+    wait_until(lambda: _on_disk(group, 1) == {"t": []}, WAIT, "worker 1's nsqd.dat")
+    listened = group.listened(1)
+    os.kill(group.pids()[1], signal.SIGKILL)
+    wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back")
+    assert _depths(group.worker_stats(1)) == {"t": 1}
+
+
 def test_a_damaged_missed_record_is_skipped_alone(tmp_path: Path) -> None:
     """worker-K.missed is a record log of ours (storage/records.py): a flipped byte in one
     record loses that record alone, with a log line; the records after it are still made."""
