@@ -27,7 +27,9 @@ next start, over what came since). A waiter whose file was removed meanwhile ope
 
 A line is one record of the record log all our files use (storage/records.py: checksummed; a
 damaged record is skipped with a log line); its payload is the JSON [action, topic,
-channel-or-null] (a line of an older version, [time, action, topic, channel], is read too)."""
+channel-or-null]. A line of an earlier version ([time, action, topic, channel], kept after
+the start that made it until a start found none newer than nsqd.dat) is skipped: a group is
+stopped with its workers running, so such a line was made."""
 
 from __future__ import annotations
 
@@ -169,7 +171,10 @@ def _read(fd: int, path: str) -> list[Change]:
     for payload in records.read(b"".join(chunks), path).payloads:  # damaged ones skipped, logged
         try:
             line = json.loads(payload)
-            action, topic, channel = line[-3:] if len(line) == 4 else line  # an older version's
+            if len(line) == 4:  # an earlier version's [time, ...]: made at the start after it
+                log.info("group: %s: an earlier version's record, made then: %r", path, line)
+                continue
+            action, topic, channel = line
             ACTIONS[action]
             found.append((action, str(topic), None if channel is None else str(channel)))
         except (ValueError, TypeError, KeyError):  # intact but not ours to read: logged, left
