@@ -41,12 +41,13 @@ from ..metrics import render, snapshot
 from ..metrics.memory import add_memory, memory_stats
 from .identity import LINK_AGENT
 from .kept import ASK_ERRORS, KeptConnections, Unreachable
+from .missed import change_of
 from .pull import is_link
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..http.routes import API
-    from .missed import Change, Missed, Peer
+    from .missed import Missed, Peer
 
 # set while an admin request is served: what it makes here is made in the peers by that
 # request's own fan-out (or was asked by a peer), so the worker's hooks ask no peer again
@@ -67,14 +68,6 @@ _CHANNEL_SUMS = (
     "client_count",
 )
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
-# what a peer that missed it makes at its next start (missed.py): the action, and whether the
-# path names a channel
-_MISSED = {
-    f"/{kind}/{action}": (action, kind == "channel")
-    for kind in ("topic", "channel")
-    for action in ("delete", "empty", "pause", "unpause")
-}
-
 Handler = Callable[[Request], Awaitable[Any]]
 
 
@@ -128,7 +121,7 @@ class FanOut:
                 answer, failed = await made_here(local, req)
             finally:
                 ASKED.reset(token)
-            change = self._change(req)  # its arguments were read and judged good
+            change = change_of(req)  # its arguments were read and judged good
             if req.peer:  # asked by a peer: this worker alone
                 if change is not None and self.missed is not None:
                     await self.missed.served(change)
@@ -152,15 +145,6 @@ class FanOut:
             return answer
 
         return handle
-
-    @staticmethod
-    def _change(req: Request) -> Change | None:
-        """What a peer that missed this request makes at its next start (missed.py)."""
-        missed = _MISSED.get(req.path)
-        if missed is None:
-            return None
-        action, names_channel = missed
-        return action, req.arg("topic") or "", req.arg("channel") if names_channel else None
 
     def _config(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:

@@ -52,6 +52,7 @@ from .kept import ASK_ERRORS
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
+    from ..http.v1 import Request
     from .identity import Identity
 
 Change = tuple[str, str, str | None]  # action, topic, channel
@@ -76,6 +77,24 @@ ACTIONS: dict[str, tuple[Callable[[Broker, str, str | None], None], bool, str]] 
     "pause": (lambda broker, topic, channel: broker.pause(topic, channel, True), True, "pause"),
     "unpause": (lambda broker, topic, channel: broker.pause(topic, channel, False), True, "pause"),
 }
+
+
+# the admin paths whose change a peer that missed it makes at its next start: the action, and
+# whether the path names a channel
+PATHS = {
+    f"/{kind}/{action}": (action, kind == "channel")
+    for kind in ("topic", "channel")
+    for action in ("delete", "empty", "pause", "unpause")
+}
+
+
+def change_of(req: Request) -> Change | None:
+    """The change an admin request makes (None: one no peer needs to make later)."""
+    found = PATHS.get(req.path)
+    if found is None:
+        return None
+    action, names_channel = found
+    return action, req.arg("topic") or "", req.arg("channel") if names_channel else None
 
 
 def file_of(group_path: str, index: int) -> str:
