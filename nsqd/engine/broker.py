@@ -440,10 +440,21 @@ class Broker:
     # -- time and shutdown ---------------------------------------------------------------------
 
     def scan(self, now: float) -> None:
+        """The scanner's sweep: each channel's due messages queued again as it goes, then
+        handed out in a hold of the group commit (`Channel.redeliver`), as a pass of the loop
+        holds its reads: with --sync-every=1 what a timer delivers again from disk has its
+        read position written before its FIN can be read (the syncer wrote it ~100 ms later,
+        and a kill -9 right after the redelivery's FIN gave it back, every time)."""
+        commit = self.commit
         for topic in list(self.topics.values()):
             topic.scan()
             for channel in list(topic.channels.values()):
-                channel.scan(now)
+                due = channel.expire(now)
+                if due is None:
+                    continue
+                _, error = held(commit, channel.redeliver, *due)
+                if error is not None:  # what the hand-out wrote (a journal's record)
+                    self.store_failed(error)
 
     def close(self) -> None:
         """Clean stop: every topic and channel puts what it holds into its store."""

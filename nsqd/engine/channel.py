@@ -181,14 +181,16 @@ class Channel:
         self.deferred.add(msg, deadline)
         self.journal.deferred([msg], self._wall_ms(deadline))
 
-    def _requeue(self, msg: Message) -> None:
+    def _requeue(self, msg: Message) -> int:
+        """`msg` back in the queue (1), or kept in memory when its store refused it (0); the
+        caller hands it out (`_dispatch`), the scanner's in a hold of its own (`redeliver`)."""
         try:
             self.backlog.put(msg)
         except StoreError as exc:
             self._requeue_later(msg, exc)
-            return
+            return 0
         self.journal.released([msg.id])  # queued again: its queue keeps it now
-        self._dispatch(1)
+        return 1
 
     def _requeue_later(self, msg: Message, exc: StoreError) -> None:
         """A timed-out, REQ'd or due message whose queue's disk refused it (full, failing:
@@ -412,18 +414,20 @@ class Channel:
         msg.owner = None
         consumer.requeued()
         self.requeue_count += 1
-        self._retry(msg, delay_ms)
+        if self._retry(msg, delay_ms):
+            self._dispatch(1)
 
-    def _retry(self, msg: Message, delay_ms: int) -> None:
-        """A REQ'd or timed-out message: back to the queue (or deferred), unless its policy
-        sends it to the dead-letter topic."""
+    def _retry(self, msg: Message, delay_ms: int) -> int:
+        """A REQ'd or timed-out message: back to the queue (1: for the caller to hand out) or
+        deferred, unless its policy sends it to the dead-letter topic."""
         if self.policy.retry(self, msg):
             self.dead_letter_count += 1
             self.journal.released([msg.id])
-        elif delay_ms > 0:
+            return 0
+        if delay_ms > 0:
             self.defer(msg, delay_ms)
-        else:
-            self._requeue(msg)
+            return 0
+        return self._requeue(msg)
 
     def touch(self, consumer: Consumer, msg_id: bytes, timeout: float | None = None) -> None:
         """TOUCH: in flight again for the consumer's timeout (or `timeout` s: an HTTP lease)."""
@@ -477,23 +481,50 @@ class Channel:
     # -- the scanner's work ----------------------------------------------------------------
 
     def scan(self, now: float) -> bool:
-        """Time out expired in-flight messages and release due deferred ones; True if any."""
-        dirty = False
-        for msg in self.in_flight.pop_expired(now):
-            dirty = True
+        """Time out expired in-flight messages and release due deferred ones, then hand them
+        out; True if any."""
+        due = self.expire(now)
+        if due is None:
+            return False
+        self.redeliver(*due)
+        return True
+
+    def expire(self, now: float) -> tuple[int, list[Consumer]] | None:
+        """The scanner's first half: expired in-flight messages and due deferred ones back in
+        the queue, each written as it goes (one its store refuses waits in memory, which a
+        held write's failure could not tell); None when nothing was due, else how many were
+        queued and the owners of those that timed out, for `redeliver`."""
+        self.expired_count += self.policy.sweep(self)
+        timed_out = self.in_flight.pop_expired(now)
+        released = self.deferred.pop_expired(now)
+        if not timed_out and not released:
+            return None
+        queued = 0
+        owners: list[Consumer] = []
+        for msg in timed_out:
             self.timeout_count += 1
             owner = msg.owner
             msg.owner = None
-            self._retry(msg, 0)
+            queued += self._retry(msg, 0)
             if owner is not None:
                 owner.timed_out()
-                if self.consumers.get(owner.id) is owner:
-                    self.refresh(owner)
-        for msg in self.deferred.pop_expired(now):
-            dirty = True
-            self._requeue(msg)
-        self.expired_count += self.policy.sweep(self)
-        return dirty
+                owners.append(owner)
+        for msg in released:
+            queued += self._requeue(msg)
+        return queued, owners
+
+    def redeliver(self, queued: int, owners: list[Consumer]) -> None:
+        """The scanner's second half: what `expire` queued handed out (`queued` at most to
+        the rotation), then the owners of the timed-out ones refilled. The broker holds the
+        group commit around it, as a pass holds its reads: with --sync-every=1 a disk queue's
+        read position is written at the release, in the same stretch, so before a FIN of
+        these deliveries can be read (the queue's writes are `expire`'s, made unheld)."""
+        if queued:
+            self._dispatch(queued)
+        consumers = self.consumers
+        for owner in owners:
+            if consumers.get(owner.id) is owner:
+                self.refresh(owner)
 
     # -- admin -----------------------------------------------------------------------------
 
