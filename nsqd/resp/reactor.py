@@ -250,8 +250,11 @@ class Reactor(EpollReactor):
                 if answer is None:
                     break
                 reply = answer
+            changed = records.appended - before
+            if changed > 1:  # LMOVE's pop and push, an EXEC's, a script's: replayed whole
+                records.seal(before)
             if (
-                records.appended != before
+                changed
                 and s.last is not None
                 and s.last.writes
                 and s.handed_at <= before  # (one that handed something over keeps its reply)
@@ -343,7 +346,7 @@ class Reactor(EpollReactor):
             # a move's push (LMOVE from a channel key, taken from a peer) made its destination
             # ready: its waiters are served now, not when this client resumes, which a client
             # that closed meanwhile never does (the element would wait for another command)
-            self.fe.blocking.serve_ready()
+            self.fe.serve_ready()
         deferred.waiter.finish(reply)
 
     async def _after_pause(self, clients: list[Client]) -> None:
@@ -361,7 +364,7 @@ class Reactor(EpollReactor):
                 return
             self._unpark(client)
             if self.fe.ks.ready:
-                self.fe.blocking.serve_ready()  # a move served from a channel pushed a list
+                self.fe.serve_ready()  # a move served from a channel pushed a list
             # (served, a blocking pop hands its element over even in a pass whose log write
             # fails: flags.HANDS_OVER)
             client.replies.append(waiter.reply if waiter.done else blk.on_timeout)

@@ -42,6 +42,11 @@ class KeyspaceLog(Protocol):
         written first by the next flush."""
         ...
 
+    def seal(self, before: int) -> None:
+        """The records appended since `appended` was `before` (two or more) are one
+        command's: replayed all or none."""
+        ...
+
     def replay(self, keyspace: Databases) -> int:
         """Apply the log as it is on disk to `keyspace` again (DEBUG RELOAD, LOADAOF)."""
         ...
@@ -88,6 +93,15 @@ class Frontend:
     def load(self) -> None:
         n = self.log.load(self.ks)
         log.info("RESP: %d keys restored (%d log records)", self.ks.key_count(), n)
+
+    def serve_ready(self) -> None:
+        """Serve the waiters of keys that got elements, outside a command (the reactor seals
+        a command's records with those of the waiters it served): a served move's pop and
+        push are replayed whole."""
+        before = self.log.appended
+        self.blocking.serve_ready()
+        if self.log.appended - before > 1:
+            self.log.seal(before)
 
     def _expired(self) -> None:
         """An expiry pass's DEL records written. No client waits for them: a failed write is

@@ -281,6 +281,16 @@ class RecordLog:
     def drop_pending(self) -> None:
         self._buf.clear()
 
+    def take_back(self, n: int) -> list[bytes]:
+        """The payloads of the last `n` records appended, taken out of what the next flush
+        writes, for their owner to append again as one (fewer when a flush came between:
+        those are written already)."""
+        buf = self._buf
+        start = max(len(buf) - 2 * n, 0)  # a record is two items: its head, its payload
+        payloads = buf[start + 1 :: 2]
+        del buf[start:]
+        return payloads
+
     def replace(self, payloads: Iterable[bytes]) -> int:
         """Make the file hold just these records (atomic: see atomic.py); its size."""
         self._abandon_child()

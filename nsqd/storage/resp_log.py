@@ -4,6 +4,12 @@ snapshot of the keyspace when it has grown to twice its last rewritten size (at 
 REWRITE_MIN). A record's payload: u32 argc, then per argument u32 length + bytes
 (little-endian). A damaged record is skipped alone with a log line; a torn tail is cut off.
 
+The records of one command that makes several changes (LMOVE's pop and push, SET's value and
+expiry, a *STORE's DEL and refill), of one EXEC, one script, and those of the blocked clients
+its change served, are one `MULTI` record (`seal`) whose arguments are their payloads: replay
+applies all of them or, torn or damaged, none (Redis wraps a transaction in MULTI ... EXEC in
+its AOF and reverts an incomplete one on load). A command's single record is written as is.
+
 Changes are gathered during a scheduler pass and written with one write() before their replies
 are sent (the front-end calls `flush`), so kill -9 loses nothing acknowledged; fsync follows
 --sync-every (writes) / --sync-timeout through the storage's syncer. The keyspace is reached
@@ -25,6 +31,8 @@ _LEGACY_HEAD = struct.Struct("<II")  # the framing before records.py
 _U32 = struct.Struct("<I")
 _pack_u32 = _U32.pack
 _THREE = _pack_u32(3)
+GROUP = b"MULTI"  # a record whose arguments are the payloads of one command's records
+_SELECT = _pack_u32(2) + _pack_u32(6) + b"SELECT"  # how a SELECT record's payload starts
 
 Record = tuple[bytes, ...]
 
@@ -124,6 +132,24 @@ class RespLog:
             return
         self._append(encode(rec))
 
+    def seal(self, before: int) -> None:
+        """The records appended since `appended` was `before` are one command's (one EXEC's,
+        one script's): two or more go out as one GROUP record, replayed all or none (the
+        reactor calls this only then: a single record costs nothing). A SELECT that leads
+        them stays a record of its own (it names their database, it changes nothing); one
+        inside the group is followed by a fresh SELECT before the next record, so that a
+        damaged group leaves no later record in the wrong database."""
+        payloads = self._log.take_back(self.appended - before)
+        if payloads and payloads[0].startswith(_SELECT):
+            self._append(payloads.pop(0))
+        if len(payloads) < 2:
+            for payload in payloads:
+                self._append(payload)
+            return
+        self._append(encode((GROUP, *payloads)))
+        if self.keyspace is not None and any(p.startswith(_SELECT) for p in payloads):
+            self.keyspace.reselect()
+
     def flush(self) -> bool:
         """Write what the last commands changed (one write()); rewrite when grown, in a child
         process (as Redis's auto-aof-rewrite), so that the loop never stops for it. True when
@@ -172,6 +198,15 @@ def _ignore(error: OSError | None) -> None:
     """No front-end listens (yet)."""
 
 
+def _records(payload: bytes) -> list[Record]:
+    """The records a payload holds: itself, or a GROUP's, every one decoded before any is
+    applied (one that does not decode skips the group whole)."""
+    rec = decode(payload)
+    if rec[0] == GROUP:
+        return [decode(sub) for sub in rec[1:]]
+    return [rec]
+
+
 def _apply(keyspace: Replayable, payloads: list[bytes]) -> None:
     """Replay records into `keyspace` (nothing recorded, nothing expires meanwhile); a record
     that does not apply is skipped with a log line."""
@@ -179,8 +214,14 @@ def _apply(keyspace: Replayable, payloads: list[bytes]) -> None:
     try:
         for payload in payloads:
             try:
-                keyspace.apply(decode(payload))
-            except (ValueError, IndexError, KeyError, TypeError, struct.error) as exc:
-                log.error("RESP: %s: skipping a record that does not apply - %s", FILE, exc)
+                recs = _records(payload)
+            except (ValueError, struct.error) as exc:
+                log.error("RESP: %s: skipping a record that does not decode - %s", FILE, exc)
+                continue
+            for rec in recs:
+                try:
+                    keyspace.apply(rec)
+                except (ValueError, IndexError, KeyError, TypeError, struct.error) as exc:
+                    log.error("RESP: %s: skipping a record that does not apply - %s", FILE, exc)
     finally:
         keyspace.loading = False
