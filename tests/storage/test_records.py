@@ -127,6 +127,26 @@ def test_appends_are_gathered_until_flushed(tmp_path: Path) -> None:
     log.close()
 
 
+def test_take_back_returns_only_what_is_not_written(tmp_path: Path) -> None:
+    """resp.log's seal asks for a command's records; a flush in the command (DEBUG LOADAOF in
+    an EXEC) wrote the first ones already: only the rest come back, the written stay."""
+    path = tmp_path / "log"
+    log = log_at(path)
+    log.append(b"before")
+    log.append(b"one")
+    log.flush()
+    log.append(b"two")
+    log.append(b"three")
+    assert log.take_back(4) == [b"two", b"three"]
+    assert log.take_back(1) == []
+    log.append(b"four")
+    log.append(b"five")
+    assert log.take_back(1) == [b"five"]
+    log.flush()
+    assert read(path.read_bytes(), "test").payloads == [b"before", b"one", b"four"]
+    log.close()
+
+
 def test_load_cuts_a_damaged_tail_and_appends_after_the_last_record(tmp_path: Path) -> None:
     path = tmp_path / "log"
     data, spans = _file(PAYLOADS)
