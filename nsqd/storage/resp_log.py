@@ -32,6 +32,7 @@ _U32 = struct.Struct("<I")
 _pack_u32 = _U32.pack
 _THREE = _pack_u32(3)
 GROUP = b"MULTI"  # a record whose arguments are the payloads of one command's records
+_GROUP_ARG = _pack_u32(len(GROUP)) + GROUP
 _SELECT = _pack_u32(2) + _pack_u32(6) + b"SELECT"  # how a SELECT record's payload starts
 
 Record = tuple[bytes, ...]
@@ -139,6 +140,7 @@ class RespLog:
         them stays a record of its own (it names their database, it changes nothing); one
         inside the group is followed by a fresh SELECT before the next record, so that a
         damaged group leaves no later record in the wrong database."""
+        # encode((GROUP, *payloads)) written out (LMOVE, SET ... EX: a queue's hot path)
         payloads = self._log.take_back(self.appended - before)
         if payloads and payloads[0].startswith(_SELECT):
             self._append(payloads.pop(0))
@@ -146,8 +148,14 @@ class RespLog:
             for payload in payloads:
                 self._append(payload)
             return
-        self._append(encode((GROUP, *payloads)))
-        if self.keyspace is not None and any(p.startswith(_SELECT) for p in payloads):
+        pack = _pack_u32
+        parts = [pack(len(payloads) + 1), _GROUP_ARG]
+        for payload in payloads:
+            parts += (pack(len(payload)), payload)
+        group = b"".join(parts)
+        self._append(group)
+        # (a match inside an argument only costs one SELECT record more)
+        if _SELECT in group and self.keyspace is not None:
             self.keyspace.reselect()
 
     def flush(self) -> bool:
@@ -198,23 +206,16 @@ def _ignore(error: OSError | None) -> None:
     """No front-end listens (yet)."""
 
 
-def _records(payload: bytes) -> list[Record]:
-    """The records a payload holds: itself, or a GROUP's, every one decoded before any is
-    applied (one that does not decode skips the group whole)."""
-    rec = decode(payload)
-    if rec[0] == GROUP:
-        return [decode(sub) for sub in rec[1:]]
-    return [rec]
-
-
 def _apply(keyspace: Replayable, payloads: list[bytes]) -> None:
     """Replay records into `keyspace` (nothing recorded, nothing expires meanwhile); a record
-    that does not apply is skipped with a log line."""
+    that does not apply is skipped with a log line. A GROUP's records are all decoded before
+    any is applied: one that does not decode skips the group whole."""
     keyspace.loading = True
     try:
         for payload in payloads:
             try:
-                recs = _records(payload)
+                rec = decode(payload)
+                recs = (rec,) if rec[0] != GROUP else [decode(sub) for sub in rec[1:]]
             except (ValueError, struct.error) as exc:
                 log.error("RESP: %s: skipping a record that does not decode - %s", FILE, exc)
                 continue
