@@ -63,11 +63,18 @@ class GroupCommit:
 
     def release(self) -> str | None:
         """End a hold; the outermost writes what was buffered and returns the first write
-        failure since the hold began (None when everything is on its file)."""
-        self.depth -= 1
-        if self.depth:
+        failure since the hold began (None when everything is on its file). The outermost
+        writes still held: what its flush stores (a pass's pending publishes, engine/pending.py)
+        is buffered and written by the same flush, and a disk queue read by their hand-out
+        writes its position after it (`later`), before a FIN can be read; flushed unheld, the
+        read waited for the syncer (~100 ms) and a kill -9 after the FINs gave them back."""
+        if self.depth > 1:
+            self.depth -= 1
             return None
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self.depth = 0
         error, self._error = self._error, None
         later, self._later = self._later, []
         for fn in later:

@@ -115,3 +115,43 @@ def test_kill_9_after_a_timer_redelivery_is_finished_keeps_it_finished(
         conn.pub("timed", b"after")  # what a restart does deliver: the check is not idle
         after = helpers.bodies(conn.consume(1, timeout=10, quiet=0.5, idle=2))
     assert after == [b"after"], f"{len(after) - 1} FIN'd redeliveries delivered again"
+
+
+def _finished_then_killed(daemon: helpers.Daemon, conn: helpers.Client, n: int) -> list[bytes]:
+    """`n` messages read on `conn`, FIN'd, every FIN answered for (a barrier), then kill -9
+    at once: their bodies."""
+    got = conn.messages(n, timeout=10)
+    conn.rdy(0)
+    conn.fin_many(m.id for m in got)
+    conn.barrier()
+    daemon.kill()
+    return helpers.bodies(got)
+
+
+def _none_back(kind: str, data_dir: Path, topic: str, finished: list[bytes]) -> None:
+    """After the restart, a fresh message is delivered (the check is not idle) and none of
+    `finished` is."""
+    with helpers.running(kind, data_dir, *FLAGS) as daemon, daemon.client() as conn:
+        conn.sub(topic, "ch", rdy=100)
+        with daemon.client() as producer:
+            producer.pub(topic, b"after")
+        after = helpers.bodies(conn.consume(1, timeout=10, quiet=0.5, idle=2, fin=False))
+    back = sorted(set(after) & set(finished))
+    assert b"after" in after and not back, f"{len(back)} FIN'd messages delivered again"
+
+
+def test_kill_9_after_pubs_delivered_from_disk_are_finished_keeps_them_finished(
+    data_dir: Path,
+) -> None:
+    """A consumer waits with credit; single PUBs, each stored (through the channel's disk
+    queue) when its pass's group commit is released and handed to the consumer from there;
+    all FIN'd, then kill -9: none comes back. The pass's PUBs were stored after the hold had
+    ended, so the read of each hand-out waited for the syncer (~100 ms) and a kill -9 after
+    the FINs gave most of them back (3 to 16 of 20); the Go nsqd gives back the last one."""
+    daemon = helpers.start("ours", data_dir, *FLAGS)
+    with daemon.client() as producer, daemon.client() as conn:
+        conn.sub("pubd", "ch", rdy=TIMED)
+        for i in range(TIMED):
+            producer.pub("pubd", b"p-%02d" % i)
+        finished = _finished_then_killed(daemon, conn, TIMED)
+    _none_back("ours", data_dir, "pubd", finished)
