@@ -225,11 +225,16 @@ class Broker:
             self.set_paused(*self._found(topic, channel), paused)
 
     def set_paused(self, topic: Topic, channel: Channel | None, paused: bool) -> None:
+        """An unpause hands the queue out in a hold of the group commit, as a pass holds its
+        reads: with --sync-every=1 a disk read's position is written before its FIN can be
+        read (an HTTP unpause is a task's: the syncer wrote it ~100 ms later, too late)."""
         target = channel if channel is not None else topic
         if paused:
             target.pause()
         else:
-            target.unpause()
+            _, error = held(self.commit, target.unpause)
+            if error is not None:  # what the hand-out wrote (a journal's record)
+                self.store_failed(error)
         for hook in self.hooks:
             hook.paused_changed(topic, channel)
 

@@ -130,9 +130,10 @@ def _finished_then_killed(daemon: helpers.Daemon, conn: helpers.Client, n: int) 
 
 def _none_back(kind: str, data_dir: Path, topic: str, finished: list[bytes]) -> None:
     """After the restart, a fresh message is delivered (the check is not idle) and none of
-    `finished` is."""
+    `finished` is (the channel unpaused: nsqd.dat may not have had its unpause yet)."""
     with helpers.running(kind, data_dir, *FLAGS) as daemon, daemon.client() as conn:
         conn.sub(topic, "ch", rdy=100)
+        assert daemon.request("POST", f"/channel/unpause?topic={topic}&channel=ch")[0] == 200
         with daemon.client() as producer:
             producer.pub(topic, b"after")
         after = helpers.bodies(conn.consume(1, timeout=10, quiet=0.5, idle=2, fin=False))
@@ -155,3 +156,20 @@ def test_kill_9_after_pubs_delivered_from_disk_are_finished_keeps_them_finished(
             producer.pub("pubd", b"p-%02d" % i)
         finished = _finished_then_killed(daemon, conn, TIMED)
     _none_back("ours", data_dir, "pubd", finished)
+
+
+def test_kill_9_after_an_unpause_delivers_and_is_finished_keeps_it_finished(
+    data_dir: Path,
+) -> None:
+    """A paused channel's queue on disk, its consumer waiting with credit; /channel/unpause
+    (an HTTP task, outside any pass) hands the queue out, the consumer FINs it all, then
+    kill -9: none comes back. The unpause's hand-out read the queue outside any hold, and the
+    syncer's read position came too late: all 20 came back."""
+    daemon = helpers.start("ours", data_dir, *FLAGS)
+    with daemon.client() as producer, daemon.client() as conn:
+        conn.sub("paused", "ch", rdy=TIMED)
+        assert daemon.request("POST", "/channel/pause?topic=paused&channel=ch")[0] == 200
+        producer.mpub("paused", [b"u-%02d" % i for i in range(TIMED)])
+        assert daemon.request("POST", "/channel/unpause?topic=paused&channel=ch")[0] == 200
+        finished = _finished_then_killed(daemon, conn, TIMED)
+    _none_back("ours", data_dir, "paused", finished)
