@@ -5,9 +5,9 @@ Front-ends (TCP, HTTP, RESP) call the `Broker` and the `ChannelHandle` it gives
 words for the same refusal (nsqd's E_* code and text, HTTP status and text, a Redis -ERR), and
 `Delivery` / `Outcome` values instead of the engine's message records and in-flight sets. The
 refusal kinds are a table, not a branch per front-end. The ports a front-end implements or holds
-(`Consumer`, `Subscription`, the stores' group commit `WriteBatch`) and the `Message` record a
-consumer is sent are named here too: front-ends import this module, `broker` and `handle` of the
-engine, nothing else (the import-linter contract in pyproject.toml)."""
+(`Consumer`, `Subscription`, the stores' group commit `WriteBatch` and `held`) and the
+`Message` record a consumer is sent are named here too: front-ends import this module, `broker`
+and `handle` of the engine, nothing else (the import-linter contract in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from protocol.v2.message import append_message_frames
 
 from .message import Message  # a record handed to a Consumer: read it, the channel owns it
 from .policies.attributes import ChannelAttributes, TopicAttributes
-from .ports import Consumer, NoBatch, Subscription, WriteBatch
+from .ports import Consumer, NoBatch, Subscription, WriteBatch, held
 
 __all__ = [
     "STATES",
@@ -37,6 +37,7 @@ __all__ = [
     "Subscription",
     "TopicAttributes",
     "WriteBatch",
+    "held",
 ]
 
 STATES = ("queued", "in_flight", "deferred")  # what a peek can look at

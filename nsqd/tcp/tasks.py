@@ -30,7 +30,7 @@ from protocol.v2 import (
     encode_response,
 )
 
-from ..engine.api import Making
+from ..engine.api import Making, held
 from ..log import log
 from ..net.transport import StreamError
 from . import commands
@@ -149,7 +149,8 @@ class OwnTasks:
                         _AUTH_CHECKED[kind], cmd.topic, getattr(cmd, "channel", "")
                     )
                 try:
-                    execute(self, cmd)  # type: ignore[arg-type]
+                    # in a hold of the group commit, as the loop's pass holds its commands
+                    held(self._commit, execute, self, cmd)
                 except NSQError as err:
                     if err.fatal:
                         raise
@@ -173,7 +174,7 @@ class OwnTasks:
         if self.needs_refresh:
             self.needs_refresh = False
             if self.channel is not None:
-                self.channel.refresh(self)
+                self._refill()
         if self._urgent:
             await self._flush_quietly()
         return not self.closed
@@ -227,7 +228,17 @@ class OwnTasks:
         channel = self.channel
         if channel is not None and channel.backlog and self.credit() > 0:
             # it may have stopped taking messages while its output passed HIGH_WATER
-            channel.refresh(self)
+            self._refill()
+
+    def _refill(self: Client) -> None:
+        """Hand out what its credit allows, in a hold of the group commit as the loop's pass
+        holds its refills: with --sync-every=1 a disk queue writes its read position at the
+        release, before this client's FINs are read (unheld, the syncer wrote it ~100 ms
+        later, and a kill -9 after the FINs gave them back). A failed write is the queue's
+        (logged, /ping NOK), as a refill's in a pass."""
+        channel = self.channel
+        if channel is not None:
+            held(self._commit, channel.refresh, self)
 
     async def _writer(self: Client) -> None:
         try:

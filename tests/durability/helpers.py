@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -105,6 +106,26 @@ class Client:
                 self.send(b"NOP\n")
             else:
                 self.pending.append(frame)
+
+    def deflate(self) -> None:
+        """IDENTIFY with deflate: from its answer on the connection is compressed both ways,
+        and the daemon serves it in tasks of its own (not in the loop's passes)."""
+        body = json.dumps({"feature_negotiation": True, "deflate": True}).encode()
+        self.send(command("IDENTIFY", body))
+        size = struct.unpack(">i", self._exactly(4))[0]
+        answer = self._exactly(size)  # plain: read no further, what follows is compressed
+        assert answer[:4] == b"\0\0\0\0" and json.loads(answer[4:])["deflate"], answer
+        self.sock = _Deflated(self.sock)  # type: ignore[assignment]
+        self.expect_ok()
+
+    def _exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionClosed
+            data += chunk
+        return data
 
     def read_frame(self, timeout: float = 5.0) -> Frame:
         deadline = time.monotonic() + timeout
@@ -239,6 +260,33 @@ class Client:
                 ids.append(msg.id)
             if fin:
                 self.fin_many(ids)
+
+
+class _Deflated:
+    """A socket as a client sees it once IDENTIFY negotiated deflate (raw, as nsqd's flate)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._out = zlib.compressobj(6, zlib.DEFLATED, -15)
+        self._in = zlib.decompressobj(-15)
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.sendall(self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH))
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            chunk = self._sock.recv(size)
+            if not chunk:
+                return b""
+            data = self._in.decompress(chunk)
+            if data:
+                return data
+
+    def settimeout(self, timeout: float) -> None:
+        self._sock.settimeout(timeout)
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 # -- daemons ---------------------------------------------------------------------------------

@@ -173,3 +173,18 @@ def test_kill_9_after_an_unpause_delivers_and_is_finished_keeps_it_finished(
         assert daemon.request("POST", "/channel/unpause?topic=paused&channel=ch")[0] == 200
         finished = _finished_then_killed(daemon, conn, TIMED)
     _none_back("ours", data_dir, "paused", finished)
+
+
+def test_kill_9_after_a_deflate_consumer_finishes_keeps_it_finished(data_dir: Path) -> None:
+    """A consumer with deflate (served by tasks of its own, not the loop's passes) raises its
+    RDY over a queue on disk, FINs what it gets, then kill -9: none comes back. Its refill
+    after the RDY read the queue outside any hold, and the syncer's read position came too
+    late: all 20 came back."""
+    daemon = helpers.start("ours", data_dir, *FLAGS)
+    with daemon.client() as producer, daemon.client() as conn:
+        conn.deflate()
+        conn.sub("deflated", "ch", rdy=0)
+        producer.mpub("deflated", [b"d-%02d" % i for i in range(TIMED)])
+        conn.rdy(TIMED)
+        finished = _finished_then_killed(daemon, conn, TIMED)
+    _none_back("ours", data_dir, "deflated", finished)
