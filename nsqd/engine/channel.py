@@ -409,13 +409,18 @@ class Channel:
         return finished, errors
 
     def requeue(self, consumer: Consumer, msg_id: bytes, delay_ms: int) -> None:
+        if self.put_back(consumer, msg_id, delay_ms):
+            self._dispatch(1)
+
+    def put_back(self, consumer: Consumer, msg_id: bytes, delay_ms: int) -> int:
+        """REQ without its hand-out: 1 when the message is back in the queue, for the caller
+        to hand out (`redeliver`: HTTP's REQs, in a hold of the group commit)."""
         msg = self._take(consumer, msg_id, "REQ", ErrorCode.E_REQ_FAILED)
         del self.in_flight.by_id[msg_id]
         msg.owner = None
         consumer.requeued()
         self.requeue_count += 1
-        if self._retry(msg, delay_ms):
-            self._dispatch(1)
+        return self._retry(msg, delay_ms)
 
     def _retry(self, msg: Message, delay_ms: int) -> int:
         """A REQ'd or timed-out message: back to the queue (1: for the caller to hand out) or

@@ -120,8 +120,22 @@ class ChannelHandle:
         return Outcome(done, failed)
 
     def requeue(self, ids: Iterable[bytes], delay_ms: int, lease: str | None = None) -> Outcome:
+        """REQ: each message back in the queue (written as it goes: one its store refuses
+        waits in memory), then what went back handed out in a hold of the group commit, as
+        the scanner's redelivery: with --sync-every=1 a disk queue read by that hand-out
+        writes its read position before the FIN can be read (unheld, the syncer wrote it
+        ~100 ms later, and a kill -9 after the FINs gave them back). A failed write of the
+        hand-out (a journal's record) is logged by its file, /ping NOK."""
         channel = self._channel
-        return self._each(ids, lease, lambda holder, i: channel.requeue(holder, i, delay_ms))
+        queued = [0]
+
+        def put_back(holder: Consumer, msg_id: bytes) -> None:
+            queued[0] += channel.put_back(holder, msg_id, delay_ms)
+
+        outcome = self._each(ids, lease, put_back)
+        if queued[0]:
+            held(self._commit, channel.redeliver, queued[0], [])
+        return outcome
 
     def touch(self, ids: Iterable[bytes], timeout: float, lease: str | None = None) -> Outcome:
         channel = self._channel

@@ -188,3 +188,25 @@ def test_kill_9_after_a_deflate_consumer_finishes_keeps_it_finished(data_dir: Pa
         conn.rdy(TIMED)
         finished = _finished_then_killed(daemon, conn, TIMED)
     _none_back("ours", data_dir, "deflated", finished)
+
+
+def test_kill_9_after_an_http_req_hands_out_and_is_finished_keeps_it_finished(
+    data_dir: Path,
+) -> None:
+    """A lease's messages REQ'd over HTTP (a task's) go back to the channel's disk queue and
+    each at once to a TCP consumer waiting with credit, which FINs them, then kill -9: none
+    comes back. The REQ's hand-out read the queue outside any hold, and the syncer's read
+    position came too late: all 20 came back."""
+    daemon = helpers.start("ours", data_dir, *FLAGS)
+    with daemon.client() as producer, daemon.client() as conn:
+        conn.sub("reqd", "ch", rdy=0)
+        producer.mpub("reqd", [b"r-%02d" % i for i in range(TIMED)])
+        status, answer = daemon.request(
+            "POST", f"/channel/receive?topic=reqd&channel=ch&n={TIMED}&lease=L"
+        )
+        assert status == 200 and len(_bodies(answer)) == TIMED, answer
+        conn.rdy(TIMED)
+        conn.barrier()  # its credit is in: each REQ hands its message out at once
+        assert daemon.request("POST", "/message/req?topic=reqd&channel=ch&lease=L")[0] == 200
+        finished = _finished_then_killed(daemon, conn, TIMED)
+    _none_back("ours", data_dir, "reqd", finished)
