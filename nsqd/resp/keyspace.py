@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Union
 
 from . import records, watch
+from .records import MOVES
 from .scan_order import NO_ORDER, NoOrder, ScanOrder
 from .stream import Stream, StreamID, format_id
 from .zset import ZSet
@@ -171,6 +172,30 @@ class Keyspace:
         self._log((b"LPOP" if left else b"RPOP", key, b"1"))
         return elem
 
+    def move(self, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes:
+        """LMOVE of one element from an existing list to `dst` (a list or missing: the caller
+        checked), logged as one record (MOVES), so that replay never has the pop without the
+        push. `src` goes when emptied; onto itself the list is rotated and keeps its TTL."""
+        lst = self.data[src]
+        assert isinstance(lst, deque)
+        elem = lst.popleft() if wherefrom else lst.pop()
+        target = lst
+        if src != dst:
+            if not lst:
+                self._remove(src)
+            target = self.data.get(dst)  # type: ignore[assignment]
+            if target is None:
+                target = self.data[dst] = deque()
+                self.order.add(dst)
+        if whereto:
+            target.appendleft(elem)
+        else:
+            target.append(elem)
+        self._log((MOVES[wherefrom, whereto], src, dst))
+        if dst in self.watched:
+            self.ready.append((self, dst))
+        return elem
+
     def lrem(self, key: bytes, count: int, elem: bytes) -> int:
         lst = self.data[key]
         assert isinstance(lst, deque)
@@ -221,16 +246,20 @@ class Keyspace:
     # -- strings and hashes --------------------------------------------------------------
 
     def set_string(self, key: bytes, value: bytes, when: int | None, keep_ttl: bool) -> None:
-        """SET: the value, then the expiry (`when` unix ms), or none unless `keep_ttl`."""
+        """SET: the value and its expiry (`when` unix ms), or none unless `keep_ttl`."""
         self.data[key] = value
         self.order.add(key)
         if keep_ttl:
             self._log((b"SETK", key, value))
             return
-        self.expires.pop(key, None)
-        self._log((b"SET", key, value))
-        if when is not None:
-            self.set_expire(key, when)
+        if when is None:
+            self.expires.pop(key, None)
+            self._log((b"SET", key, value))
+        elif when > now_ms() or self.loading:  # one record: replay never has the value alone
+            self._expire_at(key, when)
+            self._log((b"SETPX", key, value, b"%d" % when))
+        else:  # already past: deleted now, as set_expire does
+            self.delete([key])
 
     def hset(self, key: bytes, pairs: list[bytes]) -> int:
         h = self.get_hash(key)
@@ -395,13 +424,16 @@ class Keyspace:
         if when <= now_ms() and not self.loading:
             self.delete([key])
             return
+        self._expire_at(key, when)
+        self._log((b"PEXPIREAT", key, b"%d" % when))
+
+    def _expire_at(self, key: bytes, when: int) -> None:
         self.expires[key] = when
         if (not self._heap or when < self._heap[0][0]) and self.deadline_moved is not None:
             self.deadline_moved()
         heapq.heappush(self._heap, (when, key))
         if len(self._heap) > 64 + 2 * len(self.expires):
             self._compact()
-        self._log((b"PEXPIREAT", key, b"%d" % when))
 
     def persist(self, key: bytes) -> bool:
         if self.expires.pop(key, None) is None:

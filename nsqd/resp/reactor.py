@@ -251,7 +251,7 @@ class Reactor(EpollReactor):
                     break
                 reply = answer
             changed = records.appended - before
-            if changed > 1:  # LMOVE's pop and push, an EXEC's, a script's: replayed whole
+            if changed > 1:  # an EXEC's, a script's, a *STORE's: replayed whole
                 records.seal(before)
             if (
                 changed

@@ -17,6 +17,15 @@ if TYPE_CHECKING:
 
 Args = tuple[bytes, ...]
 
+# LMOVE's record (`MOVELR src dst`: from the left, to the right), one for the pop and the push,
+# by (wherefrom, whereto), True for LEFT (RPOPLPUSH is MOVERL)
+MOVES = {
+    (True, True): b"MOVELL",
+    (True, False): b"MOVELR",
+    (False, True): b"MOVERL",
+    (False, False): b"MOVERR",
+}
+
 
 def _if(kind: type, redo: Callable[[Keyspace, Args], object]) -> Callable[[Keyspace, Args], None]:
     def apply(ks: Keyspace, args: Args) -> None:
@@ -40,6 +49,16 @@ def _expireat(ks: Keyspace, args: Args) -> None:
         ks.set_expire(args[0], int(args[1]))
 
 
+def _move(wherefrom: bool, whereto: bool) -> Callable[[Keyspace, Args], None]:
+    def apply(ks: Keyspace, args: Args) -> None:
+        src, dst = args
+        lst = ks.data.get(src)
+        if isinstance(lst, deque) and lst and isinstance(ks.data.get(dst, lst), deque):
+            ks.move(src, dst, wherefrom, whereto)
+
+    return apply
+
+
 def _rename(ks: Keyspace, args: Args) -> None:
     if args[0] in ks.data:
         ks.rename(args[0], args[1])
@@ -54,7 +73,9 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
     b"LTRIM": _if(deque, lambda ks, a: ks.ltrim(a[0], int(a[1]), int(a[2]))),
     b"LINSERT": lambda ks, a: ks.linsert(a[0], int(a[1]), a[2]),
     b"LSET": lambda ks, a: ks.lset(a[0], int(a[1]), a[2]),
+    **{op: _move(*sides) for sides, op in MOVES.items()},  # (older logs: a pop, then a push)
     b"SET": lambda ks, a: ks.set_string(a[0], a[1], None, False),
+    b"SETPX": lambda ks, a: ks.set_string(a[0], a[1], int(a[2]), False),  # (older: + PEXPIREAT)
     b"SETK": lambda ks, a: ks.set_string(a[0], a[1], None, True),
     b"HSET": lambda ks, a: ks.hset(a[0], list(a[1:])),
     b"HDEL": _if(dict, lambda ks, a: ks.hdel(a[0], list(a[1:]))),

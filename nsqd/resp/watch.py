@@ -1,15 +1,21 @@
 """WATCH's bookkeeping: each keyspace maps a watched key to its sessions, each session holds
 its (keyspace, key) pairs, and a logged change to a watched key (a write, a pop, a DEL, an
-expiry, a FLUSHALL of a key that existed, a RENAME's two keys) marks those sessions dirty, so
-their EXEC answers the null array."""
+expiry, a FLUSHALL of a key that existed, a RENAME's and a move's two keys, a SET's value with
+its expiry) marks those sessions dirty, so their EXEC answers the null array."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from .records import MOVES
 
 if TYPE_CHECKING:
     from .keyspace import Keyspace, Record
+
+
+# where a record's keys end (its first argument is its key unless named here): a DEL names
+# several, a RENAME and a move (records.MOVES) two
+_KEYS_END = {b"DEL": None, b"RENAME": 3, **dict.fromkeys(MOVES.values(), 3)}
 
 
 def watch(ks: Keyspace, session: Any, keys: list[bytes]) -> None:
@@ -35,13 +41,6 @@ def touch(ks: Keyspace, rec: Record) -> None:
     op = rec[0]
     if op == b"FLUSHALL":  # Keyspace.flush touched the watched keys that existed (as Redis's
         return  # touchAllWatchedKeysInDb: a watched key that was not there is not spoiled)
-    keys: Iterable[bytes]
-    if op == b"DEL":
-        keys = rec[1:]
-    elif op == b"RENAME":
-        keys = rec[1:3]
-    else:
-        keys = rec[1:2]
-    for key in keys:
+    for key in rec[1 : _KEYS_END.get(op, 2)]:
         for session in ks.watchers.get(key, ()):
             session.dirty = True

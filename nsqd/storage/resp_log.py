@@ -4,8 +4,8 @@ snapshot of the keyspace when it has grown to twice its last rewritten size (at 
 REWRITE_MIN). A record's payload: u32 argc, then per argument u32 length + bytes
 (little-endian). A damaged record is skipped alone with a log line; a torn tail is cut off.
 
-The records of one command that makes several changes (LMOVE's pop and push, SET's value and
-expiry, a *STORE's DEL and refill), of one EXEC, one script, and those of the blocked clients
+The records of one command that makes several changes (a *STORE's DEL and refill, SMOVE's
+removal and addition), of one EXEC, one script, and those of the blocked clients
 its change served, are one `MULTI` record (`seal`) whose arguments are their payloads: replay
 applies all of them or, torn or damaged, none (Redis wraps a transaction in MULTI ... EXEC in
 its AOF and reverts an incomplete one on load). A command's single record is written as is.
@@ -31,6 +31,7 @@ _LEGACY_HEAD = struct.Struct("<II")  # the framing before records.py
 _U32 = struct.Struct("<I")
 _pack_u32 = _U32.pack
 _THREE = _pack_u32(3)
+_FOUR = _pack_u32(4)
 GROUP = b"MULTI"  # a record whose arguments are the payloads of one command's records
 _GROUP_ARG = _pack_u32(len(GROUP)) + GROUP
 _SELECT = _pack_u32(2) + _pack_u32(6) + b"SELECT"  # how a SELECT record's payload starts
@@ -125,13 +126,19 @@ class RespLog:
 
     def record(self, rec: Record) -> None:
         # encode() written out, this runs once per write command; most have three arguments
+        # (a push of one, a pop, a SET, a move), a SET with its expiry four
         self.appended += 1
-        if len(rec) == 3:
+        n = len(rec)
+        pack = _pack_u32
+        if n == 3:
             a, b, c = rec
-            pack = _pack_u32
             self._append(b"".join((_THREE, pack(len(a)), a, pack(len(b)), b, pack(len(c)), c)))
-            return
-        self._append(encode(rec))
+        elif n == 4:
+            a, b, c, d = rec
+            parts = (_FOUR, pack(len(a)), a, pack(len(b)), b, pack(len(c)), c, pack(len(d)), d)
+            self._append(b"".join(parts))
+        else:
+            self._append(encode(rec))
 
     def seal(self, before: int) -> None:
         """The records appended since `appended` was `before` are one command's (one EXEC's,
@@ -140,7 +147,7 @@ class RespLog:
         them stays a record of its own (it names their database, it changes nothing); one
         inside the group is followed by a fresh SELECT before the next record, so that a
         damaged group leaves no later record in the wrong database."""
-        # encode((GROUP, *payloads)) written out (LMOVE, SET ... EX: a queue's hot path)
+        # encode((GROUP, *payloads)) written out (a push that serves a blocked BLMOVE)
         payloads = self._log.take_back(self.appended - before)
         if payloads and payloads[0].startswith(_SELECT):
             self._append(payloads.pop(0))

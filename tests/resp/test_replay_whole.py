@@ -1,4 +1,4 @@
-"""The records of one command (LMOVE's pop and push), one EXEC, one script reach resp.log as
+"""The records of one command (a *STORE's DEL and refill), one EXEC, one script reach resp.log as
 one record (storage/resp_log.py `seal`): a tail torn inside it (power loss, a kill -9 that cut
 a large write short) or a bit flipped in it loses all of its changes, never a part, as Redis
 reverts an incomplete MULTI/EXEC of its AOF on load; the records after a damaged one apply."""
@@ -58,13 +58,16 @@ def test_a_torn_move_transaction_or_script_is_replayed_not_at_all(ours, tmp_path
 
 
 def test_a_damaged_group_is_skipped_whole_and_the_rest_applies(ours, tmp_path: Path) -> None:
-    """Both groups damaged: the move's and a transaction's that changes database; the push
-    after them lands in its own database all the same."""
+    """Both groups damaged: a transaction's that moves, and one that changes database; the
+    push after them lands in its own database all the same."""
     data = tmp_path / "d"
     server = ours.start(data=data)
     r = client(server.port)
     r.rpush("src", "job")
-    r.lmove("src", "dst", "LEFT", "RIGHT")
+    p = r.pipeline(transaction=True)
+    p.lmove("src", "dst", "LEFT", "RIGHT")
+    p.set("moved", "1")
+    p.execute()
     r.set("between", "1")
     p = r.pipeline(transaction=True)
     p.rpush("t", "a")
@@ -84,7 +87,7 @@ def test_a_damaged_group_is_skipped_whole_and_the_rest_applies(ours, tmp_path: P
     server = ours.start(data=data)
     r, r1 = client(server.port), client(server.port, db=1)
     assert r.lrange("src", 0, -1) == [b"job"] and r.get("between") == b"1"
-    assert r.exists("dst", "t") == 0 and r1.exists("t") == 0
+    assert r.exists("dst", "moved", "t") == 0 and r1.exists("t") == 0
     assert r1.lrange("after", 0, -1) == [b"x"] and r.exists("after") == 0
     assert server.log_path.read_text(errors="replace").count("damaged record(s)") == 2
     r.close()

@@ -161,11 +161,19 @@ def _move(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) ->
         return s.fe.bridge.move(src, lambda elem: _put(s, dst, elem, whereto))
     if not s.ks.get_list(src):
         return None
-    _check_dst(s, dst)
+    if not is_bridged(dst):
+        s.ks.get_list(dst)  # WRONGTYPE before anything moves
+        return s.ks.move(src, dst, wherefrom, whereto)  # one record: never the pop alone
+    return _move_to_bridge(s, src, dst, wherefrom)
+
+
+def _move_to_bridge(s: Session, src: bytes, dst: bytes, wherefrom: bool) -> bytes:
+    """An element of list `src` published to a bridge key (bridge.py), or left in `src`."""
+    s.fe.bridge.check_push(dst)
     when = s.ks.expires.get(src)
     elem = s.ks.pop(src, 1, wherefrom)[0]
     try:
-        _put(s, dst, elem, whereto)
+        s.fe.bridge.push(dst, [elem])
     except ReplyError:
         # the bridge refused this element (empty, over --max-msg-size, a full queue): the
         # error is answered and the element stays in the source, as a blocked move's does
