@@ -30,10 +30,13 @@ class Waiter:
     pops (`left`) and what it does with the element (`deliver`: the encoded reply; a move
     pushes it on first, and raises ReplyError or WrongType, having pushed nothing, where it
     cannot). `moves_to` is a move's destination (b"" for a pop), for the check that refuses
-    a move that can never be served before it waits."""
+    a move that can never be served before it waits. `take`, for a move onto a list: moves
+    one element of a ready key itself (one record, Keyspace.move) and gives the reply, or
+    raises WrongType having moved nothing."""
 
     __slots__ = (
         "consumers", "deliver", "done", "keys", "ks", "left", "moves_to", "notify", "reply",
+        "take",
     )  # fmt: skip
 
     def __init__(
@@ -43,12 +46,14 @@ class Waiter:
         left: bool,
         deliver: Callable[[bytes, bytes], bytes],
         moves_to: bytes = b"",
+        take: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.ks = ks
         self.keys = keys
         self.left = left
         self.deliver = deliver
         self.moves_to = moves_to
+        self.take = take
         self.done = False
         self.reply = b""
         self.notify: Callable[[], None] | None = None  # the reactor's wake-up for its client
@@ -59,8 +64,12 @@ class Waiter:
         Not taken: the move was refused (the reply is its error, as LMOVE gives it) and the
         caller puts the element back where it was. The error is this waiter's alone: it is
         never raised into the command (another client's push, a publish) that served it."""
+        return self.guarded(self.deliver, key, elem)
+
+    def guarded(self, fn: Callable[..., bytes], key: bytes, *args: bytes) -> tuple[bytes, bool]:
+        """`fn(key, *args)`'s reply and True, or the error's reply and False."""
         try:
-            return self.deliver(key, elem), True
+            return fn(key, *args), True
         except WrongType:
             return WRONGTYPE, False
         except ReplyError as exc:
@@ -130,6 +139,9 @@ class Blocking:
                     if waiter.done:
                         continue
                     self.remove(waiter)
+                    if waiter.take is not None:  # a move onto a list: refused, it moves nothing
+                        waiter.finish(waiter.guarded(waiter.take, key)[0])
+                        continue
                     when = ks.expires.get(key)
                     elem = ks.pop(key, 1, waiter.left)[0]
                     reply, taken = waiter.attempt(key, elem)

@@ -200,9 +200,14 @@ def _blmove(
         _put(s, dst, elem, whereto)
         return bulk(elem)
 
+    def take(key: bytes) -> bytes:
+        s.ks.get_list(dst)  # WRONGTYPE before anything moves
+        return bulk(s.ks.move(key, dst, wherefrom, whereto))
+
     # a destination that never takes a push (channel:<t>:<c>) is refused before the client
     # waits (bridge.watch), with the error LMOVE gives
-    waiter = Waiter(s.ks, [src], wherefrom, deliver, moves_to=dst)
+    onto_list = None if is_bridged(dst) else take
+    waiter = Waiter(s.ks, [src], wherefrom, deliver, moves_to=dst, take=onto_list)
     return s.fe.block(waiter, timeout, s.enc.null_array)
 
 
