@@ -261,6 +261,15 @@ class Keyspace:
         else:  # already past: deleted now, as set_expire does
             self.delete([key])
 
+    def mset(self, pairs: list[bytes]) -> None:
+        """MSET: each key's value, its expiry gone; one record (a replay never has a part)."""
+        data, expires, order = self.data, self.expires, self.order
+        for i in range(0, len(pairs), 2):
+            data[pairs[i]] = pairs[i + 1]
+            expires.pop(pairs[i], None)
+            order.add(pairs[i])
+        self._log((b"MSET", *pairs))
+
     def hset(self, key: bytes, pairs: list[bytes]) -> int:
         h = self.get_hash(key)
         if h is None:
@@ -300,6 +309,22 @@ class Keyspace:
         if added:
             self._log((b"SADD", key, *members))
         return added
+
+    def smove(self, src: bytes, dst: bytes, member: bytes) -> None:
+        """SMOVE of a member of set `src` to another key, a set or missing (the caller
+        checked); one record, as Keyspace.move."""
+        source = self.data[src]
+        assert isinstance(source, set)
+        source.discard(member)
+        if not source:
+            self._remove(src)
+        target = self.data.get(dst)
+        if target is None:
+            target = self.data[dst] = set()
+            self.order.add(dst)
+        assert isinstance(target, set)
+        target.add(member)
+        self._log((b"SMOVE", src, dst, member))
 
     def srem(self, key: bytes, members: list[bytes]) -> int:
         s = self.data[key]

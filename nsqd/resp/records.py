@@ -59,6 +59,13 @@ def _move(wherefrom: bool, whereto: bool) -> Callable[[Keyspace, Args], None]:
     return apply
 
 
+def _smove(ks: Keyspace, args: Args) -> None:
+    src, dst, member = args
+    source = ks.data.get(src)
+    if isinstance(source, set) and member in source and isinstance(ks.data.get(dst, source), set):
+        ks.smove(src, dst, member)
+
+
 def _rename(ks: Keyspace, args: Args) -> None:
     if args[0] in ks.data:
         ks.rename(args[0], args[1])
@@ -77,10 +84,12 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
     b"SET": lambda ks, a: ks.set_string(a[0], a[1], None, False),
     b"SETPX": lambda ks, a: ks.set_string(a[0], a[1], int(a[2]), False),  # (older: + PEXPIREAT)
     b"SETK": lambda ks, a: ks.set_string(a[0], a[1], None, True),
+    b"MSET": lambda ks, a: ks.mset(list(a)),  # (older logs: a SET per key)
     b"HSET": lambda ks, a: ks.hset(a[0], list(a[1:])),
     b"HDEL": _if(dict, lambda ks, a: ks.hdel(a[0], list(a[1:]))),
     b"SADD": lambda ks, a: ks.sadd(a[0], list(a[1:])),
     b"SREM": _if(set, lambda ks, a: ks.srem(a[0], list(a[1:]))),
+    b"SMOVE": _smove,  # (older logs: SREM, then SADD)
     b"ZADD": _zadd,
     b"ZREM": _if(ZSet, lambda ks, a: ks.zrem(a[0], list(a[1:]))),
     b"XADD": lambda ks, a: ks.xadd(a[0], _sid(a[1]), list(a[2:]), None),

@@ -104,8 +104,7 @@ def smove(s: Session, argv: list[bytes]) -> bytes:
     if source is None or member not in source:
         return ZERO
     if src != dst:
-        ks.srem(src, [member])
-        ks.sadd(dst, [member])
+        ks.smove(src, dst, member)  # one record: never the removal alone
     return ONE
 
 

@@ -227,9 +227,7 @@ def _pairs(argv: list[bytes], name: str) -> list[bytes]:
 
 @command("mset", -3)
 def mset(s: Session, argv: list[bytes]) -> bytes:
-    pairs = _pairs(argv, "mset")
-    for i in range(0, len(pairs), 2):
-        s.ks.set_string(pairs[i], pairs[i + 1], None, False)
+    s.ks.mset(_pairs(argv, "mset"))
     return OK
 
 
@@ -238,8 +236,7 @@ def msetnx(s: Session, argv: list[bytes]) -> bytes:
     pairs = _pairs(argv, "msetnx")
     if any(s.ks.get(pairs[i]) is not None for i in range(0, len(pairs), 2)):
         return ZERO
-    for i in range(0, len(pairs), 2):
-        s.ks.set_string(pairs[i], pairs[i + 1], None, False)
+    s.ks.mset(pairs)
     return ONE
 
 
