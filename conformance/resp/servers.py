@@ -65,7 +65,8 @@ def start_redis(workdir: Path, password: str = "", *extra: str) -> Server:
     return Server("redis", port, proc, log_path, workdir)
 
 
-def start_ours(data: Path, *flags: str, port: int | None = None) -> Server:
+def start_ours(data: Path, *flags: str, port: int | None = None, root: Path = REPO_ROOT) -> Server:
+    """`root`: the checkout whose nsqd runs (bench/resp.py --against: an older one)."""
     data.mkdir(parents=True, exist_ok=True)
     tcp, http, resp = nsqd_process.free_ports(3)
     resp = port or resp
@@ -76,7 +77,8 @@ def start_ours(data: Path, *flags: str, port: int | None = None) -> Server:
         *flags,
     ]
     log_path = data.parent / f"ours-{resp}.log"
-    proc = nsqd_process.launch(argv, log_path, append=True, env=nsqd_process.pythonpath_env())
+    env = nsqd_process.pythonpath_env(root)
+    proc = nsqd_process.launch(argv, log_path, cwd=root, append=True, env=env)
     if not nsqd_process.wait_accepting(proc, resp, 20):
         raise RuntimeError(f"our nsqd did not start:\n{nsqd_process.log_tail(log_path, 20)}")
     server = Server("ours", resp, proc, log_path, data)
