@@ -258,7 +258,8 @@ class Keyspace:
         elif when > now_ms() or self.loading:  # one record: replay never has the value alone
             self._expire_at(key, when)
             self._log((b"SETPX", key, value, b"%d" % when))
-        else:  # already past: deleted now, as set_expire does
+        else:  # already past: deleted now, as set_expire does (an old TTL due: no expiry)
+            self.expires.pop(key, None)
             self.delete([key])
 
     def mset(self, pairs: list[bytes]) -> None:
