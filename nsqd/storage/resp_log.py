@@ -4,11 +4,12 @@ snapshot of the keyspace when it has grown to twice its last rewritten size (at 
 REWRITE_MIN). A record's payload: u32 argc, then per argument u32 length + bytes
 (little-endian). A damaged record is skipped alone with a log line; a torn tail is cut off.
 
-The records of one command that makes several changes (a *STORE's DEL and refill, SMOVE's
-removal and addition), of one EXEC, one script, and those of the blocked clients
-its change served, are one `MULTI` record (`seal`) whose arguments are their payloads: replay
-applies all of them or, torn or damaged, none (Redis wraps a transaction in MULTI ... EXEC in
-its AOF and reverts an incomplete one on load). A command's single record is written as is.
+The records of one command that makes several changes (a *STORE's DEL and refill, XADD's
+entry and trim), of one EXEC, one script, and those of the blocked clients its change served,
+are one `MULTI` record (`seal`) whose arguments are their payloads: replay applies all of them
+or, torn or damaged, none (Redis wraps a transaction in MULTI ... EXEC in its AOF and reverts
+an incomplete one on load). A command's single record is written as is: the queue's and the
+cache's hot paths (LMOVE, SET ... EX) log one record each (the keyspace's MOVE.. and SETPX).
 
 Changes are gathered during a scheduler pass and written with one write() before their replies
 are sent (the front-end calls `flush`), so kill -9 loses nothing acknowledged; fsync follows
