@@ -141,8 +141,9 @@ class Channel:
         """A new message from the topic."""
         self.put_many([msg])
 
-    def put_many(self, msgs: list[Message]) -> None:
-        """New messages from the topic (an MPUB, or a chunk of the topic's backlog)."""
+    def put_many(self, msgs: list[Message], *, pumped: bool = False) -> None:
+        """New messages from the topic (an MPUB, or a chunk of the topic's backlog: `pumped`,
+        whose refused part waits in memory, `_keep`)."""
         self.message_count += len(msgs)
         msgs = self.policy.incoming(self, msgs)
         fresh = bool(self._ready) and not self.backlog  # else a refill is under way (_dispatch)
@@ -150,7 +151,10 @@ class Channel:
             msgs = self._hand_out(msgs)  # straight to consumers with credit
         if not msgs:
             return
-        self.backlog.extend(msgs)
+        if pumped:
+            self._keep(*self.backlog.extend_refusing(msgs))
+        else:
+            self.backlog.extend(msgs)  # a publish: its publisher is refused
         if fresh:
             self._dispatch(len(msgs))  # (--mem-queue-size=0: they went through the disk)
         drop = self.policy.excess(self)
@@ -205,6 +209,25 @@ class Channel:
             exc,
         )
         self.deferred.add(msg, self.clock() + REQUEUE_RETRY)
+
+    def _keep(self, refused: list[Message], exc: StoreError | None) -> None:
+        """The part of a chunk of the topic's backlog that this channel's disk refused (full,
+        failing: /ping is NOK by then) waits in memory as deferred messages, offered to the
+        queue again a moment later as `_requeue_later`'s: the chunk has left the topic's queue
+        (and reached the other channels), so dropped it was lost to this channel for good, as
+        nsqd's pump loses it."""
+        if not refused:
+            return
+        log.error(
+            "CHANNEL(%s:%s): %d messages of the topic's backlog not queued, kept in memory - %s",
+            self.topic_name,
+            self.name,
+            len(refused),
+            exc,
+        )
+        due = self.clock() + REQUEUE_RETRY
+        for msg in refused:
+            self.deferred.add(msg, due)
 
     def _dispatch(self, budget: int = UNBOUNDED) -> bool:
         """Hand queued messages to the clients in the ready rotation, `budget` messages at

@@ -77,6 +77,7 @@ class WriteBatch(Protocol):
     appended: int  # records buffered so far: a holder compares it before and after a client
     deferring: bool  # the publisher now answers after the outermost release, not at once
     depth: int  # nested holds; 0: nothing is buffered
+    through: bool  # held, the queues' appends are written at once (a refusal raises at once)
     buffered: bool  # some record waits for the release's write
 
     def hold(self) -> None: ...
@@ -116,13 +117,14 @@ def held(commit: WriteBatch, fn: Callable[..., T], *args: Any) -> tuple[T, str |
 class NoBatch:
     """No store behind the queues: nothing is ever buffered."""
 
-    __slots__ = ("appended", "buffered", "deferring", "depth")
+    __slots__ = ("appended", "buffered", "deferring", "depth", "through")
 
     def __init__(self) -> None:
         self.appended = 0
         self.buffered = False
         self.deferring = False
         self.depth = 0
+        self.through = False
 
     def hold(self) -> None:
         pass

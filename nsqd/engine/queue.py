@@ -13,7 +13,7 @@ from itertools import chain, repeat
 from protocol.v2.bodies import PackedBodies
 
 from .message import Message
-from .ports import UNBOUNDED, Overflow
+from .ports import UNBOUNDED, Overflow, StoreError
 
 
 class DropOverflow:
@@ -146,17 +146,34 @@ class Backlog:
         return self.overflow.get()
 
     def extend(self, msgs: list[Message]) -> None:
+        put = self.overflow.put
+        for msg in self._to_memory(msgs):
+            put(msg)
+
+    def extend_refusing(self, msgs: list[Message]) -> tuple[list[Message], StoreError | None]:
+        """extend(), but the overflow's refusal returns the messages from the refused one on
+        (none of them stored) and why, rather than raising; the ones before it are stored
+        (a write a message, unless a group commit buffers them)."""
+        rest = self._to_memory(msgs)
+        put = self.overflow.put
+        for i, msg in enumerate(rest):
+            try:
+                put(msg)
+            except StoreError as exc:
+                return rest[i:], exc
+        return [], None
+
+    def _to_memory(self, msgs: list[Message]) -> list[Message]:
+        """What fits of `msgs` into memory goes there; the rest is the overflow's."""
         room = self.capacity - self._count
         if room >= len(msgs):
             self._mem.extend(msgs)
             self._count += len(msgs)
-            return
+            return []
         if room > 0:
             self._mem.extend(msgs[:room])
             self._count += room
-        put = self.overflow.put
-        for msg in msgs[max(room, 0) :]:
-            put(msg)
+        return msgs[max(room, 0) :]
 
     def extend_run(
         self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int, start: int = 0

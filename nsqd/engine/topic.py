@@ -31,7 +31,15 @@ from .policies.policy import (
     NoTopicPolicy,
     TopicPolicy,
 )
-from .ports import NO_JOURNAL, JournalFactory, OverflowFactory, StoreError, no_journal
+from .ports import (
+    NO_JOURNAL,
+    JournalFactory,
+    OverflowFactory,
+    StoreError,
+    WriteBatch,
+    held,
+    no_journal,
+)
 from .queue import Backlog
 from .settings import Settings
 from .stale import NO_STALE
@@ -41,7 +49,10 @@ _PUMP_BYTES = 4 << 20  # a chunk of large messages is smaller: the loop runs bet
 
 
 class TopicEvents(Protocol):
-    """What a topic tells its registry (the broker)."""
+    """What a topic tells its registry (the broker), and the stores' group commit its pump
+    holds."""
+
+    commit: WriteBatch
 
     def channel_created(self, topic: Topic, channel: Channel) -> None: ...
     def channel_deleted(self, topic: Topic, channel: Channel) -> None: ...
@@ -227,7 +238,7 @@ class Topic:
                             ready_now.append(m)
                     batch = ready_now
                 if batch:
-                    channel.put_many(batch)
+                    channel.put_many(batch, pumped=pumped)
             except StoreError as exc:
                 if not pumped:
                     raise  # a publish: its publisher is refused
@@ -292,17 +303,33 @@ class Topic:
     async def _pump(self) -> None:
         try:
             while self.backlog and self._flowing and not self.deleted:
-                chunk, expired = self.policy.unexpired(
-                    self, self.backlog.take(_PUMP_CHUNK, _PUMP_BYTES)
-                )
-                self.expired_count += expired
-                self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk), pumped=True)
+                # a journal's write that the release refuses is logged by it, /ping NOK
+                held(self._events.commit, self._pump_chunk)
                 await trio.lowlevel.checkpoint()
             if not self.backlog:
                 for channel in self._fanout:  # what was on disk at the start has come
                     channel.stale = NO_STALE
         finally:
             self._pumping = False
+
+    def _pump_chunk(self) -> None:
+        """A chunk of the backlog to every channel, inside a hold of the group commit (as a
+        pass of the loop holds its reads): with --sync-every=1 the topic's queue writes its
+        read position at the release, once the channels' queues have the chunk on file, and
+        a channel's queue read by a hand-out here writes its own, both before a FIN can be
+        read. Unheld, the syncer wrote them ~100 ms later, and a kill -9 after the consumer's
+        FINs gave the whole chunk back. The channels' queues write through the hold, a
+        message at a time as unheld: what one's disk refuses is refused at its message, and
+        that channel alone keeps the rest in memory (Channel._keep); buffered, the release's
+        one write per queue refused the whole chunk, and no channel knew what it had lost."""
+        commit = self._events.commit
+        chunk, expired = self.policy.unexpired(self, self.backlog.take(_PUMP_CHUNK, _PUMP_BYTES))
+        self.expired_count += expired
+        commit.through = True
+        try:
+            self._fan_out(chunk, deferred=any(m.defer_ms for m in chunk), pumped=True)
+        finally:
+            commit.through = False
 
     # -- admin -----------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ class GroupCommit:
         "appended",
         "deferring",
         "depth",
+        "through",
         "urgent",
     )
 
@@ -52,6 +53,11 @@ class GroupCommit:
         # a record whose command's answer must not leave before it is on file (a release
         # with --sync-every=1): the holder flushes before it answers
         self.urgent = False
+        # held, the queues' appends are written at once all the same (the topic's pump): a
+        # refused write raises at its record, whose writer keeps it and what follows it
+        # (a buffered write fails at the release, for a whole chunk at once); reads, journals
+        # and deliveries still wait for the release
+        self.through = False
 
     def hold(self) -> None:
         self.depth += 1

@@ -148,7 +148,7 @@ class DiskQueue:
             self._roll_write_file()
         try:
             fd = self._write_fd if self._write_fd is not None else self._open_write_file()
-            if commit.depth:
+            if commit.depth and not commit.through:
                 if not self._pending:
                     commit.enlist(self)
                 self._pending.append(record)

@@ -210,3 +210,20 @@ def test_kill_9_after_an_http_req_hands_out_and_is_finished_keeps_it_finished(
         assert daemon.request("POST", "/message/req?topic=reqd&channel=ch&lease=L")[0] == 200
         finished = _finished_then_killed(daemon, conn, TIMED)
     _none_back("ours", data_dir, "reqd", finished)
+
+
+def test_kill_9_after_a_topic_backlog_pumped_and_finished_keeps_it_finished(
+    kind: str, data_dir: Path
+) -> None:
+    """Messages published to a topic with no channel wait in its disk queue; its first
+    channel's consumer gets them through the topic's pump, FINs them all, then kill -9: none
+    comes back. The pump read the topic's queue (and the channel's) outside any hold, the
+    syncer wrote the read positions ~100 ms later, and every one came back, some twice (the
+    topic's copy and the channel's); the Go nsqd gave none back in 5 runs."""
+    daemon = helpers.start(kind, data_dir, *FLAGS)
+    with daemon.client() as producer:
+        producer.mpub("pumped", [b"q-%02d" % i for i in range(TIMED)])
+    with daemon.client() as conn:
+        conn.sub("pumped", "ch", rdy=TIMED)
+        finished = _finished_then_killed(daemon, conn, TIMED)
+    _none_back(kind, data_dir, "pumped", finished)
