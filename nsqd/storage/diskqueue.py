@@ -557,8 +557,9 @@ class DiskQueue:
         thread it came after them, and a kill -9 right after their FINs handed them all out
         again. Not sooner: what was read may be on its way into another file of the pass (a
         channel's queue, a journal's delivered batch), and a kill -9 before that write would
-        find it in none. Outside a hold (a pass, an HTTP take, the scanner's hand-out) the
-        syncer writes it, as before."""
+        find it in none. Outside a hold (every read the engine makes is held: a pass, a
+        refill, an HTTP take, REQ or unpause, the scanner's hand-out, the topic's pump,
+        docs/durability.md) the syncer writes it, as before."""
         if self._position_due or not self._commit.depth:
             return
         self._position_due = True
