@@ -3,7 +3,8 @@
 Hot path, all synchronous (no task switch per message): `put` hands a message to the next
 subscribed consumer with credit (round robin) or queues it; FIN/REQ/TOUCH act on the in-flight
 set; `refresh` runs when a consumer's credit changes and drains the queue into it. The daemon's
-scanner calls `scan` to time out in-flight messages and release deferred ones.
+scanner calls `scan` to time out in-flight messages and release deferred ones (later.py, the
+deferred set and the sweep, is its base).
 
 Every change of in-flight state happens here (`_hand_out`, `finish`, `requeue`, `touch`,
 `scan`, `empty`): consumers (ports.Consumer) are told, never trusted to do the bookkeeping.
@@ -22,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.v2 import ErrorCode, NSQError
 
-from ..log import log
 from .e2e import E2ELatency
 from .inflight import TimeoutQueue
+from .later import Later
 from .message import Message
 from .policies.attributes import ChannelAttributes
 from .policies.policy import NO_CHANNEL_POLICY, ChannelPolicy, NoChannelPolicy
-from .ports import NO_JOURNAL, UNBOUNDED, StoreError
+from .ports import NO_JOURNAL, UNBOUNDED
 from .queue import Backlog, messages
 from .settings import Settings
 from .stale import NO_STALE, NoStale, PumpFilter, StaleFilter
@@ -36,8 +37,6 @@ from .stale import NO_STALE, NoStale, PumpFilter, StaleFilter
 # What one round of a hand-out takes from the queue per ready consumer, at most (messages of
 # any size): the round goes on while consumers have credit and room in their output.
 HAND_OUT_BYTES = 1 << 20
-# how long a message its queue's disk refused waits in memory before it is offered again
-REQUEUE_RETRY = 1.0
 
 if TYPE_CHECKING:
     from .ports import Consumer, Journal, OverflowFactory
@@ -47,7 +46,7 @@ def _fed(channel: Channel, consumer: Consumer) -> None:
     """The `starved` of a channel that nobody else feeds (every channel of a lone nsqd)."""
 
 
-class Channel:
+class Channel(Later):
     # counted only by policies (not in nsqd's /stats)
     dead_letter_count = 0
     expired_count = 0
@@ -101,10 +100,6 @@ class Channel:
         self.modified_at = self.created_at
         journal.attach(self._live)
         self._recover(journal)
-
-    def _wall_ms(self, deadline: float) -> int:
-        """A deadline on the clock as unix ms (what a journal keeps across restarts)."""
-        return time.time_ns() // 1_000_000 + round((deadline - self.clock()) * 1000)
 
     def _live(self) -> tuple[list[Message], list[tuple[Message, int]]]:
         """In-flight and deferred messages (with due unix ms), for the journal's compaction."""
@@ -175,59 +170,6 @@ class Channel:
         self.backlog.extend_run(ids, bodies, ts, start)
         if fresh and start < n:
             self._dispatch(n - start)  # (--mem-queue-size=0: they went through the disk)
-
-    def put_deferred(self, msg: Message, delay_ms: int) -> None:
-        self.message_count += 1
-        self.defer(msg, delay_ms)
-
-    def defer(self, msg: Message, delay_ms: int) -> None:
-        deadline = self.clock() + delay_ms / 1000
-        self.deferred.add(msg, deadline)
-        self.journal.deferred([msg], self._wall_ms(deadline))
-
-    def _requeue(self, msg: Message) -> int:
-        """`msg` back in the queue (1), or kept in memory when its store refused it (0); the
-        caller hands it out (`_dispatch`), the scanner's in a hold of its own (`redeliver`)."""
-        try:
-            self.backlog.put(msg)
-        except StoreError as exc:
-            self._requeue_later(msg, exc)
-            return 0
-        self.journal.released([msg.id])  # queued again: its queue keeps it now
-        return 1
-
-    def _requeue_later(self, msg: Message, exc: StoreError) -> None:
-        """A timed-out, REQ'd or due message whose queue's disk refused it (full, failing:
-        /ping is NOK by then) waits in memory as a deferred message and is offered to the
-        queue again a moment later. Raised, the failure went up into the scanner (or the
-        command) and stopped the daemon; nsqd drops such a message."""
-        log.error(
-            "CHANNEL(%s:%s): message %s not requeued, kept in memory - %s",
-            self.topic_name,
-            self.name,
-            msg.id.decode("latin-1"),
-            exc,
-        )
-        self.deferred.add(msg, self.clock() + REQUEUE_RETRY)
-
-    def _keep(self, refused: list[Message], exc: StoreError | None) -> None:
-        """The part of a chunk of the topic's backlog that this channel's disk refused (full,
-        failing: /ping is NOK by then) waits in memory as deferred messages, offered to the
-        queue again a moment later as `_requeue_later`'s: the chunk has left the topic's queue
-        (and reached the other channels), so dropped it was lost to this channel for good, as
-        nsqd's pump loses it."""
-        if not refused:
-            return
-        log.error(
-            "CHANNEL(%s:%s): %d messages of the topic's backlog not queued, kept in memory - %s",
-            self.topic_name,
-            self.name,
-            len(refused),
-            exc,
-        )
-        due = self.clock() + REQUEUE_RETRY
-        for msg in refused:
-            self.deferred.add(msg, due)
 
     def _dispatch(self, budget: int = UNBOUNDED) -> bool:
         """Hand queued messages to the clients in the ready rotation, `budget` messages at
@@ -487,72 +429,6 @@ class Channel:
             self.delivery_count += len(msgs)
             self.journal.held(msgs, at_once=True)  # the lease is answered right after
         return msgs
-
-    # -- deferred messages by id (HTTP /message/cancel, /message/defer) ---------------------
-
-    def cancel_deferred(self, msg_id: bytes) -> bool:
-        """Drop a deferred message; False when none of this channel has that id."""
-        msg = self.deferred.by_id.pop(msg_id, None)  # its heap entry is skipped when it surfaces
-        if msg is None:
-            return False
-        self.journal.released([msg_id])
-        return True
-
-    def reschedule_deferred(self, msg_id: bytes, delay_ms: int) -> bool:
-        """Move a deferred message's due time to now + delay_ms; False when there is none."""
-        msg = self.deferred.by_id.get(msg_id)
-        if msg is None:
-            return False
-        self.defer(msg, delay_ms)  # a new heap entry; the old one is stale from now on
-        return True
-
-    # -- the scanner's work ----------------------------------------------------------------
-
-    def scan(self, now: float) -> bool:
-        """Time out expired in-flight messages and release due deferred ones, then hand them
-        out; True if any."""
-        due = self.expire(now)
-        if due is None:
-            return False
-        self.redeliver(*due)
-        return True
-
-    def expire(self, now: float) -> tuple[int, list[Consumer]] | None:
-        """The scanner's first half: expired in-flight messages and due deferred ones back in
-        the queue, each written as it goes (one its store refuses waits in memory, which a
-        held write's failure could not tell); None when nothing was due, else how many were
-        queued and the owners of those that timed out, for `redeliver`."""
-        self.expired_count += self.policy.sweep(self)
-        timed_out = self.in_flight.pop_expired(now)
-        released = self.deferred.pop_expired(now)
-        if not timed_out and not released:
-            return None
-        queued = 0
-        owners: list[Consumer] = []
-        for msg in timed_out:
-            self.timeout_count += 1
-            owner = msg.owner
-            msg.owner = None
-            queued += self._retry(msg, 0)
-            if owner is not None:
-                owner.timed_out()
-                owners.append(owner)
-        for msg in released:
-            queued += self._requeue(msg)
-        return queued, owners
-
-    def redeliver(self, queued: int, owners: list[Consumer]) -> None:
-        """The scanner's second half: what `expire` queued handed out (`queued` at most to
-        the rotation), then the owners of the timed-out ones refilled. The broker holds the
-        group commit around it, as a pass holds its reads: with --sync-every=1 a disk queue's
-        read position is written at the release, in the same stretch, so before a FIN of
-        these deliveries can be read (the queue's writes are `expire`'s, made unheld)."""
-        if queued:
-            self._dispatch(queued)
-        consumers = self.consumers
-        for owner in owners:
-            if consumers.get(owner.id) is owner:
-                self.refresh(owner)
 
     # -- admin -----------------------------------------------------------------------------
 
