@@ -19,7 +19,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from protocol.v2 import FrameDecoder, FrameType, decode_message
 from protocol.v2.frames import Frame
 from protocol.v2.message import DecodedMessage
+from tests.ops.conftest import Deflated
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process
@@ -115,7 +115,7 @@ class Client:
         size = struct.unpack(">i", self._exactly(4))[0]
         answer = self._exactly(size)  # plain: read no further, what follows is compressed
         assert answer[:4] == b"\0\0\0\0" and json.loads(answer[4:])["deflate"], answer
-        self.sock = _Deflated(self.sock)  # type: ignore[assignment]
+        self.sock = Deflated(self.sock)  # type: ignore[assignment]
         self.expect_ok()
 
     def _exactly(self, n: int) -> bytes:
@@ -260,33 +260,6 @@ class Client:
                 ids.append(msg.id)
             if fin:
                 self.fin_many(ids)
-
-
-class _Deflated:
-    """A socket as a client sees it once IDENTIFY negotiated deflate (raw, as nsqd's flate)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._out = zlib.compressobj(6, zlib.DEFLATED, -15)
-        self._in = zlib.decompressobj(-15)
-
-    def sendall(self, data: bytes) -> None:
-        self._sock.sendall(self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH))
-
-    def recv(self, size: int) -> bytes:
-        while True:
-            chunk = self._sock.recv(size)
-            if not chunk:
-                return b""
-            data = self._in.decompress(chunk)
-            if data:
-                return data
-
-    def settimeout(self, timeout: float) -> None:
-        self._sock.settimeout(timeout)
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 # -- daemons ---------------------------------------------------------------------------------

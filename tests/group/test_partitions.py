@@ -8,12 +8,18 @@ import os
 import signal
 import socket
 import time
-import zlib
 
 import pytest
 
 from protocol.v2 import encoders
-from tests.ops.conftest import START_TIMEOUT, V2, http_post, stats_channel, wait_until
+from tests.ops.conftest import (
+    START_TIMEOUT,
+    V2,
+    Deflated,
+    http_post,
+    stats_channel,
+    wait_until,
+)
 
 from .conftest import Group
 
@@ -166,33 +172,6 @@ def test_nothing_is_pulled_past_the_consumers_credit(group: Group) -> None:
                 sub.fin(msg_id)
 
 
-class _Deflated:
-    """A socket as a client sees it once IDENTIFY negotiated deflate (raw, as nsqd's flate)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self._out = zlib.compressobj(6, zlib.DEFLATED, -15)
-        self._in = zlib.decompressobj(-15)
-
-    def sendall(self, data: bytes) -> None:
-        self.sock.sendall(self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH))
-
-    def recv(self, size: int) -> bytes:
-        while True:
-            chunk = self.sock.recv(size)
-            if not chunk:
-                return b""
-            data = self._in.decompress(chunk)
-            if data:
-                return data
-
-    def settimeout(self, timeout: float) -> None:
-        self.sock.settimeout(timeout)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def _exactly(sock: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
@@ -210,7 +189,7 @@ def _consumer(group: Group, worker: int, deflate: bool) -> V2:
         size = int.from_bytes(_exactly(conn.sock, 4), "big")  # the answer: read no further
         data = _exactly(conn.sock, size)
         assert data[:4] == b"\0\0\0\0" and json.loads(data[4:])["deflate"], data
-        conn.sock = _Deflated(conn.sock)  # type: ignore[assignment]
+        conn.sock = Deflated(conn.sock)  # type: ignore[assignment]
         conn.expect_ok()  # the first frame compressed
     return conn
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,3 +217,30 @@ class V2(v2client.BlockingV2):
         kind, data = self.frame()
         assert kind == 2, (kind, data)
         return data[10:26], data[26:]
+
+
+class Deflated:
+    """A socket as a client sees it once IDENTIFY negotiated deflate (raw, as nsqd's flate)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._out = zlib.compressobj(6, zlib.DEFLATED, -15)
+        self._in = zlib.decompressobj(-15)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH))
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            chunk = self.sock.recv(size)
+            if not chunk:
+                return b""
+            data = self._in.decompress(chunk)
+            if data:
+                return data
+
+    def settimeout(self, timeout: float) -> None:
+        self.sock.settimeout(timeout)
+
+    def close(self) -> None:
+        self.sock.close()
