@@ -128,10 +128,10 @@ def _finished_then_killed(daemon: helpers.Daemon, conn: helpers.Client, n: int) 
     return helpers.bodies(got)
 
 
-def _none_back(kind: str, data_dir: Path, topic: str, finished: list[bytes]) -> None:
+def _none_back(data_dir: Path, topic: str, finished: list[bytes]) -> None:
     """After the restart, a fresh message is delivered (the check is not idle) and none of
     `finished` is (the channel unpaused: nsqd.dat may not have had its unpause yet)."""
-    with helpers.running(kind, data_dir, *FLAGS) as daemon, daemon.client() as conn:
+    with helpers.running("ours", data_dir, *FLAGS) as daemon, daemon.client() as conn:
         conn.sub(topic, "ch", rdy=100)
         assert daemon.request("POST", f"/channel/unpause?topic={topic}&channel=ch")[0] == 200
         with daemon.client() as producer:
@@ -155,7 +155,7 @@ def test_kill_9_after_pubs_delivered_from_disk_are_finished_keeps_them_finished(
         for i in range(TIMED):
             producer.pub("pubd", b"p-%02d" % i)
         finished = _finished_then_killed(daemon, conn, TIMED)
-    _none_back("ours", data_dir, "pubd", finished)
+    _none_back(data_dir, "pubd", finished)
 
 
 def test_kill_9_after_an_unpause_delivers_and_is_finished_keeps_it_finished(
@@ -172,7 +172,7 @@ def test_kill_9_after_an_unpause_delivers_and_is_finished_keeps_it_finished(
         producer.mpub("paused", [b"u-%02d" % i for i in range(TIMED)])
         assert daemon.request("POST", "/channel/unpause?topic=paused&channel=ch")[0] == 200
         finished = _finished_then_killed(daemon, conn, TIMED)
-    _none_back("ours", data_dir, "paused", finished)
+    _none_back(data_dir, "paused", finished)
 
 
 def test_kill_9_after_a_deflate_consumer_finishes_keeps_it_finished(data_dir: Path) -> None:
@@ -187,7 +187,7 @@ def test_kill_9_after_a_deflate_consumer_finishes_keeps_it_finished(data_dir: Pa
         producer.mpub("deflated", [b"d-%02d" % i for i in range(TIMED)])
         conn.rdy(TIMED)
         finished = _finished_then_killed(daemon, conn, TIMED)
-    _none_back("ours", data_dir, "deflated", finished)
+    _none_back(data_dir, "deflated", finished)
 
 
 def test_kill_9_after_an_http_req_hands_out_and_is_finished_keeps_it_finished(
@@ -209,21 +209,23 @@ def test_kill_9_after_an_http_req_hands_out_and_is_finished_keeps_it_finished(
         conn.barrier()  # its credit is in: each REQ hands its message out at once
         assert daemon.request("POST", "/message/req?topic=reqd&channel=ch&lease=L")[0] == 200
         finished = _finished_then_killed(daemon, conn, TIMED)
-    _none_back("ours", data_dir, "reqd", finished)
+    _none_back(data_dir, "reqd", finished)
 
 
 def test_kill_9_after_a_topic_backlog_pumped_and_finished_keeps_it_finished(
-    kind: str, data_dir: Path
+    data_dir: Path,
 ) -> None:
     """Messages published to a topic with no channel wait in its disk queue; its first
     channel's consumer gets them through the topic's pump, FINs them all, then kill -9: none
     comes back. The pump read the topic's queue (and the channel's) outside any hold, the
     syncer wrote the read positions ~100 ms later, and every one came back, some twice (the
-    topic's copy and the channel's); the Go nsqd gave none back in 5 runs."""
-    daemon = helpers.start(kind, data_dir, *FLAGS)
+    topic's copy and the channel's). Ours only: the Go nsqd gave none back in 5 runs here,
+    but CI saw it give the last one back once (its read position is written by a timer too),
+    so it is no reference for "none"."""
+    daemon = helpers.start("ours", data_dir, *FLAGS)
     with daemon.client() as producer:
         producer.mpub("pumped", [b"q-%02d" % i for i in range(TIMED)])
     with daemon.client() as conn:
         conn.sub("pumped", "ch", rdy=TIMED)
         finished = _finished_then_killed(daemon, conn, TIMED)
-    _none_back(kind, data_dir, "pumped", finished)
+    _none_back(data_dir, "pumped", finished)
