@@ -14,6 +14,7 @@ from .zset import ZSet
 
 if TYPE_CHECKING:
     from .keyspace import Keyspace, Record
+    from .values import Value
 
 Args = tuple[bytes, ...]
 
@@ -118,26 +119,36 @@ def _chunks(op: bytes, key: bytes, items: list[bytes], size: int) -> Iterable[Re
 
 
 def snapshot(ks: Keyspace, chunk: int = 512) -> Iterable[Record]:
+    """Each key's records, then its expiry: a string with one is one SETPX (the record the
+    live SET ... EX writes), any other value its records and a PEXPIREAT (the file is renamed
+    over the log whole: a key is never read back without its expiry)."""
+    expires = ks.expires
     for key, value in ks.data.items():
-        if isinstance(value, deque):
-            yield from _chunks(b"RPUSH", key, list(value), chunk)
-        elif isinstance(value, bytes):
-            yield (b"SET", key, value)
-        elif isinstance(value, set):
-            yield from _chunks(b"SADD", key, list(value), chunk)
-        elif isinstance(value, Stream):
-            # a last ID past the entries (they were deleted) comes back as an entry added and
-            # deleted: the replayed stream refuses what the original refused
-            for sid, fields in zip(value.ids, value.entries, strict=True):
-                yield (b"XADD", key, b"%d-%d" % sid, *fields)
-            if value.last not in value.ids[-1:]:
-                yield (b"XADD", key, b"%d-%d" % value.last, b"", b"")
-                yield (b"XDEL", key, b"%d-%d" % value.last)
-        elif isinstance(value, ZSet):
-            items = [x for score, m in value.order for x in (repr(score).encode(), m)]
-            yield from _chunks(b"ZADD", key, items, 2 * chunk)
-        else:
-            yield from _chunks(b"HSET", key, [x for kv in value.items() for x in kv], 2 * chunk)
-        when = ks.expires.get(key)
+        when = expires.get(key)
+        if isinstance(value, bytes):
+            yield (b"SET", key, value) if when is None else (b"SETPX", key, value, b"%d" % when)
+            continue
+        yield from _value(key, value, chunk)
         if when is not None:
             yield (b"PEXPIREAT", key, b"%d" % when)
+
+
+def _value(key: bytes, value: Value, chunk: int) -> Iterable[Record]:
+    """The records that rebuild one list, set, stream, sorted set or hash."""
+    if isinstance(value, deque):
+        yield from _chunks(b"RPUSH", key, list(value), chunk)
+    elif isinstance(value, set):
+        yield from _chunks(b"SADD", key, list(value), chunk)
+    elif isinstance(value, Stream):
+        # a last ID past the entries (they were deleted) comes back as an entry added and
+        # deleted: the replayed stream refuses what the original refused
+        for sid, fields in zip(value.ids, value.entries, strict=True):
+            yield (b"XADD", key, b"%d-%d" % sid, *fields)
+        if value.last not in value.ids[-1:]:
+            yield (b"XADD", key, b"%d-%d" % value.last, b"", b"")
+            yield (b"XDEL", key, b"%d-%d" % value.last)
+    elif isinstance(value, ZSet):
+        items = [x for score, m in value.order for x in (repr(score).encode(), m)]
+        yield from _chunks(b"ZADD", key, items, 2 * chunk)
+    else:
+        yield from _chunks(b"HSET", key, [x for kv in value.items() for x in kv], 2 * chunk)
