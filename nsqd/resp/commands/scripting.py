@@ -137,6 +137,8 @@ class _Lua:
         except ReplyError as exc:  # an argument that is no string or number
             return self._error(exc.args[0], raise_errors)
         cmd = TABLE.get(argv[0].lower())
+        if cmd is not None and cmd.subcommands is not None and len(argv) > 1:
+            cmd = cmd.subcommands.get(argv[1].lower())  # as lookupCommand: PUBSUB NUMPAT..
         if cmd is None:
             error = b"ERR Unknown Redis command called from script"
         elif not _arity_ok(cmd.arity, len(argv)):
@@ -148,15 +150,12 @@ class _Lua:
             # scriptVerifyWriteCommandAllow (once one changed something, the rest run)
             error = s.fe.misconf[1:-2]
         else:
-            answer = run_inside(s, cmd, argv)
-            if answer is None:
-                error = b"ERR Wrong number of args calling Redis command from script"
-            else:
-                value = parse(self.rt, answer)
-                if not (isinstance(value, Error)):
-                    self._room(len(value) if isinstance(value, bytes) else 0)  # pushed back
-                    return value
-                error = value.text
+            # every handler answers bytes or a Block, whose now() is bytes (registry.run)
+            value = parse(self.rt, run_inside(s, cmd, argv))
+            if not (isinstance(value, Error)):
+                self._room(len(value) if isinstance(value, bytes) else 0)  # pushed back
+                return value
+            error = value.text
         return self._error(error, raise_errors)
 
     def _error(self, error: bytes, raise_errors: bool) -> Any:
