@@ -20,10 +20,12 @@ The file holds the lines not yet made, in the order they were written: no clock 
 applies. Every access holds the file's flock: a peer appends under it (after checking the
 worker is still down: a worker opens its private listener before it reads its file, so a
 line written under the lock while nothing listens there is read at that start); the worker's
-start makes the lines, writes nsqd.dat and removes the file under it; and a worker that
-serves a peer's request late drops the pending lines that request supersedes (the same
-change, or an older one of the same kind on that queue: one left would be made again at its
-next start, over what came since). A waiter whose file was removed meanwhile opens the new one.
+start makes the lines, writes nsqd.dat and removes the file under it; a worker that serves a
+peer's request late drops the pending lines that request supersedes (the same change, or an
+older one of the same kind on that queue: one left would be made again at its next start,
+over what came since); and one that makes a topic or channel anew drops the pending deletion
+of it, which it made already (the peer wrote the line after the late serve: `remade`). A
+waiter whose file was removed meanwhile opens the new one.
 
 A line is one record of the record log all our files use (storage/records.py: checksummed; a
 damaged record is skipped with a log line); its payload is the JSON [action, topic,
@@ -207,14 +209,14 @@ def read(path: str) -> list[Change]:
         return [] if fd is None else _read(fd, path)
 
 
-def make(path: str, broker: Broker, persist: Callable[[], None]) -> None:
+def make(path: str, broker: Broker, persist: Callable[[], None]) -> bool:
     """At a worker's start, after its partition is loaded (its private listener open): the
     pending lines made here in their order, then nsqd.dat written (`persist`) and the file
     removed. A crash before the removal makes them again at the next start, over the same
-    state: nothing was served in between."""
+    state: nothing was served in between. Whether there was a file."""
     with _locked(path, create=False) as fd:
         if fd is None:
-            return
+            return False
         for action, topic, channel in _read(fd, path):
             name = topic if channel is None else f"{topic}:{channel}"
             log.info("group: %s: %s made while this worker was down", name, action)
@@ -225,20 +227,48 @@ def make(path: str, broker: Broker, persist: Callable[[], None]) -> None:
         persist()
         os.unlink(path)
         atomic.fsync_dir(os.path.dirname(path))
+    return True
 
 
 def served(path: str, change: Change) -> None:
     """A peer's request for `change` served here (late: the peer may have written it down for
     this worker meanwhile): the pending lines it supersedes are dropped."""
+    _drop(path, lambda pending: [line for line in pending if not superseded(change, line)])
+
+
+def remade(path: str, topic: str, channel: str | None) -> None:
+    """A topic or channel made anew here while this worker runs (not restored at its start):
+    a worker that held it would not make it, so a pending deletion of it was made here already
+    (served before the peer that saw no answer wrote the line) or had nothing here to delete.
+    Its lines up to its last pending deletion go (for a topic, its channels' too): left, the
+    next start deleted the queue made since, with what was published into it. A line after
+    that deletion (a pause of the queue made again in the group) stays. One stat when there
+    is no file; otherwise made before the creation is answered (a kill -9 right after it must
+    not find the line)."""
+    if not os.path.exists(path):
+        return
+    made = ("delete", topic, channel)
+
+    def kept(pending: list[Change]) -> list[Change]:
+        under = [superseded(made, line) for line in pending]
+        deleted = [i for i, line in enumerate(pending) if under[i] and line[0] == "delete"]
+        last = deleted[-1] if deleted else -1
+        return [line for i, line in enumerate(pending) if i > last or not under[i]]
+
+    _drop(path, kept)
+
+
+def _drop(path: str, kept: Callable[[list[Change]], list[Change]]) -> None:
+    """The pending lines `kept` leaves written back (the file removed when none is left)."""
     with _locked(path, create=False) as fd:
         if fd is None:
             return
         pending = _read(fd, path)
-        kept = [line for line in pending if not superseded(change, line)]
-        if len(kept) == len(pending):
+        left = kept(pending)
+        if len(left) == len(pending):
             return
-        if kept:
-            frames = [records.frame(_payload(line)) for line in kept]
+        if left:
+            frames = [records.frame(_payload(line)) for line in left]
             atomic.replace_file(path, [records.FILE_MAGIC, *frames], 0o600)
         else:
             os.unlink(path)

@@ -69,6 +69,7 @@ class Worker:
         self._auth = encoders.auth(identity.secret) if auth else b""
         self._links = Links(loop, broker.commit)  # the pulls' sessions, served in the loop
         self.identity = identity
+        self._missed_file = missed.file_of(identity.group_path, identity.index)
         self._max_rdy = max_rdy
         self._pulls: dict[tuple[str, str], list[Pull]] = {}
         self._idle_since: dict[tuple[str, str], float] = {}
@@ -130,8 +131,17 @@ class Worker:
         """Once the partition is loaded, before the state goes to the supervisor: what the
         group deleted, emptied, paused or unpaused while this worker was down is made here
         too, and nsqd.dat written (`persist`) before its lines go (missed.py)."""
-        own = missed.file_of(self.identity.group_path, self.identity.index)
-        missed.make(own, self.broker, persist)
+        missed.make(self._missed_file, self.broker, persist)
+
+    def _remade(self, topic: str, channel: str | None) -> None:
+        """A queue made here while running: the pending deletion of it in this worker's own
+        file goes (missed.remade); restored ones (its start) are the partition's own."""
+        if self.broker.loading:
+            return
+        try:
+            missed.remade(self._missed_file, topic, channel)
+        except OSError as exc:  # the line stays: its next start deletes the queue again
+            log.error("group: %s: %s", self._missed_file, exc)
 
     # -- the broker's Hooks -------------------------------------------------------------------
 
@@ -142,6 +152,7 @@ class Worker:
         start (the peers restore their own) or made by an admin request (whose fan-out asks
         the peers itself)."""
         channel.starved = self._starved
+        self._remade(topic.name, channel.name)
         nursery = self._nursery
         if self.broker.loading or nursery is None or ASKED.get():
             return
@@ -174,7 +185,7 @@ class Worker:
         self._stop((topic.name, channel.name))
 
     def topic_created(self, topic: Topic) -> None:
-        pass
+        self._remade(topic.name, None)
 
     def topic_deleted(self, topic: Topic) -> None:
         for name in list(topic.channels):

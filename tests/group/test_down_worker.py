@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -265,6 +267,113 @@ def test_a_deletion_a_hung_worker_serves_late_is_not_made_again(group: Group) ->
     os.kill(group.pids()[1], signal.SIGKILL)
     wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back")
     assert _depths(group.worker_stats(1)) == {"t": 1}
+
+
+def _message(sock: socket.socket) -> bytes:
+    """One HTTP message read whole (its head, then Content-Length bytes); b"" at the end."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head = data.partition(b"\r\n\r\n")[0]
+    fields = dict(line.partition(b":")[::2] for line in head.split(b"\r\n")[1:])
+    length = int({k.strip().lower(): v for k, v in fields.items()}.get(b"content-length", 0))
+    while len(data) - len(head) - 4 < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+class _Unanswered:
+    """A relay put in place of worker k's private HTTP in its link file: requests go through
+    and answers come back, but for a request whose first line holds `drop` the worker's answer
+    is read and not passed on (the connection closed). The worker made the change, and the
+    peer that asked saw no answer and wrote the worker's line after it was served: what a
+    worker that answered just past the peer's ASK_TIMEOUT leaves."""
+
+    def __init__(self, group: Group, k: int, drop: bytes) -> None:
+        self.link = group.data / f"worker-{k}.link"
+        self.text = self.link.read_text()
+        host, _, port = self.text.split()[1].rpartition(":")
+        self.upstream, self.drop = (host, int(port)), drop
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.closing = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> _Unanswered:
+        self.thread.start()
+        relay = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self._write(f"{self.text.split()[0]}\n{relay}\n")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._write(self.text)
+        self.closing = True
+        self.thread.join(5)
+        self.listener.close()
+
+    def _write(self, text: str) -> None:  # whole, then renamed, as the worker writes it
+        tmp = self.link.with_name(self.link.name + ".relay")
+        tmp.write_text(text)
+        os.replace(tmp, self.link)
+
+    def _accept(self) -> None:
+        while not self.closing:
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        with conn, socket.create_connection(self.upstream, 5) as up:
+            conn.settimeout(5)
+            while request := _message(conn):
+                up.sendall(request)
+                answer = _message(up)
+                if self.drop in request.partition(b"\r\n")[0]:
+                    return
+                conn.sendall(answer)
+
+
+def test_a_deletion_served_before_its_line_was_written_spares_the_queue_made_again(
+    group: Group,
+) -> None:
+    """A worker that served a deletion but whose answer the asking peer did not see gets its
+    line after it made the change: nothing serves it late to drop it. A topic, or a channel,
+    made again in that worker since (a client published to it there) was deleted at its next
+    start, with the messages published into it after the deletion. Making a queue anew drops
+    the pending deletion of it (that worker had already made it)."""
+    group.start("--mem-queue-size=0")
+    url = f"http://127.0.0.1:{group.http}"
+    for target in ("topic/create?topic=t", "topic/create?topic=u"):
+        assert http_post(f"{url}/{target}")[0] == 200
+    assert http_post(f"{url}/channel/create?topic=u&channel=c")[0] == 200
+    missed_file = group.data / "worker-1.missed"
+    with _Unanswered(group, 1, b"/delete?"):
+        for target in ("topic/delete?topic=t", "channel/delete?topic=u&channel=c"):
+            # worker 0's private HTTP without the peer header: the group's answer
+            assert http_post(f"http://{group.private_http(0)}/{target}")[0] == 200
+    from nsqd.group import missed
+
+    pending = missed.read(str(missed_file))
+    assert pending == [("delete", "t", None), ("delete", "u", "c")]
+    assert _queues(group.worker_stats(1)) == {"u": []}  # served: made there
+    assert http_post(f"{url}/channel/create?topic=u&channel=c")[0] == 200
+    with group.pin(1) as pub:
+        pub.pub("t", b"again")
+        pub.pub("u", b"again")
+    assert not missed_file.exists()
+    wait_until(lambda: _on_disk(group, 1) == {"t": [], "u": ["c"]}, WAIT, "worker 1's nsqd.dat")
+    listened = group.listened(1)
+    os.kill(group.pids()[1], signal.SIGKILL)
+    wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back")
+    assert _depths(group.worker_stats(1)) == {"t": 1, "u": 0, "u:c": 1}
 
 
 def test_a_damaged_missed_record_is_skipped_alone(tmp_path: Path) -> None:
