@@ -6,9 +6,10 @@ worker's nsqd.dat, written before the change, brought a deleted topic or channel
 disk queue's messages) and registered it again with nsqlookupd, an emptied queue kept that
 worker's messages, and a pause was lost, where one nsqd's change holds.
 
-A down worker's topics and channels are known from its partition's nsqd.dat (what it loads at
-its next start): a change of one that only a down worker holds (its partition alone got
-publishes into it) is answered 200, as one nsqd holding it would, and written for that worker.
+A down worker's topics and channels are what its next start loads (partition.py: its
+nsqd.dat, and the disk queues made just before a kill -9 that nsqd.dat does not list yet): a
+change of one that only a down worker holds (its partition alone got publishes into it) is
+answered 200, as one nsqd holding it would, and written for that worker.
 
 Who gets a line: a peer that is down (no link file, or its private HTTP refused the
 connection: the request never reached it), checked again under the file's lock; and for a
@@ -49,6 +50,7 @@ import trio
 from ..engine.api import Refused
 from ..log import log
 from ..storage import atomic, metadata, records
+from . import partition
 from .identity import link_address
 from .kept import ASK_ERRORS
 
@@ -104,15 +106,14 @@ def file_of(group_path: str, index: int) -> str:
 
 
 def on_disk(data_path: str, change: Change) -> bool:
-    """Whether a down worker's partition (its nsqd.dat, what its next start loads) holds the
-    topic, or the channel, that `change` names."""
+    """Whether a down worker's partition holds the topic, or the channel, that `change` names,
+    as its next start loads it (partition.py: nsqd.dat, and the disk queues it lacks)."""
     _, topic, channel = change
     try:
-        found = metadata.load(data_path)
+        return (topic, channel) in partition.held(data_path)
     except metadata.MetadataError as exc:  # its start refuses it too, in nsqd's words
         log.warning("group: %s: %s", data_path, exc)
         return False
-    return any(t.name == topic and (channel is None or channel in dict(t.channels)) for t in found)
 
 
 def refused(address: Peer | None) -> bool:

@@ -27,7 +27,7 @@ from ..http import server as http_server
 from ..http.v1 import Request, query_string
 from ..log import log
 from ..net import listeners
-from . import missed
+from . import missed, partition
 from .attributes import GroupAttributes
 from .bridge import PeerLists
 from .catchup import CatchUp
@@ -128,10 +128,13 @@ class Worker:
         return [address for address in found if address is not None]
 
     def make_missed(self, persist: Callable[[], None]) -> None:
-        """Once the partition is loaded, before the state goes to the supervisor: what the
-        group deleted, emptied, paused or unpaused while this worker was down is made here
-        too, and nsqd.dat written (`persist`) before its lines go (missed.py)."""
-        missed.make(self._missed_file, self.broker, persist)
+        """Once the partition is loaded, before the state goes to the supervisor: the disk
+        queues nsqd.dat does not list are made (partition.py: made just before a kill -9),
+        then what the group deleted, emptied, paused or unpaused while this worker was down is
+        made here too, and nsqd.dat written (`persist`) before its lines go (missed.py)."""
+        adopted = partition.adopt(self.broker, self.identity.data_path)
+        if not missed.make(self._missed_file, self.broker, persist) and adopted:
+            persist()
 
     def _remade(self, topic: str, channel: str | None) -> None:
         """A queue made here while running: the pending deletion of it in this worker's own
