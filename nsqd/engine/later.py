@@ -31,6 +31,15 @@ REQUEUE_RETRY = 1.0
 class Later:
     """The deferred set, the requeues and the scanner's sweep of a channel."""
 
+    # A disk that refuses the channel's messages (full, failing) is logged when it starts, by
+    # one line a retry round while it goes on and when it ends: a line per message per
+    # round was 200 lines a second for a refused backlog of 200. (Class defaults: a channel
+    # sets them only once its disk refuses.)
+    _refusing = False  # messages wait in memory for the channel's queue to take them
+    _refused = 0  # how many times the disk refused a message of the channel
+    _refusal = ""  # the latest refusal's reason
+    _retry_at = 0.0  # when all that wait are offered to the queue again, in one round
+
     topic_name: str
     name: str
     backlog: Backlog
@@ -77,35 +86,79 @@ class Later:
     def _requeue_later(self, msg: Message, exc: StoreError) -> None:
         """A timed-out, REQ'd or due message whose queue's disk refused it (full, failing:
         /ping is NOK by then) waits in memory as a deferred message and is offered to the
-        queue again a moment later. Raised, the failure went up into the scanner (or the
-        command) and stopped the daemon; nsqd drops such a message."""
-        log.error(
-            "CHANNEL(%s:%s): message %s not requeued, kept in memory - %s",
-            self.topic_name,
-            self.name,
-            msg.id.decode("latin-1"),
-            exc,
-        )
-        self.deferred.add(msg, self.clock() + REQUEUE_RETRY)
+        queue again at the next retry round (`_kept`). Raised, the failure went up into the
+        scanner (or the command) and stopped the daemon; nsqd drops such a message."""
+        if not self._refused_first(exc):
+            log.error(
+                "CHANNEL(%s:%s): message %s not requeued, kept in memory - %s",
+                self.topic_name,
+                self.name,
+                msg.id.decode("latin-1"),
+                exc,
+            )
+        self.deferred.add(msg, self._retry_due())
 
     def _keep(self, refused: list[Message], exc: StoreError | None) -> None:
         """The part of a chunk of the topic's backlog that this channel's disk refused (full,
         failing: /ping is NOK by then) waits in memory as deferred messages, offered to the
-        queue again a moment later as `_requeue_later`'s: the chunk has left the topic's queue
-        (and reached the other channels), so dropped it was lost to this channel for good, as
-        nsqd's pump loses it."""
+        queue again at the next retry round as `_requeue_later`'s: the chunk has left the
+        topic's queue (and reached the other channels), so dropped it was lost to this
+        channel for good, as nsqd's pump loses it."""
         if not refused:
             return
-        log.error(
-            "CHANNEL(%s:%s): %d messages of the topic's backlog not queued, kept in memory - %s",
-            self.topic_name,
-            self.name,
-            len(refused),
-            exc,
-        )
-        due = self.clock() + REQUEUE_RETRY
+        if not self._refused_first(exc, len(refused)):
+            log.error(
+                "CHANNEL(%s:%s): %d messages of the topic's backlog not queued, kept in memory"
+                " - %s",
+                self.topic_name,
+                self.name,
+                len(refused),
+                exc,
+            )
+        due = self._retry_due()
         for msg in refused:
             self.deferred.add(msg, due)
+
+    def _refused_first(self, exc: StoreError | None, n: int = 1) -> bool:
+        """Count `n` messages the disk refused; False for the first refusal of a stretch (its
+        caller logs it), True while the disk goes on refusing (the retry round logs them)."""
+        self._refusal = str(exc)
+        self._refused += n
+        if self._refusing:
+            return True
+        self._refusing = True
+        return False
+
+    def _retry_due(self) -> float:
+        """When the messages the disk refused are offered again: every one refused before
+        that time waits for the same round, so a round logs one line, not one a message."""
+        now = self.clock()
+        if self._retry_at <= now:
+            self._retry_at = now + REQUEUE_RETRY
+        return self._retry_at
+
+    def _kept(self, refusing: bool, queued: int, refused: int) -> None:
+        """The end of a sweep while the disk refuses (`refusing`: since before it; else the
+        stretch began in this sweep, whose first refusal is logged): one line for the
+        `refused` it refused again, or one when it took them all (some queued, none refused)."""
+        if not refusing:
+            return
+        if refused:
+            log.error(
+                "CHANNEL(%s:%s): %d messages kept in memory, disk refused: %s",
+                self.topic_name,
+                self.name,
+                refused,
+                self._refusal,
+            )
+        elif queued:
+            self._refusing = False
+            log.info(
+                "CHANNEL(%s:%s): the disk takes messages again, %d queued",
+                self.topic_name,
+                self.name,
+                queued,
+            )
 
     def cancel_deferred(self, msg_id: bytes) -> bool:
         """Drop a deferred message; False when none of this channel has that id."""
@@ -142,6 +195,7 @@ class Later:
         released = self.deferred.pop_expired(now)
         if not timed_out and not released:
             return None
+        refusing, refused = self._refusing, self._refused
         queued = 0
         owners: list[Consumer] = []
         for msg in timed_out:
@@ -154,6 +208,8 @@ class Later:
                 owners.append(owner)
         for msg in released:
             queued += self._requeue(msg)
+        if self._refusing:
+            self._kept(refusing, queued, self._refused - refused)
         return queued, owners
 
     def redeliver(self, queued: int, owners: list[Consumer]) -> None:

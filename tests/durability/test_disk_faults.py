@@ -366,6 +366,43 @@ def test_a_topic_backlog_refused_by_one_channels_disk_reaches_each_channel_once(
     daemon.stop()
 
 
+def _channel_lines(daemon: helpers.Daemon, channel: str) -> list[str]:
+    return [line for line in daemon.log().splitlines() if f"CHANNEL({channel}):" in line]
+
+
+def test_a_refused_backlog_kept_in_memory_logs_a_line_a_retry_round_not_a_message(
+    data_dir: Path,
+) -> None:
+    """--mem-queue-size=0: a topic's backlog of 200 pumped into a channel whose queue file
+    cannot be created (a directory in its place) waits in memory, offered to the queue again
+    each second. Over ~3 s the channel's log has the first refusal and a line a retry round
+    ("N messages kept in memory, disk refused"), then one line when the disk takes them; each
+    round logged every message again (~200 lines a second)."""
+    daemon = helpers.start("ours", data_dir, "--mem-queue-size=0")
+    bodies = [b"noisy-%03d" % i for i in range(200)]
+    with daemon.client() as conn:
+        conn.mpub("noisy", bodies)
+    assert daemon.request("POST", "/topic/pause?topic=noisy")[0] == 200
+    blocked = data_dir / "noisy:ch.diskqueue.000000.dat"
+    with daemon.client() as conn:
+        conn.sub("noisy", "ch", rdy=0)
+        blocked.mkdir()  # its queue opens its file at its first write
+        assert daemon.request("POST", "/topic/unpause?topic=noisy")[0] == 200  # the pump
+        assert helpers.wait_for(lambda: _channel_lines(daemon, "noisy:ch"), 5)
+        helpers.sleep(3.3)  # three retry rounds
+        lines = _channel_lines(daemon, "noisy:ch")
+        assert 3 <= len(lines) <= 6, (len(lines), lines[:8])
+        assert "200 messages kept in memory, disk refused: " in lines[-1], lines
+        blocked.rmdir()
+        taken = "the disk takes messages again, 200 queued"
+        assert helpers.wait_for(lambda: taken in daemon.log(), 3), daemon.log_tail()
+        conn.rdy(500)
+        got = conn.consume(len(bodies), timeout=8, quiet=0.3, idle=2.5)
+        assert sorted(helpers.bodies(got)) == bodies, len(got)
+        assert sum(taken in line for line in _channel_lines(daemon, "noisy:ch")) == 1
+    daemon.stop()
+
+
 def test_deferred_messages_pumped_into_a_channel_whose_journal_fails_leave_the_daemon_up(
     data_dir: Path,
 ) -> None:
