@@ -249,6 +249,13 @@ class Client(OwnTasks):
         saves waking the writer task (or, served by the reactor, a pass of its own). Not while
         this client's own commands run: a publisher subscribed to its own topic gets its OK
         first."""
+        if self._out_size >= HIGH_WATER:
+            # past it the consumer takes no messages: its writer (the reactor's `kick`) sends
+            # this and refills it once all of it went; sent here, nothing refilled it until
+            # its next command (a REQ'd message waited in the queue while its RDY allowed it)
+            self._urgent = True
+            self._wake()
+            return
         try:
             if not self.send_now():
                 self._wake()  # the socket is full: the writer (the reactor) sends the rest

@@ -59,7 +59,7 @@ from protocol.v2 import (
 )
 from protocol.v2.errors import ErrorCode
 
-from ..engine.api import Making, WriteBatch
+from ..engine.api import Making, WriteBatch, held
 from ..log import log
 from ..net.boundary import guarded
 from ..net.reactor import Loop
@@ -340,10 +340,13 @@ class Reactor(Refills, Parking):
 
     # -- output ----------------------------------------------------------------------------
 
-    def _write(self, client: Client) -> None:
+    def _write(self, client: Client, filled: bool = False) -> None:
         if not client.has_output or client.reactor is not self or client._sending:
             return  # (sending: its socket is full, the rest goes when it takes output)
-        stopped = client._out_size >= HIGH_WATER  # a consumer past it takes no messages
+        # a consumer past HIGH_WATER takes no messages (it leaves the channel's rotation); so
+        # may one whose socket was `filled` (the rest of a write that did not all go): its
+        # output may have passed it meanwhile, though what is left is below it now
+        stopped = client._out_size >= HIGH_WATER or filled
         try:
             sent_all = client.send_now()
         except trio.BrokenResourceError:
@@ -360,14 +363,21 @@ class Reactor(Refills, Parking):
             self.want_output(client, True)
             self._schedule(client, now)
         elif stopped:
-            self._top_up(client)  # it takes messages again
+            # it takes messages again: refilled in a hold of the group commit, as a pass's
+            # reads are (`_passed` writes its publishers after the pass's release): with
+            # --sync-every=1 what the refill reads from a disk queue has its read position
+            # written before it leaves; unheld, the syncer wrote it ~100 ms later
+            held(self._commit, self._top_up, client)
 
     def _drain(self, client: Client) -> None:
-        """Its full socket takes output again: send what waited."""
+        """Its full socket takes output again: send what waited, and once all of it is sent,
+        refill it. Refilled only when the rest was past HIGH_WATER, a consumer whose output
+        had passed it got no more messages until its next command (a REQ'd message waited
+        in the queue while its RDY allowed it, test_read_position.py)."""
         client._sending = False
         client.write_deadline = math.inf
         self.want_output(client, False)
-        self._write(client)
+        self._write(client, True)
 
     def lost(self, client: Client) -> None:
         """Its peer is gone (`Client.peer_gone`: it takes nothing more): dropped at the start
@@ -385,8 +395,8 @@ class Reactor(Refills, Parking):
         written now, and output that waits for nsqd's flush ticker is timed."""
         if client._busy or client._sending or client.reactor is not self:
             return  # its read's end writes it, or its socket taking output again
-        if client._urgent:
-            self._write(client)
+        if client._urgent:  # (here: a delivery's write that did not all go, or past HIGH_WATER)
+            self._write(client, True)
         elif client.has_output:
             self._schedule(client, trio.current_time())
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol.v2 import FrameType, decode_message
 from protocol.v2.message import DecodedMessage
 
 from . import helpers
@@ -73,6 +74,7 @@ def _depth(daemon: helpers.Daemon, topic: str) -> int:
 
 
 TIMED = 20  # messages delivered again by a timer
+BIG = 2_100_000  # two such message bodies pass the TCP loop's HIGH_WATER (4 MiB) of output
 
 
 def _req_delayed(conn: helpers.Client, got: list[DecodedMessage]) -> None:
@@ -229,3 +231,35 @@ def test_kill_9_after_a_topic_backlog_pumped_and_finished_keeps_it_finished(
         conn.sub("pumped", "ch", rdy=TIMED)
         finished = _finished_then_killed(daemon, conn, TIMED)
     _none_back(data_dir, "pumped", finished)
+
+
+def test_kill_9_after_a_refill_past_the_high_water_mark_is_finished_keeps_it_finished(
+    data_dir: Path,
+) -> None:
+    """A consumer that publishes too sends, in one read, REQs of its three messages (two of
+    2.1 MB, handed back to it, put its output past the 4 MiB high-water mark: the small one
+    waits in the channel's disk queue) and a PUB, whose OK waits for the pass's write. Once
+    its output is sent it takes messages again: the small one, FIN'd, then kill -9: none
+    comes back. It was refilled only by a write that found the rest still past the mark:
+    drained below it, or sent whole from the pass's release, the small one never came (5 of
+    5 runs); and that release's refill read the disk queue outside any hold, its read
+    position left to the syncer."""
+    daemon = helpers.start("ours", data_dir, *FLAGS, f"--max-msg-size={BIG}")
+    bodies = [b"1" * BIG, b"2" * BIG, b"small"]
+    with daemon.client() as producer, daemon.client() as conn:
+        conn.sub("water", "ch", rdy=3)
+        for body in bodies:
+            producer.pub("water", body)
+        first = conn.messages(3)
+        assert helpers.bodies(first) == bodies
+        conn.send(
+            b"".join(b"REQ " + m.id + b" 0\n" for m in first) + helpers.command("PUB other", b"x")
+        )
+        frames = [conn.read_frame() for _ in range(4)]  # the PUB's OK, the big ones, the refill
+        assert [f.data for f in frames if f.frame_type == FrameType.RESPONSE] == [b"OK"]
+        again = [decode_message(f.data) for f in frames if f.frame_type == FrameType.MESSAGE]
+        assert helpers.bodies(again) == bodies
+        conn.fin_many(m.id for m in again)
+        conn.barrier()
+        daemon.kill()
+    _none_back(data_dir, "water", bodies)
