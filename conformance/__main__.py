@@ -1,4 +1,5 @@
-"""python -m conformance [--target ours|reference|both] [-k PATTERN] [--window 400ms] [-v]
+"""python -m conformance [--target ours|reference|both] [-k PATTERN] [--window 400ms]
+[--retries 2] [-v]
 
 Exit status: 0 when every difference is listed in KNOWN_GAPS.md, 1 otherwise, 2 when the suite
 could not run (bad scenario file, reference not installable).
@@ -17,7 +18,7 @@ from . import daemons
 from .daemons import REPO_ROOT, TARGETS
 from .runner import DEFAULT_WINDOW
 from .scenario import ScenarioError, load_scenarios, parse_duration
-from .suite import DEFAULT_JOBS, format_result, run_suite, stale_gaps
+from .suite import DEFAULT_JOBS, RETRIES, format_result, run_suite, stale_gaps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         "--window",
         default=f"{int(DEFAULT_WINDOW * 1000)}ms",
         help="read window after each step (default %(default)s)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=RETRIES,
+        help="reruns of a differing scenario, fresh daemons, window doubled (default %(default)s)",
     )
     parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="concurrent runs")
     parser.add_argument(
@@ -87,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             args.jobs,
             progress=lambda msg: print(f"conformance: {msg}", file=sys.stderr),
             ours_root=args.ours_root.resolve(),
+            retries=args.retries,
         )
     except Exception as exc:  # e.g. ReferenceInstallError
         print(f"conformance: cannot run: {type(exc).__name__}: {exc}", file=sys.stderr)

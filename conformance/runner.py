@@ -3,7 +3,8 @@
 After every sending step (and `close`, `shutdown_write`), the runner reads from every open
 connection of the scenario for a fixed window (default 400ms, `window:` overrides it), so each
 step's record holds what the daemon sent in reaction to it. `sleep: D` reads for D. Every wait is
-bounded; connections are plain blocking sockets polled with select().
+bounded; connections are plain blocking sockets polled with select(). (suite.py reruns a scenario
+that differed with the window doubled: a loaded machine's late reply lands in a longer one.)
 """
 
 from __future__ import annotations

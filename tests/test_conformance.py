@@ -10,7 +10,7 @@ import pytest
 
 from conformance import daemons
 from conformance.scenario import Scenario, ScenarioError, load_scenarios, parse_text
-from conformance.suite import SuiteResult, run_suite, stale_gaps
+from conformance.suite import SuiteResult, format_result, run_suite, stale_gaps
 from conformance.transcript import StepRecord, Transcript, same
 from conformance.wire import Event
 
@@ -62,6 +62,53 @@ def test_order_any_compares_a_steps_events_as_a_set(tmp_path: Path) -> None:
     assert not same(transcript(True, "OK", "x"), transcript(True, "OK"))
     assert not same(transcript(True, "OK", "x"), transcript(True, "OK", "y"))
     assert not same(transcript(False, "OK", "x"), transcript(False, "x", "OK"))
+
+
+def test_a_reply_later_than_the_window_is_waited_for_on_a_rerun(tmp_path: Path) -> None:
+    """A reply that comes after the read window (a loaded machine's stretched OK, here a
+    heartbeat 1s after IDENTIFY against a 600ms window) differs on the first run; the rerun on
+    a fresh daemon with the window doubled sees it, and the report names that run's window."""
+    (late,) = parse_text(
+        "scenario: retry_late_heartbeat\nwindow: 600ms\n"
+        'send: "  V2IDENTIFY\\n" + body(\'{"heartbeat_interval":1000}\')\n'
+        "expect: response OK\nexpect: heartbeat\n",
+        tmp_path / "late.txt",
+    )
+    result = run_suite([late], ("ours",))
+    (outcome,) = result.outcomes
+    report = "\n".join(format_result(result))
+    assert outcome.identical, report
+    assert outcome.earlier[0].window == 0.6 and outcome.runs >= 2, report
+    assert f"identical on run {outcome.runs}, window " in report
+
+
+def test_a_real_difference_fails_after_every_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reruns hide no real difference: ours started with --max-msg-size=4 answers a PUB of
+    11 bytes with E_BAD_MESSAGE where the real nsqd says OK, and a scenario whose expected
+    reply is doctored fails on both; both differ on every run, windows doubled each time."""
+    scenarios = parse_text(
+        "window: 100ms\n"
+        'scenario: retry_real_difference\nsend: "  V2"\npub: $topic hello-world\n'
+        'scenario: retry_doctored_expect\nsend: "  V2"\npub: $topic ok\n'
+        "expect: response OOK\n",
+        tmp_path / "real.txt",
+    )
+    monkeypatch.setattr(daemons, "OURS_FLAGS", ["--max-msg-size=4"])
+    result = run_suite(scenarios)
+    report = "\n".join(format_result(result))
+    for outcome in result.outcomes:
+        assert not outcome.identical and outcome.gap is None, report
+        runs = [*outcome.earlier, outcome]
+        assert [(o.runs, o.window, o.identical) for o in runs] == [
+            (1, 0.1, False),
+            (2, 0.2, False),
+            (3, 0.4, False),
+        ], report
+        assert f"differs   {outcome.id}" in report
+    assert "still differs on run 3, window 400ms" in report
+    assert "error E_BAD_MESSAGE" in report and "expect response OOK: got response OK" in report
 
 
 def test_daemons_survived(suite: SuiteResult) -> None:
