@@ -1,5 +1,5 @@
 """python -m conformance [--target ours|reference|both] [-k PATTERN] [--window 400ms]
-[--retries 2] [-v]
+[--retries 2] [--no-retry GLOB] [-v]
 
 Exit status: 0 when every difference is listed in KNOWN_GAPS.md, 1 otherwise, 2 when the suite
 could not run (bad scenario file, reference not installable).
@@ -43,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         default=RETRIES,
         help="reruns of a differing scenario, fresh daemons, window doubled (default %(default)s)",
     )
+    parser.add_argument(
+        "--no-retry",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="ids expected to differ in this configuration: judged on their first run; repeatable",
+    )
     parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="concurrent runs")
     parser.add_argument(
         "-v",
@@ -85,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         print("conformance: no scenario selected", file=sys.stderr)
         return 2
     targets = TARGETS if args.target == "both" else (args.target,)
+    no_retry = frozenset(
+        s.id for s in scenarios if any(fnmatch.fnmatch(s.id, p) for p in args.no_retry)
+    )
     start = time.monotonic()
     try:
         result = run_suite(
@@ -95,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=lambda msg: print(f"conformance: {msg}", file=sys.stderr),
             ours_root=args.ours_root.resolve(),
             retries=args.retries,
+            no_retry=no_retry,
         )
     except Exception as exc:  # e.g. ReferenceInstallError
         print(f"conformance: cannot run: {type(exc).__name__}: {exc}", file=sys.stderr)

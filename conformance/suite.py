@@ -191,10 +191,12 @@ def run_suite(
     progress: Callable[[str], None] = lambda _msg: None,
     ours_root: Path = daemons.REPO_ROOT,
     retries: int = RETRIES,
+    no_retry: frozenset[str] = frozenset(),
 ) -> SuiteResult:
-    """Run and judge every scenario. One that differs (not a known gap) runs again, up to
-    `retries` times, on fresh daemons (both targets) with its window doubled each time: a
-    loaded machine can stretch a reply past the window, a real difference persists."""
+    """Run and judge every scenario. One that differs (not a known gap, not in `no_retry`: ids
+    the caller expects to differ) runs again, up to `retries` times, on fresh daemons (both
+    targets) with its window doubled each time: a loaded machine can stretch a reply past the
+    window, a real difference persists."""
     if "reference" in targets:
         daemons.reference_bin()  # install it now (or fail) rather than in a worker thread
     gaps = load_gaps()
@@ -209,7 +211,7 @@ def run_suite(
             outcome = outcomes[sc.id] = judge(sc, transcripts[sc.id], gaps)
             outcome.runs = run
             outcome.earlier = [*earlier.earlier, earlier] if earlier else []
-        todo = [sc for sc in todo if outcomes[sc.id].unexpected]
+        todo = [sc for sc in todo if outcomes[sc.id].unexpected and sc.id not in no_retry]
         if not todo or run > retries:
             break
         progress(f"{len(todo)} differ: running them again on fresh daemons with the window doubled")

@@ -13,25 +13,34 @@ these kinds, each with its reason:
 - a channel made by a SUB reaches the other workers within milliseconds, not atomically with
   the SUB's OK: a message published meanwhile in a worker that has no channel yet waits in its
   topic and goes to the first channel made there (deliver_new_channel_no_backlog, when the
-  publisher and the second subscriber share a worker the first one is not in)."""
+  publisher and the second subscriber share a worker the first one is not in).
+
+Those are judged on their first run (--no-retry); any other scenario that differs runs again
+with the read window doubled (conformance/README.md): a loaded 2-core machine stretches a reply
+or a cross-worker delivery past the 400ms window, a real difference persists."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import subprocess
 import sys
 
 from tests.ops.conftest import REPO_ROOT, nsqd_process
 
-ALLOWED = re.compile(
-    r"^(\w+_other_clients_message|bounds_channel_consumer_slot_freed"
-    r"|deliver_new_channel_no_backlog)$"
+ALLOWED = (
+    "*_other_clients_message",
+    "bounds_channel_consumer_slot_freed",
+    "deliver_new_channel_no_backlog",
 )
 
 
 def test_the_wire_scenarios_hold_against_a_group() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "conformance", "--target", "ours", "--ours-flags=--workers=2"],
+        [
+            *(sys.executable, "-m", "conformance", "--target", "ours", "--ours-flags=--workers=2"),
+            *(f"--no-retry={glob}" for glob in ALLOWED),
+        ],
         cwd=REPO_ROOT,
         env=nsqd_process.pythonpath_env(),
         capture_output=True,
@@ -44,7 +53,7 @@ def test_the_wire_scenarios_hold_against_a_group() -> None:
     assert summary, output[-3000:]
     assert int(summary.group(1)) >= 332
     differing = re.findall(r"^differs\s+(\S+)", output, re.M)
-    unexplained = [name for name in differing if not ALLOWED.match(name)]
+    unexplained = [n for n in differing if not any(fnmatch.fnmatch(n, g) for g in ALLOWED)]
     assert not unexplained, output[-6000:]
     # the placement-dependent kinds above, when they meet
     assert int(summary.group(2)) >= int(summary.group(1)) - 9
