@@ -3,8 +3,9 @@
 Scenarios are grouped by (flags, daemon group); each target gets one daemon per group. All runs
 (every scenario on every target) go through one thread pool, longest scenarios first; scenarios
 sharing a daemon use their own topics, so they do not interfere. A scenario that differs runs
-again on fresh daemons with its read window doubled (RETRIES times at most): only a difference
-that persists counts, and the report says which run and window decided.
+again on fresh daemons with its read window doubled (RETRIES times at most; a timed one with the
+same window): only a difference that persists counts, and the report says which run and window
+decided.
 """
 
 from __future__ import annotations
@@ -195,8 +196,8 @@ def run_suite(
 ) -> SuiteResult:
     """Run and judge every scenario. One that differs (not a known gap, not in `no_retry`: ids
     the caller expects to differ) runs again, up to `retries` times, on fresh daemons (both
-    targets) with its window doubled each time: a loaded machine can stretch a reply past the
-    window, a real difference persists."""
+    targets) with its window doubled each time (see _windowed): a loaded machine can stretch a
+    reply past the window, a real difference persists."""
     if "reference" in targets:
         daemons.reference_bin()  # install it now (or fail) rather than in a worker thread
     gaps = load_gaps()
@@ -204,7 +205,7 @@ def run_suite(
     outcomes: dict[str, Outcome] = {}
     todo = scenarios
     for run in range(1, retries + 2):
-        windowed = [_scaled(sc, window, 2 ** (run - 1)) for sc in todo]
+        windowed = [_windowed(sc, window, run) for sc in todo]
         transcripts = _run_round(windowed, targets, jobs, progress, ours_root, result.notes)
         for sc in windowed:
             earlier = outcomes.get(sc.id)
@@ -214,13 +215,18 @@ def run_suite(
         todo = [sc for sc in todo if outcomes[sc.id].unexpected and sc.id not in no_retry]
         if not todo or run > retries:
             break
-        progress(f"{len(todo)} differ: running them again on fresh daemons with the window doubled")
+        progress(f"{len(todo)} differ: running them again on fresh daemons, longer windows")
     result.outcomes = [outcomes[sc.id] for sc in scenarios]
     return result
 
 
-def _scaled(sc: Scenario, window: float, factor: int) -> Scenario:
-    """`sc` with its window (its own `window:` or the suite's) times `factor`."""
+def _windowed(sc: Scenario, window: float, run: int) -> Scenario:
+    """`sc` for its `run`-th run, with its window (its own `window:` or the suite's) doubled
+    per rerun; a timed scenario (a `sleep:` step or its own `window:`) keeps it: its steps sit
+    between the daemon's timers (msg_timeout, heartbeats), which a longer window would move a
+    step past (a TOUCH after the message timed out), so it reruns as it was."""
+    timed = sc.window is not None or any(step.kind == "sleep" for step in sc.steps)
+    factor = 1 if timed else 2 ** (run - 1)
     return replace(sc, window=(sc.window if sc.window is not None else window) * factor)
 
 

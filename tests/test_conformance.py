@@ -69,12 +69,12 @@ def test_a_reply_later_than_the_window_is_waited_for_on_a_rerun(tmp_path: Path) 
     heartbeat 1s after IDENTIFY against a 600ms window) differs on the first run; the rerun on
     a fresh daemon with the window doubled sees it, and the report names that run's window."""
     (late,) = parse_text(
-        "scenario: retry_late_heartbeat\nwindow: 600ms\n"
+        "scenario: retry_late_heartbeat\n"
         'send: "  V2IDENTIFY\\n" + body(\'{"heartbeat_interval":1000}\')\n'
         "expect: response OK\nexpect: heartbeat\n",
         tmp_path / "late.txt",
     )
-    result = run_suite([late], ("ours",))
+    result = run_suite([late], ("ours",), window=0.6)
     (outcome,) = result.outcomes
     report = "\n".join(format_result(result))
     assert outcome.identical, report
@@ -87,27 +87,28 @@ def test_a_real_difference_fails_after_every_rerun(
 ) -> None:
     """The reruns hide no real difference: ours started with --max-msg-size=4 answers a PUB of
     11 bytes with E_BAD_MESSAGE where the real nsqd says OK, and a scenario whose expected
-    reply is doctored fails on both; both differ on every run, windows doubled each time."""
+    reply is doctored fails on both; both differ on every run, windows doubled each time but
+    a timed scenario's (a `sleep:`: its steps sit between the daemon's timers)."""
     scenarios = parse_text(
-        "window: 100ms\n"
         'scenario: retry_real_difference\nsend: "  V2"\npub: $topic hello-world\n'
         'scenario: retry_doctored_expect\nsend: "  V2"\npub: $topic ok\n'
-        "expect: response OOK\n",
+        "expect: response OOK\n"
+        'scenario: retry_timed\nsend: "  V2"\nsleep: 10ms\npub: $topic hello-world\n',
         tmp_path / "real.txt",
     )
     monkeypatch.setattr(daemons, "OURS_FLAGS", ["--max-msg-size=4"])
-    result = run_suite(scenarios)
+    result = run_suite(scenarios, window=0.1)
     report = "\n".join(format_result(result))
-    for outcome in result.outcomes:
+    doubled, kept = (0.1, 0.2, 0.4), (0.1, 0.1, 0.1)
+    for outcome, windows in zip(result.outcomes, (doubled, doubled, kept), strict=True):
         assert not outcome.identical and outcome.gap is None, report
         runs = [*outcome.earlier, outcome]
         assert [(o.runs, o.window, o.identical) for o in runs] == [
-            (1, 0.1, False),
-            (2, 0.2, False),
-            (3, 0.4, False),
+            (n, w, False) for n, w in enumerate(windows, start=1)
         ], report
         assert f"differs   {outcome.id}" in report
     assert "still differs on run 3, window 400ms" in report
+    assert "still differs on run 3, window 100ms" in report
     assert "error E_BAD_MESSAGE" in report and "expect response OOK: got response OK" in report
 
 
