@@ -1,7 +1,8 @@
 """go-diskqueue's files as a queue finds them when it opens: the metadata's text (depth, read and
 write positions; `meta_text` writes it), the data files that are left, and the records an
 unclean stop left past the metadata's write position. Read once, at start (storage/diskqueue.py
-runs the queue from there); damaged or missing metadata is logged and read around, never fatal."""
+runs the queue from there); damaged or missing metadata is logged and read around, never fatal.
+Also the record frame and the few file operations every part of the queue uses on them."""
 
 from __future__ import annotations
 
@@ -117,3 +118,28 @@ def file_size(path: str) -> int:
         return os.stat(path).st_size
     except FileNotFoundError:
         return 0
+
+
+def spans(blob: bytes) -> list[tuple[int, int]]:
+    """Where each record of a blob of whole framed records starts and ends (its frame)."""
+    out, p, end = [], 0, len(blob)
+    while p < end:
+        q = p + 4 + HEADER.unpack_from(blob, p)[0]
+        out.append((p, q))
+        p = q
+    return out
+
+
+def write_all(fd: int, buf: bytes) -> None:
+    view = memoryview(buf)
+    while view:  # one write() unless the disk is nearly full: then finish the record
+        view = view[os.write(fd, view) :]
+
+
+def remove(path: str, log: logging.Logger) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.error("failed to remove %s - %s", path, exc)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from diskqueue_helpers import REPO_ROOT, data_files, drain, make_queue, meta_text, payload
 
-from nsqd.storage import diskqueue
+from nsqd.storage import diskqueue_reader
 from nsqd.storage.commit import GroupCommit
 
 # -- group commit ------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def test_read_many_gives_what_read_gives(
     """Batches of n (across rolls and damaged records) give the records, files and metadata
     that reading one at a time gives, whatever the chunk a run is read with (runs cut by a
     chunk's end; 17 bytes: records longer than a chunk, read one at a time)."""
-    monkeypatch.setattr(diskqueue, "_RUN_CHUNK", chunk)
+    monkeypatch.setattr(diskqueue_reader, "_RUN_CHUNK", chunk)
     one, many = tmp_path / "one", tmp_path / "many"
     for path in (one, many):
         path.mkdir()
