@@ -178,3 +178,21 @@ def key_paths(value: Any, prefix: str = "") -> list[str]:
                 if path not in out:
                     out.append(path)
     return out
+
+
+CONTENT_HEADERS = ("content-type", "x-nsq-content-type", "location", "allow")
+
+
+def normalize(daemon: Daemon, body: bytes) -> bytes:
+    """A body with what differs between two daemons by nature masked: its temp path, ports,
+    times, the build string and the figures of the text page's Memory block."""
+    body = body.replace(str(daemon.tmp).encode(), b"TMP")
+    for port, name in ((daemon.http_port, b"HTTP_PORT"), (daemon.tcp_port, b"TCP_PORT")):
+        body = re.sub(rb"(?<![0-9])%d(?![0-9])" % port, name, body)
+    body = re.sub(rb"(?m)^uptime .*$", b"uptime U", body)
+    body = re.sub(rb"(?m)^nsqd v1\.3\.0 \(built w/.*\)$", b"nsqd v1.3.0 (built w/X)", body)
+    body = re.sub(rb"(?m)^start_time .*$", b"start_time T", body)
+    body = re.sub(rb"connected: \S+", b"connected: C", body)
+    body = re.sub(rb":\d+ ", b":PORT ", body)  # client ports in the text page
+    body = re.sub(rb"(?m)^(   \w+ +\t)\d+$", rb"\1N", body)  # the text page's Memory figures
+    return mask(body)

@@ -14,7 +14,15 @@ from typing import Any
 
 import httpx
 import pytest
-from nsqhttp_support import HOST, Daemon, TCPClient, key_paths, mask, wait_until
+from nsqhttp_support import (
+    CONTENT_HEADERS,
+    HOST,
+    Daemon,
+    TCPClient,
+    key_paths,
+    normalize,
+    wait_until,
+)
 
 # (method, target, body); body None = no body, a list = sent chunked
 Case = tuple[str, str, Any]
@@ -298,20 +306,6 @@ CONFIG: list[Case] = [
     ("GET", "/config/nsqlookupd_tcp_addresses", None),
 ]
 
-CONTENT_HEADERS = ("content-type", "x-nsq-content-type", "location", "allow")
-
-
-def _normalize(daemon: Daemon, body: bytes) -> bytes:
-    body = body.replace(str(daemon.tmp).encode(), b"TMP")
-    for port, name in ((daemon.http_port, b"HTTP_PORT"), (daemon.tcp_port, b"TCP_PORT")):
-        body = re.sub(rb"(?<![0-9])%d(?![0-9])" % port, name, body)
-    body = re.sub(rb"(?m)^uptime .*$", b"uptime U", body)
-    body = re.sub(rb"(?m)^nsqd v1\.3\.0 \(built w/.*\)$", b"nsqd v1.3.0 (built w/X)", body)
-    body = re.sub(rb"(?m)^start_time .*$", b"start_time T", body)
-    body = re.sub(rb"connected: \S+", b"connected: C", body)
-    body = re.sub(rb":\d+ ", b":PORT ", body)  # client ports in the text page
-    return mask(body)
-
 
 def exchange(client: httpx.Client, case: Case) -> tuple[int, dict[str, str], bytes]:
     method, target, body = case
@@ -341,8 +335,8 @@ def compare(nsqd: Daemon, reference: Daemon, cases: list[Case]) -> None:
         for case in cases:
             got = exchange(ours, case)
             want = exchange(ref, case)
-            got = (got[0], got[1], _normalize(nsqd, got[2]))
-            want = (want[0], want[1], _normalize(reference, want[2]))
+            got = (got[0], got[1], normalize(nsqd, got[2]))
+            want = (want[0], want[1], normalize(reference, want[2]))
             if got != want:
                 shown = case if not isinstance(case[2], bytes | list) else case[:2]
                 mismatches.append(f"{shown}:\n    ours: {got!r}\n    ref:  {want!r}")
@@ -462,8 +456,8 @@ def test_stats_same_keys_and_values_for_the_same_scenario(nsqd: Daemon, referenc
                     f"{query}: key paths\n  ours {key_paths(got_json)}\n"
                     f"  ref  {key_paths(want_json)}"
                 )
-            got_body = _normalize(nsqd, got.content)
-            want_body = _normalize(reference, want.content)
+            got_body = normalize(nsqd, got.content)
+            want_body = normalize(reference, want.content)
             if got_body != want_body:
                 problems.append(f"{query}:\n  ours {got_body!r}\n  ref  {want_body!r}")
         for query in (
@@ -474,8 +468,8 @@ def test_stats_same_keys_and_values_for_the_same_scenario(nsqd: Daemon, referenc
             got = httpx.get(f"{nsqd.url}/stats?{query}", timeout=5)
             want = httpx.get(f"{reference.url}/stats?{query}", timeout=5)
             assert got.headers["content-type"] == want.headers["content-type"]
-            got_text = _normalize(nsqd, got.content)
-            want_text = _normalize(reference, want.content)
+            got_text = normalize(nsqd, got.content)
+            want_text = normalize(reference, want.content)
             if got_text != want_text:
                 problems.append(
                     f"text {query}:\n{got_text.decode()}\n-- ref --\n{want_text.decode()}"
@@ -526,8 +520,8 @@ def test_e2e_latency_shape_with_percentiles(nsqd: Daemon, reference: Daemon) -> 
             config = httpx.get(f"{daemon.url}/config/e2e_processing_latency_percentiles")
             bodies.append(
                 (
-                    _normalize(daemon, json_body.content),
-                    _normalize(daemon, text.content),
+                    normalize(daemon, json_body.content),
+                    normalize(daemon, text.content),
                     config.text,
                 )
             )
