@@ -145,7 +145,8 @@ class Connection:
             data, self.unread = self.unread, b""
             return data
         conn = self.http
-        if conn.their_state is _DONE:
+        state = conn.their_state
+        if state is _DONE or state is _MUST_CLOSE:  # ended (MUST_CLOSE: `Connection: close`)
             return b""
         while True:
             try:

@@ -659,8 +659,12 @@ def whole_answer(daemon: Daemon, request: bytes) -> tuple[bytes, float]:
         b"ffffffffffffffffff\r\nabc\r\n",
         b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",  # an HTTP/2 preface
+        # a body read past its end on a `Connection: close` request (no answer for 60 s)
+        b"POST /mpub?topic=t&binary=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        b"Content-Length: 1\r\n\r\n\x00",
+        b"POST /mpub?topic=t&binary=true HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n\x00\x00",
     ],
-    ids=["huge_chunk_size", "connect", "http2_preface"],
+    ids=["huge_chunk_size", "connect", "http2_preface", "cut_binary_mpub", "cut_binary_mpub_10"],
 )
 def test_edge_requests_answered_as_go(nsqd: Daemon, reference: Daemon, raw: bytes) -> None:
     ours, ours_s = whole_answer(nsqd, raw)
