@@ -78,15 +78,7 @@ class PublishHandlers:
         name, query = topic_from(parse_query(qs))
         ttl_ms = _ttl(query)
         key = query.get("dedupe_key")
-        defer = query.get("defer")
-        delay_ms = 0
-        if defer is not None:
-            delay_ms = parse_int64(defer[0])
-            if delay_ms is None:
-                raise HTTPError(400, "INVALID_DEFER")
-            delay_ns = _wrap_int64(delay_ms * 1_000_000)
-            if delay_ns < 0 or delay_ns > self.max_req_timeout_ns:
-                raise HTTPError(400, "INVALID_DEFER")
+        delay_ms = self._defer_ms(name, query.get("defer"))
         try:
             if delay_ms > 0 and not ttl_ms:
                 self.broker.publish_deferred(name, body, delay_ms, key[0] if key else "")
@@ -97,6 +89,18 @@ class PublishHandlers:
         except Refused as exc:
             raise refused(exc) from exc
         return "OK"
+
+    def _defer_ms(self, name: str, defer: list[str] | None) -> int:
+        """/pub's `defer` in ms (0 without one). nsqd makes the topic before it reads `defer`,
+        so a refused one leaves the topic made, as there."""
+        if defer is None:
+            return 0
+        delay_ms = parse_int64(defer[0])
+        limit = self.max_req_timeout_ns
+        if delay_ms is None or not 0 <= _wrap_int64(delay_ms * 1_000_000) <= limit:
+            self.broker.create_topic(name)
+            raise HTTPError(400, "INVALID_DEFER")
+        return delay_ms
 
     # -- /mpub --------------------------------------------------------------------------------
 

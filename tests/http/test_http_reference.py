@@ -97,6 +97,11 @@ PUB: list[Case] = [
     ("POST", "/pub?topic=pub&topic=t*", b"x"),
     ("POST", "/pub?topic=t*&topic=pub", b"x"),
     ("POST", "/pub?topic=pub&defer=abc", b"x"),
+    # nsqd makes the topic before it reads `defer`: a refused one leaves it made
+    ("POST", "/pub?topic=pubdefer&defer=abc", b"x"),
+    ("POST", "/pub?topic=pubdefer2&defer=-1", b"x"),
+    ("GET", "/stats?format=json&include_mem=false&topic=pubdefer", None),
+    ("GET", "/stats?format=json&include_mem=false&topic=pubdefer2", None),
     ("POST", "/pub?topic=pub&defer=-1", b"x"),
     ("POST", "/pub?topic=pub&defer=10001", b"x"),
     ("POST", "/pub?topic=pub&defer=10000", b"x"),
