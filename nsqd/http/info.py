@@ -20,7 +20,7 @@ from .v1 import (
     HTTPError,
     Request,
     Response,
-    parse_query,
+    parse_query_pairs,
     raw_headers,
     read_params,
     render_v1,
@@ -109,13 +109,15 @@ class InfoHandlers:
     # -- /debug ------------------------------------------------------------------------------
 
     async def set_block_rate(self, req: Request) -> None:
-        """Go's block profiler rate: nothing to set here; nsqd's answer on success is a 500."""
+        """Go's block profiler rate: nothing to set here; nsqd's answer on success is a 500.
+        `rate` is Request.FormValue's: a form body's first, else the query's, each from the
+        pairs that parse (FormValue drops the error of one that does not)."""
         body = await req.read(1 << 20)
-        values = req.query()
-        for name, value in req.headers:
-            if name == b"content-type" and value.startswith(b"application/x-www-form-urlencoded"):
-                form = parse_query(body)
-                values = {**values, **form} if "rate" in form else values
+        values = parse_query_pairs(req.query_string)[0]
+        media_type = (req.header(b"content-type") or b"").split(b";")[0].strip().lower()
+        if media_type == b"application/x-www-form-urlencoded":
+            form = parse_query_pairs(body)[0]
+            values = {**values, **form} if "rate" in form else values
         text = (values.get("rate") or [""])[0]
         if parse_int64(text) is None:
             reason = (

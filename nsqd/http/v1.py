@@ -82,6 +82,15 @@ def query_string(query: Mapping[str, Any], doseq: bool = False) -> bytes:
 
 def parse_query(qs: bytes) -> dict[str, list[str]]:
     """Go's url.ParseQuery: '&'-separated, '+' is a space, a bad escape or a ';' is an error."""
+    values, error = parse_query_pairs(qs)
+    if error:
+        raise HTTPError(400, "INVALID_REQUEST")
+    return values
+
+
+def parse_query_pairs(qs: bytes) -> tuple[dict[str, list[str]], bool]:
+    """Go's url.ParseQuery whole: the values of the pairs that parse, and whether one did not
+    (Request.FormValue keeps the first and drops the error)."""
     values: dict[str, list[str]] = {}
     error = False
     for part in qs.split(b"&"):
@@ -97,9 +106,7 @@ def parse_query(qs: bytes) -> dict[str, list[str]]:
             error = True
             continue
         values.setdefault(k, []).append(v)
-    if error:
-        raise HTTPError(400, "INVALID_REQUEST")
-    return values
+    return values, error
 
 
 class Request(http_server.Request):

@@ -75,6 +75,9 @@ ROUTING: list[Case] = [
     ("PUT", "/debug/setblockrate", None),
     ("PUT", "/debug/setblockrate?rate=99999999999999999999", None),
     ("PUT", "/debug/setblockrate?rate=0", None),
+    # Request.FormValue keeps the pairs that parse: a bad one beside `rate` is no 400
+    ("PUT", "/debug/setblockrate?rate=x&a=1;b=2", None),
+    ("PUT", "/debug/setblockrate?a=1;b=2&rate=0", None),
     ("POST", "/debug/freememory", None),
     ("GET", "/debug/pprof", None),
     ("OPTIONS", "/debug/pprof/symbol", None),
