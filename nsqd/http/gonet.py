@@ -164,6 +164,20 @@ def _absolute_path(rest: bytes) -> bytes | None:
     return rest if rest.startswith(b"/") else b""
 
 
+def url_prefix(target: bytes) -> bytes:
+    """What Go's URL.String() writes before the path of an absolute-form target (a redirect's
+    Location is that URL with the path fixed): the scheme in lower case, with the `//authority`
+    that follows it if any; b"" for a target that is a path."""
+    scheme = None if target.startswith(b"/") else _SCHEME.match(target)
+    if scheme is None:
+        return b""
+    rest = target[scheme.end() :].partition(b"?")[0]
+    prefix = scheme.group().lower()
+    if rest.startswith(b"//"):
+        prefix += b"//" + rest[2:].partition(b"/")[0]
+    return prefix
+
+
 def bad_host(headers: Headers) -> bool:
     """A Host header with characters a host cannot have (httpguts.ValidHostHeader; check_head's
     test, for heads with no other fault)."""

@@ -35,6 +35,7 @@ from ..net.listeners import open_listeners
 from . import server as http_server
 from .admin import AdminHandlers
 from .attributes import AttributeHandlers
+from .gonet import url_prefix
 from .info import InfoHandlers
 from .messages import MessageHandlers
 from .publish import PublishHandlers
@@ -271,6 +272,10 @@ class API:
         # the trailing slash first, then a cleaned, case-insensitive match
         if len(path) > 1 and path.endswith("/") and self._has_route(path[:-1], method):
             return path[:-1]
+        # httprouter: a :opt, even an empty one, then one slash (`/config//` to `/config/`)
+        opt_slash = len(path) > 8 and path.startswith("/config/") and path.endswith("/")
+        if opt_slash and "/" not in path[8:-1] and self._has_route("/config/x", method):
+            return path[:-1]
         if not path.endswith("/") and self._has_route(path + "/", method):
             return path + "/"
         clean = clean_path(path)
@@ -293,9 +298,10 @@ class API:
         return None
 
     def _redirect(self, req: Request, method: str, path: str) -> Response:
-        location = quote(path, safe="/$&+,:;=@")
-        if req.query_string:
-            location += "?" + req.query_string.decode("latin-1")
+        prefix = url_prefix(req.target).decode("latin-1")
+        escaped = quote(path, safe="/$&+,:;=@")
+        # http.Redirect cleans a URL with no scheme and host (keeping a trailing slash)
+        location = (prefix + escaped if prefix else clean_path(escaped)) + _query_suffix(req)
         status = 301 if method == "GET" else 307
         headers: Headers = []
         body = b""
@@ -390,14 +396,20 @@ def clean_path(path: str) -> str:
     return clean
 
 
+def _query_suffix(req: Request) -> str:
+    """The target's `?query` as Go's URL.String() writes it back: a lone `?` that ends the
+    target is kept too (url.ParseRequestURI's ForceQuery), none where there was no `?`."""
+    if req.query_string or (req.target.endswith(b"?") and req.target.count(b"?") == 1):
+        return "?" + req.query_string.decode("latin-1")
+    return ""
+
+
 def _log_request(req: Request, status: int, start_ns: int) -> None:
     """http_api.Log: `200 GET /stats?format=json (127.0.0.1:51234) 65.643µs`."""
     if not log.isEnabledFor(logging.INFO):
         return
     elapsed = time.perf_counter_ns() - start_ns
-    uri = req.raw_path.decode("latin-1")
-    if req.query_string:
-        uri += "?" + req.query_string.decode("latin-1")
+    uri = req.raw_path.decode("latin-1") + _query_suffix(req)
     log.info(
         "%d %s %s (%s:%d) %s",
         status,

@@ -394,6 +394,10 @@ def raw_exchange(daemon: Daemon, request: bytes) -> bytes:
         *(b"/./info", b"/a/../ping", b"/pub/../ping/", b"*", b"/info?", b"/ping?x"),
         # absolute form: any scheme, its path after the authority; opaque: no path
         *(b"ftp://h/ping", b"HTTP://h/info", b"x:/ping", b"mailto:x", b"http://h%zz/ping"),
+        # redirected: the absolute form's scheme and authority stay in Location, a lone `?`
+        # too; a path without them is cleaned by http.Redirect; `/config//` is an empty :opt
+        *(b"HTTP://h/ping/", b"http://u@h/Info?x=1", b"/ping/?", b"/INFO?", b"/config//"),
+        *(b"/config/./", b"/config/../", b"/config/%2F", b"http://h/config/./"),
     ],
 )
 @pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"POST"])
