@@ -23,6 +23,8 @@ _REASONS.update((code, text.encode()) for code, text in _GO_REASONS.items())
 
 _GO_ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 _BAD_ESCAPE = re.compile(rb"%(?![0-9A-Fa-f]{2})")
+# url.parseHost: a host's %-escapes are of bytes past ASCII only (%25 aside); not in [...]
+_ASCII_ESCAPE = re.compile(rb"^(?!\[).*?%(?!25)[0-7][0-9A-Fa-f]", re.S)
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _BAD_HEADER_LINE = re.compile(r"illegal header line: bytearray\((b'.*')\)\Z", re.S)
@@ -158,7 +160,7 @@ def _absolute_path(rest: bytes) -> bytes | None:
     404s it) for an opaque one (`mailto:x`). None for an authority with a bad escape."""
     if rest.startswith(b"//"):
         authority, slash, path = rest[2:].partition(b"/")
-        if _BAD_ESCAPE.search(authority):
+        if _BAD_ESCAPE.search(authority) or _ASCII_ESCAPE.search(authority.rpartition(b"@")[2]):
             return None
         return slash + path
     return rest if rest.startswith(b"/") else b""

@@ -398,6 +398,8 @@ def raw_exchange(daemon: Daemon, request: bytes) -> bytes:
         # too; a path without them is cleaned by http.Redirect; `/config//` is an empty :opt
         *(b"HTTP://h/ping/", b"http://u@h/Info?x=1", b"/ping/?", b"/INFO?", b"/config//"),
         *(b"/config/./", b"/config/../", b"/config/%2F", b"http://h/config/./"),
+        # url.parseHost: only bytes past ASCII may be escaped in a host (a 400 otherwise)
+        *(b"http://h%41/ping", b"http://u%41@h%C3%A9/ping", b"http://h%25/ping"),
     ],
 )
 @pytest.mark.parametrize("method", [b"GET", b"OPTIONS", b"POST"])
