@@ -199,6 +199,11 @@ class Client(OwnTasks):
         credit = self.rdy - self.in_flight
         return credit if credit > 0 else 0
 
+    def output_full(self) -> bool:
+        """Its unsent output is past HIGH_WATER: `credit` gives 0, and the channel's
+        hand-out leaves it out of the rotation until a refill lets it back."""
+        return self._out_size + self._sending_size >= HIGH_WATER
+
     def sample(self, msgs: list[Message]) -> list[Message]:
         rate = self.sample_rate
         return [m for m in msgs if random.randrange(100) <= rate]

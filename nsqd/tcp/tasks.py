@@ -210,6 +210,7 @@ class OwnTasks:
         if self._sending:
             return  # the task already sending picks up what was added
         self._sending = True
+        stopped = False
         try:
             while self._out:
                 data = b"".join(self._out)
@@ -222,12 +223,16 @@ class OwnTasks:
                 # as nsqd's read deadline allows (two heartbeats), not sooner: Go's buffered
                 # writer rarely blocks where our sends do.
                 await self.transport.send(data, max(self.read_timeout, 1.0))
+                # what was added meanwhile is here too: the most this flush's output held
+                stopped = stopped or self.output_full()
                 self._sending_size = 0
         finally:
             self._sending = False
         channel = self.channel
-        if channel is not None and channel.backlog and self.credit() > 0:
-            # it may have stopped taking messages while its output passed HIGH_WATER
+        if channel is not None and (stopped or channel.backlog) and self.credit() > 0:
+            # past HIGH_WATER it took no messages, and a hand-out then left it out of the
+            # channel's rotation: it rejoins it here even with nothing queued yet (one message
+            # over 4 MiB passed it alone, and what was published after it never came)
             self._refill()
 
     def _refill(self: Client) -> None:
