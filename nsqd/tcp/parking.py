@@ -4,8 +4,8 @@ connection out of the reactor's epoll set, neither read nor timed, until they ha
 SUB runs again in the reactor's next pass, its OK after the answers that came before it and
 followed by what the client sent meanwhile (still in the kernel's buffers, read then).
 
-A mixin of the reactor (`Reactor(Refills, Parking)`): it runs the SUB again with the reactor's
-own `_serve`, as a ready connection's commands are run."""
+A mixin of the reactor (`Reactor(Output, Refills, Parking)`): it runs the SUB again with the
+reactor's own `_serve`, as a ready connection's commands are run."""
 
 from __future__ import annotations
 

@@ -8,16 +8,16 @@ way, and the messages they make room for are written at the end of that read (or
 by another connection's publish or a timer, from the pass that delivered them: the channel
 calls `Client.send`). Output that waits for nsqd's flush ticker (output_buffer_timeout) is timed
 by the heap; a socket that does not take all of it is watched for EPOLLOUT, its commands still
-read meanwhile, and one that takes nothing for nsqd's write deadline ends its connection.
+read meanwhile, and one that takes nothing for nsqd's write deadline ends its connection: how
+and when output is written, with heartbeats and nsqd's read deadline (two heartbeat intervals
+without a command) on the same per-client deadline, is nsqd/tcp/output.py's.
 
 A connection leaves for tasks of its own (nsqd/tcp/tasks.py) only when it needs them: an
 IDENTIFY that starts TLS or compression, AUTH. It leaves the epoll set and its `Client.serve`
 task starts with that command, the parser's buffered bytes and any unsent output, so the client
 sees one ordered stream either way. A SUB of a channel that a group's peer workers are still
 making (`Making`) parks its connection out of the set until they have (nsqd/tcp/parking.py);
-a consumer is refilled a share at a time (nsqd/tcp/refills.py). Heartbeats and nsqd's read
-deadline (two heartbeat intervals without a command) are kept here by a heap of per-client
-deadlines.
+a consumer is refilled a share at a time (nsqd/tcp/refills.py).
 
 Group commit: each pass of the shared loop holds the store's `WriteBatch` (from `_passing` to
 `_passed`), so the pass's small TCP publishes (PUB) are stored together when the pass ends (one
@@ -35,11 +35,8 @@ import select
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from protocol.v2 import (
     CLOSED,
-    HEARTBEAT_FRAME,
     NEED_DATA,
     Cls,
     DPub,
@@ -59,13 +56,14 @@ from protocol.v2 import (
 )
 from protocol.v2.errors import ErrorCode
 
-from ..engine.api import Making, WriteBatch, held
+from ..engine.api import Making, WriteBatch
 from ..log import log
 from ..net.boundary import guarded
 from ..net.reactor import Loop
 from ..net.transport import SocketTransport
 from . import commands
 from .connection import HIGH_WATER, OWN_TASKS
+from .output import Output
 from .parking import Parking
 from .refills import Refills
 from .tasks import RECEIVE_SIZE, upgrades
@@ -91,7 +89,7 @@ _OUT = select.EPOLLOUT
 _HERE = frozenset((Pub, MPub, MPubStart, DPub, Nop, Sub, Rdy, Fin, Req, Touch, Cls))
 
 
-class Reactor(Refills, Parking):
+class Reactor(Output, Refills, Parking):
     def __init__(
         self, spawn: Callable[..., Any], commit: WriteBatch, loop: Loop | None = None
     ) -> None:
@@ -106,7 +104,6 @@ class Reactor(Refills, Parking):
         self._mark = 0  # the output's length before the read being served
         self._wrote: type | None = None  # that first command, of the client being served
         self._spawn = spawn  # start_soon of the clients nursery
-        self._lost: list[Client] = []  # whose peer was gone: dropped at the next pass
         self.clients: dict[int, Client] = self.conns
 
     # -- connections in and out ----------------------------------------------------------
@@ -151,9 +148,7 @@ class Reactor(Refills, Parking):
 
     def _passing(self) -> None:
         if self._lost:
-            lost, self._lost = self._lost, []
-            for client in lost:
-                self.drop(client)
+            self._drop_lost()
         self._commit.hold()
         if self._made:
             self._resume()
@@ -337,94 +332,3 @@ class Reactor(Refills, Parking):
     def _end(self, client: Client) -> None:
         if client.reactor is self:
             self.drop(client)
-
-    # -- output ----------------------------------------------------------------------------
-
-    def _write(self, client: Client, filled: bool = False) -> None:
-        if not client.has_output or client.reactor is not self or client._sending:
-            return  # (sending: its socket is full, the rest goes when it takes output)
-        # a consumer past HIGH_WATER takes no messages (it leaves the channel's rotation); so
-        # may one whose socket was `filled` (the rest of a write that did not all go): its
-        # output may have passed it meanwhile, though what is left is below it now
-        stopped = client._out_size >= HIGH_WATER or filled
-        try:
-            sent_all = client.send_now()
-        except trio.BrokenResourceError:
-            client.peer_gone()
-            return
-        if not sent_all:
-            # The socket is full: the rest goes when it takes output again, while its
-            # commands are still read; meanwhile its deliveries wait in its output (past
-            # HIGH_WATER it takes none, as nsqd's message pump stops while a write blocks),
-            # and a socket that takes nothing for nsqd's write deadline ends the connection.
-            now = trio.current_time()  # (a write from outside a pass: the loop's is old)
-            client._sending = True
-            client.write_deadline = now + max(client.read_timeout, 1.0)
-            self.want_output(client, True)
-            self._schedule(client, now)
-        elif stopped:
-            # it takes messages again: refilled in a hold of the group commit, as a pass's
-            # reads are (`_passed` writes its publishers after the pass's release): with
-            # --sync-every=1 what the refill reads from a disk queue has its read position
-            # written before it leaves; unheld, the syncer wrote it ~100 ms later
-            held(self._commit, self._top_up, client)
-
-    def _drain(self, client: Client) -> None:
-        """Its full socket takes output again: send what waited, and once all of it is sent,
-        refill it. Refilled only when the rest was past HIGH_WATER, a consumer whose output
-        had passed it got no more messages until its next command (a REQ'd message waited
-        in the queue while its RDY allowed it, test_read_position.py)."""
-        client._sending = False
-        client.write_deadline = math.inf
-        self.want_output(client, False)
-        self._write(client, True)
-
-    def lost(self, client: Client) -> None:
-        """Its peer is gone (`Client.peer_gone`: it takes nothing more): dropped at the start
-        of the next pass (a write may fail inside a channel's hand-out, which must not see the
-        consumer it is serving removed)."""
-        if client.reactor is not self or client in self._lost:
-            return
-        if not self._lost:
-            self.wake()
-        self._lost.append(client)
-
-    def kick(self, client: Client) -> None:
-        """`client`'s output changed outside its own commands (its `Waker` while served
-        here): urgent output (a delivery that filled its credit or its buffer) is
-        written now, and output that waits for nsqd's flush ticker is timed."""
-        if client._busy or client._sending or client.reactor is not self:
-            return  # its read's end writes it, or its socket taking output again
-        if client._urgent:  # (here: a delivery's write that did not all go, or past HIGH_WATER)
-            self._write(client, True)
-        elif client.has_output:
-            self._schedule(client, trio.current_time())
-
-    # -- heartbeats and the read deadline ----------------------------------------------------
-
-    def _schedule(self, client: Client, now: float | None = None) -> None:
-        due = min(client.next_heartbeat, client.last_read + client.read_timeout)
-        due = min(due, client.write_deadline)
-        if client.has_output and not client._sending:  # waiting for nsqd's flush ticker
-            due = min(due, client.flush_due(self.loop.now if now is None else now))
-        self.schedule(client, due)
-
-    def _expire(self, client: Client, now: float) -> None:
-        if client.reactor is not self:
-            return
-        if now >= client.last_read + client.read_timeout:
-            log.info("[%s] read timeout: no command for two heartbeats", client)
-            self.drop(client)
-            return
-        if now >= client.write_deadline:
-            log.info("[%s] write timeout: its socket took no output", client)
-            self.drop(client)
-            return
-        if now >= client.next_heartbeat:
-            client.respond(HEARTBEAT_FRAME)
-            client.next_heartbeat = now + client.heartbeat_interval
-        if client._urgent or (client.has_output and now >= client.flush_due(now)):
-            self._write(client)
-            if client.reactor is not self:
-                return
-        self._schedule(client)

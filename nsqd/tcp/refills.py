@@ -5,8 +5,9 @@ connections' commands. While no other kind of connection waits to be read the ha
 at once in larger shares; else what is left goes on in the passes after, each of which reads
 every ready connection too.
 
-A mixin of the reactor (`Reactor(Refills, Parking)`): its calls are the reactor's own methods,
-so the pass that refills a consumer (`_serve`, `_write`) pays no extra call level for it."""
+A mixin of the reactor (`Reactor(Output, Refills, Parking)`): its calls are the reactor's own
+methods, so the pass that refills a consumer (`_serve`, `_write`) pays no extra call level for
+it."""
 
 from __future__ import annotations
 
