@@ -7,13 +7,9 @@ writes -MISCONF, as Redis answers the writes after a failed AOF write: Frontend.
 No task and no scheduler hop per client or per command: that is what a request/response round
 trip costs.
 
-A blocking command that finds nothing parks its client (it stays in the epoll set, so a close
-is seen at once and what it pipelines is kept for later); the waiter's notify (called by the
-command or the bridge publish that served it) puts the client back in the run list and wakes
-the loop (`wake`); the loop's deadline heap answers timeouts (a client's `due` is its parked
-command's). A reply deferred for a group's peers (a bridge pop, commands.Deferred) parks its
-client the same way while a task of the front-end asks them. A client whose replies do not
-fit in its socket buffer waits for EPOLLOUT before its next commands run, and is not read
+A blocking command that finds nothing parks its client, and so does a reply deferred for a
+group's peers (a bridge pop, commands.Deferred): nsqd/resp/parking.py. A client whose replies
+do not fit in its socket buffer waits for EPOLLOUT before its next commands run, and is not read
 until then."""
 
 from __future__ import annotations
@@ -30,11 +26,11 @@ from protocol.resp.codec import Parser, ProtocolError
 
 from ..log import log
 from ..net.boundary import describe
-from ..net.reactor import EpollReactor, Loop
+from ..net.reactor import Loop
 from ..net.transport import SocketTransport, write_now
-from .commands import Block, Deferred, ReplyError, Session, dispatch
+from .commands import Block, Session, dispatch
 from .commands.pubsub import forget
-from .keyspace import WRONGTYPE, WrongType
+from .parking import Parking
 
 if TYPE_CHECKING:
     from .server import Frontend
@@ -93,7 +89,7 @@ class Client:
         return self.block is not None
 
 
-class Reactor(EpollReactor):
+class Reactor(Parking):
     def __init__(self, fe: Frontend, loop: Loop | None = None) -> None:
         super().__init__(loop)
         self.fe = fe
@@ -202,13 +198,6 @@ class Reactor(EpollReactor):
         if client.block is None and not (client.out or client.close_after_send or client.paused):
             self._process(client)
 
-    def _expire(self, client: Client, now: float) -> None:
-        """A parked command's timeout (a served one set `due` back to math.inf)."""
-        blk = client.block
-        if blk is not None and not blk.waiter.done:
-            client.timed_out = True
-            self.runnable.append(client)
-
     def _passed(self) -> None:
         while self.runnable:
             ready, self.runnable = self.runnable, []
@@ -274,105 +263,12 @@ class Reactor(EpollReactor):
             client.queued = True
             self.to_send.append(client)
 
-    # -- blocking ------------------------------------------------------------------------
-
-    def _park(self, client: Client, blk: Block) -> bytes | None:
-        """Register the waiter; its answer when served at once, None when parked."""
-        fe, waiter = self.fe, blk.waiter
-        if type(blk) is Deferred:
-            client.block = blk
-            client.timed_out = False
-            waiter.notify = lambda: self._wake(client)
-            fe.spawn(self._ask, client, blk)
-            return None
-        fe.blocking.add(waiter)
-        try:
-            fe.bridge.watch(waiter, client.remote)
-        except ReplyError as exc:
-            fe.blocking.remove(waiter)
-            fe.bridge.unwatch(waiter)
-            return exc.reply
-        if waiter.done:
-            fe.blocking.remove(waiter)
-            fe.bridge.unwatch(waiter)
-            return waiter.reply
-        client.block = blk
-        client.timed_out = False
-        waiter.notify = lambda: self._wake(client)
-        if blk.timeout > 0:
-            self.schedule(client, trio.current_time() + blk.timeout)
-        return None
-
-    def _unpark(self, client: Client) -> None:
-        blk = client.block
-        assert blk is not None
-        client.block = None
-        self.fe.blocking.remove(blk.waiter)
-        self.fe.bridge.unwatch(blk.waiter)
-        blk.waiter.notify = None
-        client.due = math.inf  # its timeout's entry, if any, is spent
-
-    def _wake(self, client: Client) -> None:
-        """A waiter was served (by a command here, or a publish from another task)."""
-        self.runnable.append(client)
-        self.wake()
-
-    def unblock(self, client_id: int, reply: bytes | None) -> bool:
-        """CLIENT UNBLOCK: a parked client answers now, through the timeout path (with its
-        command's timeout reply, or `reply`); False when it is not parked."""
-        client = self.fe.connections.get(client_id)
-        if client is None or client.block is None or client.block.waiter.done:
-            return False
-        if type(client.block) is Deferred:  # not a blocking command: what it asked is taken
-            return False
-        if reply is not None:
-            client.block.on_timeout = reply
-        client.timed_out = True
-        self._wake(client)
-        return True
-
-    async def _ask(self, client: Client, deferred: Deferred) -> None:
-        """A deferred reply's task: its answer, then the client is woken (if still here)."""
-        try:
-            reply = await deferred.ask()
-        except WrongType:
-            reply = WRONGTYPE
-        except ReplyError as exc:
-            reply = exc.reply
-        except Exception as exc:  # one client must never take the others down
-            log.error("RESP: [%s] unexpected error - %s", client.remote, describe(exc))
-            reply = ReplyError(f"ERR {describe(exc)}").reply
-        if self.fe.ks.ready:
-            # a move's push (LMOVE from a channel key, taken from a peer) made its destination
-            # ready: its waiters are served now, not when this client resumes, which a client
-            # that closed meanwhile never does (the element would wait for another command)
-            self.fe.serve_ready()
-        deferred.waiter.finish(reply)
-
     async def _after_pause(self, clients: list[Client]) -> None:
         await trio.sleep(PAUSE_S)
         for client in clients:
             client.paused = False
         self.runnable.extend(clients)
         self.wake()
-
-    def _resume(self, client: Client) -> None:
-        blk = client.block
-        if blk is not None:
-            waiter = blk.waiter
-            if not waiter.done and not client.timed_out:
-                return
-            self._unpark(client)
-            if self.fe.ks.ready:
-                self.fe.serve_ready()  # a move served from a channel pushed a list
-            # (served, a blocking pop hands its element over even in a pass whose log write
-            # fails: flags.HANDS_OVER)
-            client.replies.append(waiter.reply if waiter.done else blk.on_timeout)
-            if not client.queued:
-                client.queued = True
-                self.to_send.append(client)
-        if not (client.out or client.close_after_send or client.paused):
-            self._process(client)
 
     # -- output --------------------------------------------------------------------------
 
