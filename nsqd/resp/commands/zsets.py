@@ -201,7 +201,8 @@ def _range_options(
         else:
             raise ReplyError(SYNTAX)
         j += 1
-    if limit is not None and by in (None, b"rank"):
+    # Redis looks at the count alone: LIMIT <any offset> -1 on a rank range is no limit
+    if limit is not None and limit[1] != -1 and by in (None, b"rank"):
         raise ReplyError(
             "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
         )
