@@ -192,8 +192,10 @@ class Frontend:
 
     # -- what commands call ------------------------------------------------------------------
 
-    def block(self, waiter: Waiter, timeout: float, on_timeout: bytes) -> Block:
-        return Block(waiter, timeout, on_timeout)
+    def block(
+        self, waiter: Waiter, timeout: float, on_timeout: bytes, at_once: bytes | None = None
+    ) -> Block:
+        return Block(waiter, timeout, on_timeout, at_once)
 
     def deliver(self, client_id: int, data: bytes) -> None:
         """A pub/sub message for another connection: sent with this pass's replies."""

@@ -208,7 +208,9 @@ def _blmove(
     # waits (bridge.watch), with the error LMOVE gives
     onto_list = None if is_bridged(dst) else take
     waiter = Waiter(s.ks, [src], wherefrom, deliver, moves_to=dst, take=onto_list)
-    return s.fe.block(waiter, timeout, s.enc.null_array)
+    # inside EXEC Redis answers blmoveGenericCommand's addReplyNull, on a timeout the
+    # null array (replyToBlockedClientTimedOut): they differ in RESP2
+    return s.fe.block(waiter, timeout, s.enc.null_array, s.enc.null)
 
 
 def _move_now(s: Session, src: bytes, dst: bytes, wherefrom: bool, whereto: bool) -> bytes | Block:

@@ -26,19 +26,23 @@ if TYPE_CHECKING:
 
 class Block:
     """A blocking command found nothing: the connection waits on `waiter` up to `timeout`
-    seconds (0: forever), then answers `on_timeout`."""
+    seconds (0: forever), then answers `on_timeout`; where it cannot wait, `at_once`."""
 
-    __slots__ = ("on_timeout", "timeout", "waiter")
+    __slots__ = ("at_once", "on_timeout", "timeout", "waiter")
 
-    def __init__(self, waiter: Any, timeout: float, on_timeout: bytes) -> None:
+    def __init__(
+        self, waiter: Any, timeout: float, on_timeout: bytes, at_once: bytes | None = None
+    ) -> None:
         self.waiter = waiter
         self.timeout = timeout
         self.on_timeout = on_timeout
+        self.at_once = on_timeout if at_once is None else at_once
 
     def now(self) -> bytes:
         """The answer where nothing can wait (inside EXEC, or a script): as Redis, a
-        blocking command there answers as if its timeout had passed."""
-        return self.on_timeout
+        blocking command there answers as if its timeout had passed, but for BLMOVE and
+        BRPOPLPUSH, which answer the null bulk there (the null array on a timeout)."""
+        return self.at_once
 
 
 class Deferred(Block):
