@@ -74,6 +74,8 @@ def spop(s: Session, argv: list[bytes]) -> bytes:
     members = s.ks.get_set(argv[1])
     if members is None:
         return s.enc.null if count is None else s.enc.set([])
+    if count == 0:  # after the type check, as spopWithCountCommand: nothing popped
+        return s.enc.set([])
     picked = random.sample(sorted(members), min(count or 1, len(members)))
     s.ks.srem(argv[1], picked)
     return bulk(picked[0]) if count is None else s.enc.set(picked)
