@@ -102,8 +102,10 @@ def srandmember(s: Session, argv: list[bytes]) -> bytes:
 def smove(s: Session, argv: list[bytes]) -> bytes:
     ks, src, dst, member = s.ks, argv[1], argv[2], argv[3]
     source = ks.get_set(src)
+    if source is None:  # smoveCommand answers 0 before it looks at the destination's type
+        return ZERO
     ks.get_set(dst)  # WRONGTYPE of either before anything moves
-    if source is None or member not in source:
+    if member not in source:
         return ZERO
     if src != dst:
         ks.smove(src, dst, member)  # one record: never the removal alone
@@ -154,10 +156,10 @@ def sintercard(s: Session, argv: list[bytes]) -> bytes:
         raise ReplyError("ERR Number of keys can't be greater than number of args")
     limit = 0
     rest = argv[2 + numkeys :]
-    if rest:
-        if len(rest) != 2 or rest[0].lower() != b"limit":
+    for j in range(0, len(rest), 2):  # each LIMIT read in turn, the last one counts
+        if rest[j].lower() != b"limit" or j + 1 == len(rest):
             raise ReplyError(SYNTAX)
-        limit = positive_arg(rest[1], "ERR LIMIT can't be negative")
+        limit = positive_arg(rest[j + 1], "ERR LIMIT can't be negative")
     n = len(_combine(s, argv[2 : 2 + numkeys], "inter"))
     return integer(min(n, limit) if limit else n)
 
