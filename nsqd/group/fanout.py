@@ -1,13 +1,12 @@
 """Group-wide answers over HTTP: the worker that gets a request answers for the group.
 
 - /stats and /metrics: this worker's snapshot and each peer's (/stats?format=json over the
-  peer's private HTTP listener), merged into one nsqd's shape: topics and channels by name,
-  depths, in-flight, deferred and counters summed, clients listed together. A peer's pulling
-  link is not a client: it is left out, and what it moved is counted once (in the channel
-  its topic put it in; the worker that took it over counts it not).
+  peer's private HTTP listener), merged into one nsqd's shape (merged.py).
 - topic/channel create, delete, empty, pause, unpause: done here, then asked of every peer;
   the answer is this worker's, or a success when it failed here (not found) but a peer did it
-  or a down peer's partition holds it (missed.py).
+  or a down peer's partition holds it (missed.py); a refusal for a queue missing everywhere
+  is the most precise one (refusals.py). A channel create makes its topic in every worker
+  too, with the group's pause.
 - PUT /config/<option>: set here (a bad value is refused here, and asked of no peer), then the
   value now in effect is put in every peer (the nsqlookupd addresses are the group's).
 - the message endpoints (receive, pop, peek; fin, req, touch, cancel, defer by id): messages.py.
@@ -24,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from protocol.v2.names import is_valid_name
+
 from ..engine.api import Refused
 from ..gocompat.json import go_json
 from ..http.v1 import (
@@ -39,10 +40,11 @@ from ..http.v1 import (
 from ..log import log
 from ..metrics import render, snapshot
 from ..metrics.memory import add_memory, memory_stats
-from .identity import LINK_AGENT
 from .kept import ASK_ERRORS, KeptConnections, Unreachable
+from .merged import merge
 from .missed import change_of
 from .pull import is_link
+from .refusals import refusal
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
@@ -56,17 +58,6 @@ ASKED: ContextVar[bool] = ContextVar("group_asked", default=False)
 ASK_TIMEOUT = 2.0  # seconds a peer has to answer; a peer that does not is left out
 ADMIN = [f"/{k}/{a}" for k in ("topic", "channel") for a in ("create", "delete", "empty")]
 ADMIN += [f"/{k}/{a}" for k in ("topic", "channel") for a in ("pause", "unpause")]
-_TOPIC_SUMS = ("depth", "backend_depth", "message_count", "message_bytes")
-_CHANNEL_SUMS = (
-    "depth",
-    "backend_depth",
-    "in_flight_count",
-    "deferred_count",
-    "message_count",
-    "requeue_count",
-    "timeout_count",
-    "client_count",
-)
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -94,6 +85,8 @@ class FanOut:
         for path in ADMIN:
             handler, logged, rendering = routes[path]["POST"]
             routes[path]["POST"] = (self._admin(handler), logged, rendering)
+        handler, logged, rendering = routes["/channel/create"]["POST"]
+        routes["/channel/create"]["POST"] = (self._channel_create(handler), logged, rendering)
         config = self.api.param_routes["/config/"]
         handler, logged, rendering = config["PUT"]
         config["PUT"] = (self._config(handler), logged, rendering)
@@ -141,10 +134,40 @@ class FanOut:
                 request = (req.method, req.target)
                 held = await self.missed.written(change, request, held, answered, unreachable)
             if failed is not None and not held:
-                raise failed
+                raise refusal(failed, answers)
             return answer
 
         return handle
+
+    def _channel_create(self, admin: Handler) -> Handler:
+        """A channel made in the group is made in every worker, as a SUB's is (worker.py): a
+        worker that lacked its topic (published in another worker alone) refused the create,
+        and what it took later missed the channel. So the topic is made first in every
+        worker that lacks it, and paused in each if the group's is (a worker's copy made by a
+        publish since the pause was not: its new channel would take its messages)."""
+
+        async def handle(req: Request) -> Any:
+            if not req.peer:
+                await self._topic_everywhere(req)
+            return await admin(req)
+
+        return handle
+
+    async def _topic_everywhere(self, req: Request) -> None:
+        await read_params(req)
+        topic, channel = req.arg("topic"), req.arg("channel")
+        if not (topic and channel and all(map(_valid, (topic, channel)))):
+            return  # refused by the handler, as one nsqd
+        merged, _, docs = await self._gather(b"/stats", topic)
+        if merged is None:
+            return  # no worker has it: the handler's 404
+        named = b"?" + query_string({"topic": topic})
+        self.broker.create_topic(topic)
+        if len(docs) < len(self.peers()) or any(doc["topics"] is None for doc in docs):
+            await self.ask_all("POST", b"/topic/create" + named)
+        if merged[0]["paused"]:
+            self.broker.pause(topic, None, True)
+            await self.ask_all("POST", b"/topic/pause" + named)
 
     def _config(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
@@ -236,8 +259,6 @@ class FanOut:
         topics, producers, docs = await self._gather(path, topic, channel, with_memory)
         for doc in docs:
             producers = (producers or []) + (doc.get("producers") or []) or None
-        if topic and not topics:
-            topics = None  # nsqd's null for a topic it does not have
         if not _BOOL.get(first("include_clients"), True):
             producers = None
             for t in topics or ():
@@ -251,7 +272,7 @@ class FanOut:
 
     async def _gather(
         self, path: bytes, topic: str = "", channel: str = "", memory: bool = False
-    ) -> tuple[list[dict[str, Any]], Any, list[dict[str, Any]]]:
+    ) -> tuple[list[dict[str, Any]] | None, Any, list[dict[str, Any]]]:
         """The group's topics merged (links left out), this worker's producers and the peers'
         documents (what each peer's `path` gave, with its memory figures if `memory`)."""
         mine, producers = snapshot.snapshot(self.broker, topic, channel, True)
@@ -266,7 +287,7 @@ class FanOut:
 
     async def topics(self) -> list[dict[str, Any]]:
         """The group's topics, as its /stats gives them (statsd's source in worker 0)."""
-        return (await self._gather(b"/stats"))[0]
+        return (await self._gather(b"/stats"))[0] or []
 
     # -- asking the peers -------------------------------------------------------------------
 
@@ -349,40 +370,5 @@ _CONFIG_BODIES: dict[str, Callable[[dict[str, Any]], bytes]] = {
 }
 
 
-def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
-    """Topics (snapshot's dicts) of every worker as one nsqd's."""
-    topics: dict[str, dict[str, Any]] = {}
-    for doc in docs:
-        for topic in doc or ():
-            _drop_links(topic)
-            into = topics.get(topic["topic_name"])
-            if into is None:
-                topics[topic["topic_name"]] = topic
-                continue
-            for key in _TOPIC_SUMS:
-                into[key] += topic[key]
-            into["paused"] = into["paused"] or topic["paused"]
-            channels = {c["channel_name"]: c for c in into["channels"]}
-            for channel in topic["channels"]:
-                have = channels.get(channel["channel_name"])
-                if have is None:
-                    channels[channel["channel_name"]] = channel
-                    continue
-                for key in _CHANNEL_SUMS:
-                    have[key] += channel[key]
-                have["paused"] = have["paused"] or channel["paused"]
-                if channel["clients"] is not None:
-                    have["clients"] = (have["clients"] or []) + channel["clients"]
-            into["channels"] = [channels[name] for name in sorted(channels)]
-    return [topics[name] for name in sorted(topics)]
-
-
-def _drop_links(topic: dict[str, Any]) -> None:
-    """A peer's link is no client. (What it moved on is counted where it was taken: the
-    receiving worker leaves it out of its channel's message_count, pull.Pull.move.)"""
-    for channel in topic["channels"]:
-        links = [c for c in channel["clients"] or () if c.get("user_agent") == LINK_AGENT]
-        if not links:
-            continue
-        channel["clients"] = [c for c in channel["clients"] if c.get("user_agent") != LINK_AGENT]
-        channel["client_count"] -= len(links)
+def _valid(name: str) -> bool:
+    return is_valid_name(name.encode("utf-8", "surrogateescape"))

@@ -58,6 +58,7 @@ from ..http.v1 import (
 from ..log import log
 from .fanout import ASK_TIMEOUT
 from .kept import ASK_ERRORS
+from .refusals import peer_error, queue_missing, refusal
 
 if TYPE_CHECKING:
     from .fanout import FanOut, Handler
@@ -174,11 +175,11 @@ class GroupMessages:
                     judged, (wanted, limit) = True, _wanted(req)
             elif not judged:
                 refusals.append((status, body))
-                if not _queue_missing(status, body):  # judged where the queue is
+                if not queue_missing(status, body):  # judged where the queue is
                     raise peer_error(status, body)
         if len(parts) == 1:
             if missing is not None:
-                raise _judged(missing, refusals)
+                raise refusal(missing, refusals)
             return answer
         return _joined([m for part in parts for m in part], binary)
 
@@ -231,7 +232,7 @@ class GroupMessages:
             answers = await self._fanout.ask_all(req.method, req.target)
             if any(status == 200 for status, _ in answers):
                 return "OK"
-            raise _judged(err, answers) from None
+            raise refusal(err, answers) from None
 
     async def _elsewhere(self, req: Request, body: bytes, missing: HTTPError) -> Any:
         """Many ids, or a lease, where this worker lacks the queue: the peers' answers
@@ -240,7 +241,7 @@ class GroupMessages:
         answers = await self._fanout.ask_all(req.method, req.target, body)
         docs = [json.loads(text) for status, text in answers if status == 200]
         if not docs:
-            raise _judged(missing, answers)
+            raise refusal(missing, answers)
         ok = sum(doc["ok"] for doc in docs)
         if not body.strip():  # a lease's messages: each worker's failures are its own
             return JSONBody(go_json({"ok": ok, "failed": [f for d in docs for f in d["failed"]]}))
@@ -265,39 +266,6 @@ class GroupMessages:
             ok += there["ok"]
             retry &= {f["id"] for f in there["failed"]}  # what failed there too
         return JSONBody(go_json({"ok": ok, "failed": [f for f in failed if f["id"] in retry]}))
-
-
-_QUEUE_MISSING = ("TOPIC_NOT_FOUND", "CHANNEL_NOT_FOUND")
-
-
-def _queue_missing(status: int, body: bytes) -> bool:
-    """Whether a peer's answer says it lacks the topic or channel (it judged nothing else)."""
-    return status == 404 and any(b'"%s"' % m.encode() in body for m in _QUEUE_MISSING)
-
-
-def peer_error(status: int, body: bytes) -> HTTPError:
-    """A peer's refusal as this worker's own: the same status, message and extra keys."""
-    try:
-        doc = json.loads(body)
-        message = doc.pop("message")
-    except (ValueError, TypeError, AttributeError, KeyError):
-        return HTTPError(status, body.decode("utf-8", "replace"))
-    return HTTPError(status, str(message), doc or None)
-
-
-def _judged(err: HTTPError, answers: list[tuple[int, bytes]]) -> HTTPError:
-    """The refusal of a request that failed here: this worker's, unless it lacks the queue
-    and a peer that has it refused the request (its arguments, or the id): then that one's;
-    and a peer's CHANNEL_NOT_FOUND over a TOPIC_NOT_FOUND here (the group has the topic)."""
-    if err.status == 404 and err.message in _QUEUE_MISSING:
-        for status, body in answers:
-            if status != 200 and not _queue_missing(status, body):
-                return peer_error(status, body)
-        if err.message == "TOPIC_NOT_FOUND":
-            for status, body in answers:
-                if status == 404 and b'"CHANNEL_NOT_FOUND"' in body:
-                    return peer_error(status, body)
-    return err
 
 
 def _wanted(req: Request) -> tuple[int, int]:

@@ -1,0 +1,89 @@
+"""Answers of a group that the HTTP differential fuzz (test_http_fuzz.py) found unlike one
+nsqd's, each where a topic is in one worker alone (published there) and the request lands in
+the other: asked of a worker's private HTTP without the peer header, which answers for the
+group as the shared port does, so the test picks the worker."""
+
+from __future__ import annotations
+
+import json
+
+from tests.ops.conftest import http_get, http_post, wait_until
+
+from .conftest import Group
+
+
+def _in_worker(group: Group, k: int, topic: str, *bodies: bytes) -> None:
+    with group.pin(k) as pub:
+        for body in bodies:
+            pub.pub(topic, body)
+
+
+def _stats(group: Group, k: int, query: str = "") -> dict:
+    status, body = http_get(f"http://{group.private_http(k)}/stats?format=json{query}")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_a_missing_channel_of_a_topic_a_peer_has_is_channel_not_found(group: Group) -> None:
+    """nsqd's CHANNEL_NOT_FOUND: the group has the topic (worker 1's), though worker 0, which
+    got the request, does not (it said TOPIC_NOT_FOUND)."""
+    group.start()
+    _in_worker(group, 1, "only1", b"x")
+    base = f"http://{group.private_http(0)}"
+    for action in ("delete", "empty", "pause", "unpause"):
+        answer = http_post(f"{base}/channel/{action}?topic=only1&channel=nope")
+        assert answer == (404, b'{"message":"CHANNEL_NOT_FOUND"}'), (action, answer)
+    answer = http_post(f"{base}/channel/delete?topic=none&channel=nope")
+    assert answer == (404, b'{"message":"TOPIC_NOT_FOUND"}'), answer
+
+
+def test_a_channel_filter_of_a_topic_a_peer_has_lists_no_topic(group: Group) -> None:
+    """/stats?topic=T&channel=C where the group has T but not C: nsqd's empty list, not the
+    null of a topic no worker has (worker 0's own answer was null)."""
+    group.start()
+    _in_worker(group, 1, "only1", b"x")
+    assert _stats(group, 0, "&topic=only1&channel=nope")["topics"] == []
+    assert _stats(group, 0, "&topic=none&channel=nope")["topics"] is None
+    assert _stats(group, 0, "&topic=none")["topics"] is None
+
+
+def test_a_channel_made_where_its_topic_is_not_is_made_in_every_worker(group: Group) -> None:
+    """A channel create of a topic that one worker alone has, asked of either worker, makes
+    the topic and the channel in both: what either takes afterwards reaches the channel
+    (worker 0 refused the create before, and its publishes stayed in its topic)."""
+    group.start()
+    _in_worker(group, 1, "a", b"1")  # asked of worker 0, which lacks it
+    _in_worker(group, 0, "b", b"1")  # asked of worker 0, which has it
+    base = f"http://{group.private_http(0)}"
+    for topic in ("a", "b"):
+        assert http_post(f"{base}/channel/create?topic={topic}&channel=c")[0] == 200
+    for k in (0, 1):
+        topics = group.worker_stats(k)["topics"]
+        names = {t["topic_name"]: [c["channel_name"] for c in t["channels"]] for t in topics}
+        assert names == {"a": ["c"], "b": ["c"]}, (k, names)
+    for k in (0, 1):
+        _in_worker(group, k, "a", b"2")
+        _in_worker(group, k, "b", b"2")
+
+    def settled() -> bool:
+        topics = _stats(group, 1)["topics"]
+        return all((t["depth"], t["channels"][0]["depth"]) == (0, 3) for t in topics)
+
+    wait_until(settled, 5, "every message in channel c")
+
+
+def test_a_channel_made_under_a_paused_topic_takes_none_of_its_messages(group: Group) -> None:
+    """Topic t paused in the group while worker 0 lacked it; a publish then made worker 0's
+    copy, unpaused. A channel create now pauses that copy before making the channel: as in
+    one nsqd, the paused topic keeps its messages (worker 0's went into the channel)."""
+    group.start()
+    _in_worker(group, 1, "t", b"1")
+    assert http_post(f"http://{group.private_http(1)}/topic/pause?topic=t")[0] == 200
+    _in_worker(group, 0, "t", b"2")
+    made = http_post(f"http://{group.private_http(0)}/channel/create?topic=t&channel=c")
+    assert made[0] == 200, made
+    for k in (0, 1):
+        (topic,) = group.worker_stats(k)["topics"]
+        assert (topic["paused"], topic["depth"], topic["channels"][0]["depth"]) == (True, 1, 0)
+    (topic,) = _stats(group, 0)["topics"]
+    assert (topic["paused"], topic["depth"], topic["channels"][0]["depth"]) == (True, 2, 0)
