@@ -57,11 +57,15 @@ class Connection:
             self.sock.close()
         self.sock, self.buf = None, b""
 
+    def port(self) -> int:
+        """The port a new connection goes to."""
+        return self.daemon.http_port
+
     def _open(self) -> socket.socket:
         if self.sock is not None and select.select([self.sock], [], [], 0)[0]:
             self.close()  # closed by the daemon since its last answer (or sending junk)
         if self.sock is None:
-            self.sock = socket.create_connection((HOST, self.daemon.http_port), IO_TIMEOUT)
+            self.sock = socket.create_connection((HOST, self.port()), IO_TIMEOUT)
             self.sock.settimeout(IO_TIMEOUT)
         return self.sock
 
