@@ -332,7 +332,7 @@ class Lookupd:
         if self.registrar.infos() and not self.broker.loading:
             # A new topic waits for nsqlookupd's list of its channels before fanning out, so
             # the first messages reach every channel the cluster knows (nsqd's GetTopic).
-            topic.awaiting_lookup = True
+            topic.hold()
             self.broker.spawn(lambda: self._precreate_channels(topic))
         self.registrar.register(topic.name)
 
@@ -342,7 +342,7 @@ class Lookupd:
                 if not name.endswith("#ephemeral") and not topic.deleted:
                     topic.get_channel(name)
         finally:
-            topic.lookup_done()
+            topic.release()
 
     def topic_deleted(self, topic: Topic) -> None:
         self.registrar.unregister(topic.name)

@@ -92,9 +92,10 @@ class Topic:
         self.paused = False
         self.deleted = False
         self._pumping = False
-        # A new topic waits for nsqlookupd's list of its channels before fanning out, so the
-        # first messages reach every channel the cluster knows (nsqd's GetTopic).
-        self.awaiting_lookup = False
+        # A new topic keeps its messages while a listener looks up where they go (a hold
+        # each): nsqlookupd's list of its channels, so the first messages reach every channel
+        # the cluster knows (nsqd's GetTopic); the group's pause (group/new_topics.py).
+        self.holds = 0
         self.guid = GUIDFactory(settings.node_id)
         self.message_count = 0
         self.message_bytes = 0
@@ -112,10 +113,14 @@ class Topic:
 
     @property
     def _flowing(self) -> bool:
-        return bool(self._fanout) and not self.paused and not self.awaiting_lookup
+        return bool(self._fanout) and not self.paused and not self.holds
 
-    def lookup_done(self) -> None:
-        self.awaiting_lookup = False
+    def hold(self) -> None:
+        """Keep what is published in the topic's queue until `release` (as while paused)."""
+        self.holds += 1
+
+    def release(self) -> None:
+        self.holds -= 1
         self._start_pump()
 
     @property

@@ -10,7 +10,8 @@
 - its pulls: for each channel that has consumers here, one Pull per peer (pull.py), started
   or woken when a consumer's credit changes (the channel's `starved` port), stopped when the
   channel's consumers here left;
-- as a Hooks listener of the broker: a durable channel made here is made in every peer."""
+- as a Hooks listener of the broker: a durable channel made here is made in every peer, and a
+  topic made here at run time takes the group's pause (new_topics.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from .kept import ASK_ERRORS, PEER_HEADER, KeptConnections
 from .keys import KeyOwners
 from .links import Links
 from .messages import GroupMessages
+from .new_topics import NewTopics
 from .pull import Pull, is_link
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ class Worker:
         self._connections = KeptConnections()  # every ask of a peer's private HTTP
         self._fanout: FanOut | None = None
         self._catch_up: CatchUp | None = None  # with HTTP, where the peers can be asked
+        self._new_topics: NewTopics | None = None  # likewise
         if http is not None:
             fanout = self._fanout = FanOut(broker, http.api, self._peer_http, self._connections)
             fanout.missed = missed.Missed(identity, fanout.ask, ASK_TIMEOUT)
@@ -86,6 +89,7 @@ class Worker:
             GroupAttributes(fanout).install(http.api.routes)
             catch_up = self._catch_up = CatchUp(fanout, http.node)
             catch_up.install(http.api.routes)
+            self._new_topics = NewTopics(fanout)
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)
@@ -188,14 +192,19 @@ class Worker:
         self._stop((topic.name, channel.name))
 
     def topic_created(self, topic: Topic) -> None:
+        """One made at run time takes the group's pause (at start the catch-up's does)."""
         self._remade(topic.name, None)
+        new_topics, nursery = self._new_topics, self._nursery
+        if new_topics is not None and nursery is not None and not self.broker.loading:
+            new_topics.made(topic, nursery)
 
     def topic_deleted(self, topic: Topic) -> None:
         for name in list(topic.channels):
             self._stop((topic.name, name))
 
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
-        pass
+        if channel is None and self._new_topics is not None:
+            self._new_topics.changed(topic)
 
     async def _make_in_peers(self, topic: str, channel: str, made: Callable[[], None]) -> None:
         """/topic/create then /channel/create in each peer, all at once (nsqd makes no topic

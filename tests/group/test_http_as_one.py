@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.ops.conftest import http_get, http_post, wait_until
 
 from .conftest import Group
@@ -87,3 +89,31 @@ def test_a_channel_made_under_a_paused_topic_takes_none_of_its_messages(group: G
         assert (topic["paused"], topic["depth"], topic["channels"][0]["depth"]) == (True, 1, 0)
     (topic,) = _stats(group, 0)["topics"]
     assert (topic["paused"], topic["depth"], topic["channels"][0]["depth"]) == (True, 2, 0)
+
+
+def test_a_topic_made_in_a_worker_after_the_pause_takes_it(group: Group) -> None:
+    """Topic t made in worker 0 alone and paused in the group; a PUB into worker 1, which
+    lacked it, makes worker 1's copy: paused too, as one nsqd's paused topic keeps every
+    message until the unpause (it was made unpaused, and its channel delivered at once)."""
+    group.start()
+    _in_worker(group, 0, "t", b"0")
+    assert http_post(f"http://{group.private_http(0)}/topic/pause?topic=t")[0] == 200
+    _in_worker(group, 1, "t", b"1")
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(10)
+        sub.sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            kind, data = sub.frame()
+            raise AssertionError(f"delivered while paused: {kind} {data[26:]!r}")
+        sub.sock.settimeout(5.0)
+        assert http_post(f"http://{group.private_http(0)}/topic/unpause?topic=t")[0] == 200
+        bodies = []
+        for _ in range(2):
+            msg_id, body = sub.message()
+            sub.fin(msg_id)
+            bodies.append(body)
+        assert sorted(bodies) == [b"0", b"1"]
+        sub.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sub.frame()  # each once
