@@ -143,8 +143,9 @@ class FanOut:
         """A channel made in the group is made in every worker, as a SUB's is (worker.py): a
         worker that lacked its topic (published in another worker alone) refused the create,
         and what it took later missed the channel. So the topic is made first in every
-        worker that lacks it, and paused in each if the group's is (a worker's copy made by a
-        publish since the pause was not: its new channel would take its messages)."""
+        worker that lacks it, and paused in each if the group's is (a copy made since the
+        pause takes it too, new_topics.py, once its peers have answered: here, before the
+        create is answered)."""
 
         async def handle(req: Request) -> Any:
             if not req.peer:
