@@ -170,7 +170,9 @@ def test_an_nsq_publish_in_worker_1_reaches_a_blocked_pop_in_worker_0(group: Res
     wait_until(lambda: "c" in group.channels(1), START_TIMEOUT, "the channel in worker 1")
     with group.pin(1) as pub:
         pub.pub("t", b"early")
-    assert group.channels(1)["c"]["depth"] == 1
+    # worker 1 made the topic at run time: it holds it until its peers said whether the
+    # group's is paused (group/new_topics.py), then the message reaches the channel
+    wait_until(lambda: group.channels(1)["c"]["depth"] == 1, 5, "the message in the channel")
     # a blocked pop is a consumer in worker 0: its pull brings the message from worker 1
     assert r.blpop([CH], timeout=5) == (CH.encode(), b"early")
 
