@@ -85,6 +85,24 @@ def auth(s: Session, argv: list[bytes]) -> bytes:
     return OK
 
 
+def _hello_options(s: Session, argv: list[bytes], j: int) -> None:
+    """HELLO's AUTH and SETNAME, each done as it is read (Redis 7.0's helloCommand): a name
+    before a bad option or a wrong password stays set, a bad name fails before what follows."""
+    while j < len(argv):
+        opt, more = argv[j].lower(), len(argv) - 1 - j
+        if opt == b"auth" and more >= 2:
+            if not _authenticate(s, argv[j + 1], argv[j + 2]):
+                raise ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
+            j += 2
+        elif opt == b"setname" and more:
+            setname(s, argv[j + 1])
+            j += 1
+        else:
+            text = argv[j].decode("utf-8", "surrogateescape")
+            raise ReplyError(f"ERR Syntax error in HELLO option '{text}'")
+        j += 1
+
+
 @command("hello", -1, noauth=True)
 def hello(s: Session, argv: list[bytes]) -> bytes:
     j = 1
@@ -96,29 +114,13 @@ def hello(s: Session, argv: list[bytes]) -> bytes:
         j = 2
     else:
         enc = s.enc
-    user = password = name = None
-    while j < len(argv):
-        opt, more = argv[j].lower(), len(argv) - 1 - j
-        if opt == b"auth" and more >= 2:
-            user, password = argv[j + 1], argv[j + 2]
-            j += 2
-        elif opt == b"setname" and more:
-            name = argv[j + 1]
-            j += 1
-        else:
-            text = argv[j].decode("utf-8", "surrogateescape")
-            raise ReplyError(f"ERR Syntax error in HELLO option '{text}'")
-        j += 1
-    if user is not None and password is not None and not _authenticate(s, user, password):
-        raise ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
+    _hello_options(s, argv, j)
     if not s.authed:
         raise ReplyError(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
             "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
             "select the RESP protocol version at the same time"
         )
-    if name is not None:
-        setname(s, name)
     s.enc = enc
     pubsub_mode(s)  # RESP3 lifts RESP2's subscribed-mode limits, RESP2 puts them back
     return enc.map(
