@@ -7,6 +7,8 @@ dispatches through a table where every other command refuses, as processCommand 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from protocol.resp.codec import array, bulk, integer
 
 from .. import glob
@@ -16,7 +18,10 @@ ALLOWED = {b"subscribe", b"unsubscribe", b"psubscribe", b"punsubscribe", b"ping"
            b"reset", b"ssubscribe", b"sunsubscribe"}  # fmt: skip
 
 
-def _refuse(name: str) -> Command:
+def _refuse(cmd: Command) -> Command:
+    """`cmd` refusing, under its full name ('client|getname'): a container keeps its
+    subcommands, so that an unknown one or a wrong arity is told first, as processCommand."""
+    name = cmd.name
     error = (
         f"ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT "
         "/ RESET are allowed in this context"
@@ -27,7 +32,8 @@ def _refuse(name: str) -> Command:
             return exec_abort(s, ReplyError(error).reply)
         raise ReplyError(error)
 
-    return Command(name, refuse, TABLE[name.encode()].arity)
+    subs = cmd.subcommands and {k: _refuse(sub) for k, sub in cmd.subcommands.items()}
+    return replace(cmd, fn=refuse, subcommands=subs)
 
 
 def _subscribed_ping(s: Session, argv: list[bytes]) -> bytes:
@@ -44,7 +50,7 @@ def restricted() -> dict[bytes, Command]:
     every command has registered by then)."""
     if not _RESTRICTED:
         for name, cmd in TABLE.items():
-            _RESTRICTED[name] = cmd if name in ALLOWED else _refuse(cmd.name)
+            _RESTRICTED[name] = cmd if name in ALLOWED else _refuse(cmd)
         _RESTRICTED[b"ping"] = Command("ping", _subscribed_ping, -1)
     return _RESTRICTED
 
