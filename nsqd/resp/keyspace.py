@@ -73,6 +73,12 @@ class Keyspace(TypedValues):
             watch.touch(self, rec)
         self.record(rec)
 
+    def touched(self, key: bytes) -> None:
+        """Redis's signalModifiedKey where nothing changed (an LTRIM that keeps the whole
+        list): the key's WATCHers' EXEC fails; nothing is logged."""
+        if self.watchers:
+            watch.touch(self, (b"TOUCHED", key))
+
     # -- lookups (lazy expiry) -----------------------------------------------------------
 
     def get(self, key: bytes) -> Value | None:

@@ -349,6 +349,8 @@ def ltrim(s: Session, argv: list[bytes]) -> bytes:
         s.ks.ltrim(argv[1], 1, 0)
     elif span != (0, len(lst) - 1):
         s.ks.ltrim(argv[1], *span)
+    else:
+        s.ks.touched(argv[1])  # nothing to log, but ltrimCommand signals the key all the same
     return OK
 
 
