@@ -25,7 +25,9 @@ KEYS = [b"k0", b"k1", b"k2", b"k3", b"k4", b"k5"]
 MEMBERS = [b"a", b"b", b"c", b"d", b"1", b"2", b"-3", b"10", b""]
 INTS = [b"0", b"1", b"2", b"-1", b"3", b"-5", b"10", b"100"]
 BAD_INTS = [b"abc", b"1.5", b"", b" 1", b"9223372036854775808", b"0x10", b"+1", b"1e3"]
-FLOATS = [b"0", b"1", b"-2", b"1.5", b"-0.25", b"10", b"3e2", b"inf", b"-inf"]
+# doubles print as %.17g: 0.10000000000000001, 1e+20, -1.4999999999999999e-07
+FLOATS = [b"0", b"1", b"-2", b"1.5", b"-0.25", b"10", b"3e2", b"inf", b"-inf", b"0.1", b"1e20",
+          b"-1.5e-7"]  # fmt: skip
 BAD_FLOATS = [b"abc", b"nan", b"", b"1.5.2", b"(1", b"1e"]
 RANGES = [b"-inf", b"+inf", b"(1", b"(-2", b"1.5", b"0", b"10", b"(10"]
 EDGE_INTS = [b"9223372036854775807", b"-9223372036854775808", b"9223372036854775806"]
@@ -41,6 +43,7 @@ class Gen:
     start: int = 0  # unix seconds at the run's start, for EXAT and EXPIREAT
     expiries: list[int] = field(default_factory=list)
     in_multi: int = 0  # the commands left before the EXEC or DISCARD of a MULTI sent
+    resp3: bool = False  # the connection's own commands too (HELLO, CLIENT, SUBSCRIBE)
 
     def key(self) -> bytes:
         return self.rng.choice(KEYS)
@@ -98,14 +101,15 @@ class Gen:
             self.in_multi = 0
             return [b"EXEC"] if self.rng.random() < 0.85 else [b"DISCARD"]
         self.in_multi = max(self.in_multi - 1, 0)
-        make = self.rng.choices(MAKERS, weights=[w for w, _ in FAMILIES])[0]
+        families = FAMILIES_RESP3 if self.resp3 else FAMILIES
+        make = self.rng.choices([m for _, m in families], weights=[w for w, _ in families])[0]
         argv = make(self)
         if argv == [b"MULTI"]:
             self.in_multi = self.in_multi or self.rng.randint(2, 8)
         r = self.rng.random()
         if r < 0.03 and len(argv) > 1:  # wrong arity, or a variadic one cut short
             return argv[: self.rng.randint(1, len(argv) - 1)]
-        if r < 0.05 and argv[0] not in (b"BLPOP", b"BRPOP"):  # whose last word is the timeout
+        if r < 0.05 and argv[0] not in LAST_WORD_FIXED:
             return [*argv, self.value()]
         return argv
 
@@ -342,8 +346,37 @@ def _transactions(g: Gen) -> list[bytes]:
     ])  # fmt: skip
 
 
+# -- the connection's own (RESP3 runs only) ------------------------------------------------
+
+
+def _connection(g: Gen) -> list[bytes]:
+    """HELLO (3 mostly: a HELLO 2 puts the connection on RESP2 until the next HELLO 3), its
+    AUTH (the default user has no password: any password passes) and SETNAME options, CLIENT
+    SETNAME/GETNAME, and one channel's SUBSCRIBE/UNSUBSCRIBE (no PUBLISH: replies only)."""
+    name = g.rng.choice([b"fuzz", b"", b"a b", b"x\n", b"\xc3\xa9", b"n-1"])
+    hello = [b"HELLO", g.rng.choice([b"3", b"3", b"3", b"3", b"3", b"2", b"4", b"1", b"x"])]
+    return g.rng.choice([
+        lambda: hello,
+        lambda: [b"HELLO"],
+        lambda: [*hello, b"SETNAME", name],
+        lambda: [*hello, b"AUTH", g.rng.choice([b"default", b"nobody"]), g.value()],
+        lambda: [*hello, b"SETNAME", name, *g.rng.choice([[b"FOO"], [b"AUTH", b"nobody", b"p"],
+                                                        [b"AUTH", b"default", b"p"]])],
+        lambda: [b"HELLO", b"3", b"SETNAME", name, b"AUTH", b"nobody", b"p"],
+        lambda: [b"CLIENT", b"SETNAME", name],
+        lambda: [b"CLIENT", b"GETNAME"],
+        lambda: [b"CLIENT", b"GETNAME"],
+        lambda: [b"SUBSCRIBE", b"ch"],
+        lambda: [b"UNSUBSCRIBE", *g.opt(0.6, b"ch")],  # thrice: out of RESP2's subscribed
+        lambda: [b"UNSUBSCRIBE", *g.opt(0.6, b"ch")],  # mode, where nearly every command
+        lambda: [b"UNSUBSCRIBE", *g.opt(0.6, b"ch")],  # is refused, sooner
+    ])()  # fmt: skip
+
+
+# commands not to append a word to: a BLPOP/BRPOP's last word is its timeout; one channel
+LAST_WORD_FIXED = (b"BLPOP", b"BRPOP", b"SUBSCRIBE", b"UNSUBSCRIBE")
 FAMILIES: list[tuple[int, Callable[[Gen], list[bytes]]]] = [
     (5, _strings), (4, _keys), (7, _lists), (3, _hashes), (3, _sets), (4, _zsets),
     (2, _transactions),
 ]  # fmt: skip
-MAKERS = [make for _, make in FAMILIES]
+FAMILIES_RESP3 = [*FAMILIES, (3, _connection)]

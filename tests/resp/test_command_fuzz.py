@@ -1,8 +1,11 @@
 """The seeded command fuzz (command_fuzz.py, fuzz_compare.py) against redis-server 7.0.15,
 bounded: fixed seeds of random command sequences over six keys, every reply compared with
-redis-server's (TTLs within a drift, unordered replies sorted). A mismatch names the seed,
-the command and both replies; `python -m tests.resp.fuzz_compare FIRST COUNT [LENGTH]`
-runs more seeds."""
+redis-server's (TTLs within a drift, unordered replies sorted). Over RESP2, and over RESP3
+(both connections open with HELLO 3; maps and sets compared order-free, doubles as Redis
+prints them) with the connection's own commands added: HELLO 2/3/4 with AUTH and SETNAME,
+CLIENT SETNAME/GETNAME, one channel's SUBSCRIBE/UNSUBSCRIBE push frames. A mismatch names
+the seed, the command and both replies; `python -m tests.resp.fuzz_compare FIRST COUNT
+[LENGTH [PROTOCOL]]` runs more seeds."""
 
 from __future__ import annotations
 
@@ -26,5 +29,19 @@ def test_random_commands_answer_as_redis(pair: Pair) -> None:
     for kind, least in {
         b":": 1500, b"$": 400, b"*": 400, b"+": 1000, b"-WRONGTYPE": 2000, b"-ERR": 800,
         b"-EXECABORT": 10, b"EXEC*": 100,
+    }.items():  # fmt: skip
+        assert seen[kind] >= least, (kind, seen)
+
+
+def test_random_commands_answer_as_redis_over_resp3(pair: Pair) -> None:
+    redis, ours = pair.by_kind["plain"]
+    seen: Counter[bytes] = Counter()
+    for seed in SEEDS:
+        miss = run_seed(seed, redis.port, ours.port, LENGTH, seen, protocol=3)
+        assert miss is None, str(miss)
+    # RESP3's types come (nulls, maps, sets, doubles, push frames), and the HELLO paths
+    for kind, least in {
+        b"_": 400, b"%": 100, b"~": 20, b",": 10, b">": 200, b"*": 400, b"EXEC*": 100,
+        b"-NOPROTO": 30, b"-WRONGPASS": 30, b"-WRONGTYPE": 2000,
     }.items():  # fmt: skip
         assert seen[kind] >= least, (kind, seen)
