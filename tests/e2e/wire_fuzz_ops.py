@@ -122,14 +122,17 @@ def _pick(rng: _Rng, good: tuple[bytes, ...], bad: tuple[bytes, ...]) -> bytes:
 
 
 def _topic(rng: _Rng, topics: tuple[bytes, ...]) -> bytes:
-    bad = (b"", b"bad*name", b"x" * 65, b"a" * 64, b".", b"t#ephemeral", b"#ephemeral")
-    return _pick(rng, topics, bad)
+    # invalid names, and valid edge ones named after the seed: the daemons serve many seeds,
+    # and a shared valid name (".", "t#ephemeral") would deliver one seed's messages to another
+    edge = (topics[0].ljust(64, b"."), topics[0].ljust(65, b"_"), topics[0] + b"#ephemeral#x")
+    return _pick(rng, topics, (b"", b"bad*name", b"#ephemeral", b"a b", *edge))
 
 
 def _channel(rng: _Rng, conn: str) -> bytes:
     # one channel set per connection: two consumers of one channel would race for its messages
     good = (f"c{conn}".encode(), f"c{conn}#ephemeral".encode(), f"d{conn}".encode())
-    return _pick(rng, good, (b"", b"c!", b"y" * 65, b"z" * 64, b"#ephemeral", b"e#ephemeral#x"))
+    edge = (conn.encode().ljust(64, b"z"), b"y" * 65, b"e#ephemeral#x")  # 64: valid, its own
+    return _pick(rng, good, (b"", b"c!", b"#ephemeral", *edge))
 
 
 def _body(rng: _Rng, n: int) -> bytes:
