@@ -74,7 +74,9 @@ _IDENTIFY_FIELDS: dict[str, tuple[object, ...]] = {
     "user_agent": ("fuzz/1.0", "", {}, 7),
     "heartbeat_interval": (-1, 0, 10000, 60000, 60001, 999, -2, "10000", 1.5, None, True),
     "output_buffer_size": (-1, 0, 64, 63, 1024, 65536, 65537, "x", 1e3),
-    "output_buffer_timeout": (-1, 0, 10, 30, 31, 9, "x", -2),
+    # not -1 (timed flushes off): nsqd then holds a delivery until its next flush (a response,
+    # an error, RDY reached or lowered), ours sends it at once; docs/compatibility.md
+    "output_buffer_timeout": (0, 10, 30, 31, 9, "x", -2),
     "sample_rate": (0, 99, 100, -1, "x", 2**31),
     "msg_timeout": (0, 30000, 900000, 900001, 999, -5, "x", 2**40),
     "feature_negotiation": (True, False, "true", 1, None),
