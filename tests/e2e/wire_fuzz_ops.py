@@ -127,7 +127,8 @@ def _topic(rng: _Rng, topics: tuple[bytes, ...]) -> bytes:
     # invalid names, and valid edge ones named after the seed: the daemons serve many seeds,
     # and a shared valid name (".", "t#ephemeral") would deliver one seed's messages to another
     edge = (topics[0].ljust(64, b"."), topics[0].ljust(65, b"_"), topics[0] + b"#ephemeral#x")
-    return _pick(rng, topics, (b"", b"bad*name", b"#ephemeral", b"a b", *edge))
+    spaced = topics[0] + b" !"  # an extra argument (never a valid topic and channel: shared)
+    return _pick(rng, topics, (b"", b"bad*name", b"#ephemeral", spaced, *edge))
 
 
 def _channel(rng: _Rng, conn: str) -> bytes:
@@ -153,7 +154,7 @@ def _sub(rng: _Rng, conn: str, topics: tuple[bytes, ...]) -> Step:
 
 def _pub(rng: _Rng, conn: str, topics: tuple[bytes, ...]) -> Step:
     if rng.flag(0.05):
-        return Step(conn, rng.choice((b"PUB", b"PUB a b")), body=b"x", answers=1)
+        return Step(conn, rng.choice((b"PUB", b"PUB " + topics[0] + b" x")), body=b"x", answers=1)
     return Step(conn, b"PUB " + _topic(rng, topics), body=_body(rng, -1), answers=1)
 
 
