@@ -35,22 +35,26 @@ def merge(docs: list[list[dict[str, Any]] | None]) -> list[dict[str, Any]] | Non
             if into is None:
                 topics[topic["topic_name"]] = topic
                 continue
-            for key in _TOPIC_SUMS:
-                into[key] += topic[key]
-            into["paused"] = into["paused"] or topic["paused"]
+            _fold(into, topic, _TOPIC_SUMS)
             channels = {c["channel_name"]: c for c in into["channels"]}
             for channel in topic["channels"]:
                 have = channels.get(channel["channel_name"])
                 if have is None:
                     channels[channel["channel_name"]] = channel
                     continue
-                for key in _CHANNEL_SUMS:
-                    have[key] += channel[key]
-                have["paused"] = have["paused"] or channel["paused"]
+                _fold(have, channel, _CHANNEL_SUMS)
                 if channel["clients"] is not None:
                     have["clients"] = (have["clients"] or []) + channel["clients"]
             into["channels"] = [channels[name] for name in sorted(channels)]
     return [topics[name] for name in sorted(topics)]
+
+
+def _fold(into: dict[str, Any], part: dict[str, Any], sums: tuple[str, ...]) -> None:
+    """One worker's topic or channel added into the group's: its counts summed, paused if
+    paused in any worker."""
+    for key in sums:
+        into[key] += part[key]
+    into["paused"] = into["paused"] or part["paused"]
 
 
 def _drop_links(topic: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "http"))
 from http_grammar import Request
 from nsqhttp_support import Daemon, ReferenceUnavailable, reference_nsqd, start
-from test_http_fuzz import FLAGS, Connection, run_seed
+from test_http_fuzz import FLAGS, Connection, compared
 
 from .conftest import Group
 
@@ -91,12 +91,4 @@ def test_fuzzed_requests_answered_by_a_group_as_go(pair: tuple[Group, Daemon], s
     print(f"group http fuzz seed {seed}: {REQUESTS} requests")
     privates = [int(group.private_http(k).rpartition(":")[2]) for k in range(group.count)]
     ours = Rotating(GroupTarget(group.http, group.tcp, group.workdir), [group.http, *privates])
-    ref = Rotating(ref_daemon, [ref_daemon.http_port])
-    try:
-        mismatches = run_seed(seed, REQUESTS, ours, ref)
-    finally:
-        ours.close()
-        ref.close()
-    assert not mismatches, f"{len(mismatches)} differences from nsqd v1.3.0:\n" + "\n".join(
-        mismatches[:20]
-    )
+    compared(seed, REQUESTS, ours, Rotating(ref_daemon, [ref_daemon.http_port]))

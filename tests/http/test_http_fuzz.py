@@ -223,9 +223,13 @@ def pair() -> Iterator[tuple[Daemon, Daemon]]:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_fuzzed_requests_answered_as_go(pair: tuple[Daemon, Daemon], seed: int) -> None:
     print(f"http fuzz seed {seed}: {REQUESTS} requests (NSQD_HTTP_FUZZ_SEEDS={seed} replays)")
-    ours, ref = Connection(pair[0]), Connection(pair[1])
+    compared(seed, REQUESTS, Connection(pair[0]), Connection(pair[1]))
+
+
+def compared(seed: int, requests: int, ours: Connection, ref: Connection) -> None:
+    """The seed's `requests` sent to both (the connections closed after): no difference."""
     try:
-        mismatches = run_seed(seed, REQUESTS, ours, ref)
+        mismatches = run_seed(seed, requests, ours, ref)
     finally:
         ours.close()
         ref.close()
