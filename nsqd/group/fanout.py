@@ -49,7 +49,7 @@ from .refusals import refusal
 if TYPE_CHECKING:
     from ..engine.broker import Broker
     from ..http.routes import API
-    from .missed import Missed, Peer
+    from .missed import Change, Missed, Peer
 
 # set while an admin request is served: what it makes here is made in the peers by that
 # request's own fan-out (or was asked by a peer), so the worker's hooks ask no peer again
@@ -78,6 +78,9 @@ class FanOut:
         # answered it and those that refused the connection: who missed it makes it at its
         # next start, and a down peer's partition counts as the group's (missed.py)
         self.missed: Missed | None = None
+        # told of an admin change asked here that failed here (a pause or unpause of a topic
+        # this worker lacks is the newest word on it when it makes the topic: new_topics.py)
+        self.lacked: Callable[[Change], None] = _nothing
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -115,6 +118,8 @@ class FanOut:
             finally:
                 ASKED.reset(token)
             change = change_of(req)  # its arguments were read and judged good
+            if failed is not None and change is not None:
+                self.lacked(change)
             if req.peer:  # asked by a peer: this worker alone
                 if change is not None and self.missed is not None:
                     await self.missed.served(change)
@@ -369,6 +374,10 @@ _CONFIG_BODIES: dict[str, Callable[[dict[str, Any]], bytes]] = {
     "nsqlookupd_tcp_addresses": lambda values: json.dumps(values["lookupd_tcp_address"]).encode(),
     "log_level": lambda values: str(values["log_level"]).encode(),
 }
+
+
+def _nothing(change: Change) -> None:
+    pass
 
 
 def _valid(name: str) -> bool:

@@ -1,0 +1,92 @@
+"""A topic a worker makes while the group's unpause is on its way takes the unpause
+(--workers; new_topics.py): the newest pause change wins, not any peer's pause.
+
+The race, played in a fixed order: the test sends the unpause as the group's fan-out does
+(each worker asked alone, with the peer header, on its private HTTP listener), to some workers
+first and to one late peer (a slow one, which answers a question that came after the unpause
+was sent, still paused) last, and makes the topic in worker 1 in between. With any peer's
+pause winning, worker 1 settled paused and stayed so while the group said unpaused: its
+consumers never got what was published there."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.ops.conftest import http_post, wait_until
+
+from .conftest import PEER_HEADER, Group
+
+WAIT = 5.0
+
+
+def _alone(group: Group, k: int, target: str) -> int:
+    """`target` (an admin path and query) made in worker k alone, as a peer asks it: status."""
+    url = f"http://{group.private_http(k)}/{target}"
+    req = urllib.request.Request(url, data=b"", headers={PEER_HEADER: "1"})
+    try:
+        with urllib.request.urlopen(req, timeout=WAIT) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def _paused(group: Group, k: int, topic: str) -> bool | None:
+    """Worker k's paused flag of `topic` (None: it has no such topic)."""
+    topics = group.worker_stats(k, f"&topic={topic}")["topics"] or ()
+    return next((t["paused"] for t in topics if t["topic_name"] == topic), None)
+
+
+@pytest.mark.parametrize(
+    ("count", "early", "late"),
+    [
+        # worker 2 made the unpause (and told worker 1, which lacked the topic: a 404 there);
+        # worker 0 gets it after it answered worker 1's question
+        (3, [2, 1], [0]),
+        # the same, worker 1 made the unpause (a 404 there), worker 0 late: only worker 1's
+        # own word is newer than worker 0's pause
+        (2, [1], [0]),
+        # worker 1's word gone (it came over a few seconds before the topic was made here):
+        # worker 2's answer, unpaused since after worker 0's pause, is the newest
+        (3, [2], [0, 1]),
+    ],
+    ids=["three-workers", "origin-lacked-it", "newest-peer"],
+)
+def test_a_topic_made_during_an_unpause_takes_the_unpause(
+    workdir, count: int, early: list[int], late: list[int]
+) -> None:
+    group = Group(workdir, count).start()
+    try:
+        url = f"http://127.0.0.1:{group.http}"
+        for k in range(count):  # the topic in every worker but 1 (published there alone)
+            if k != 1:
+                assert _alone(group, k, "topic/create?topic=t") == 200
+        assert http_post(f"{url}/topic/pause?topic=t")[0] == 200
+        others = [k for k in range(count) if k != 1]
+        wait_until(lambda: all(_paused(group, k, "t") for k in others), WAIT, "the pause")
+        for k in early:  # the unpause reaches these first; worker 1 lacks the topic
+            assert _alone(group, k, "topic/unpause?topic=t") == (404 if k == 1 else 200)
+        with group.pin(1) as sub:
+            sub.sub("t", "c")  # made in worker 1 now: it asks its peers whether it is paused
+            sub.rdy(1)
+            with group.pin(1) as pub:
+                pub.pub("t", b"published in worker 1")
+            sub.sock.settimeout(0.1)
+
+            def delivered_or_paused() -> tuple[int, bytes] | bool | None:
+                try:
+                    return sub.frame()
+                except TimeoutError:
+                    return _paused(group, 1, "t")
+
+            settled = wait_until(delivered_or_paused, WAIT, "worker 1's topic settled")
+            assert settled is not True, "worker 1 settled paused: the group's unpause is lost there"
+            assert settled[0] == 2 and settled[1][26:] == b"published in worker 1", settled
+        for k in late:  # the late peers serve the unpause only now
+            assert _alone(group, k, "topic/unpause?topic=t") == 200
+        assert [_paused(group, k, "t") for k in range(count)] == [False] * count
+    finally:
+        status = group.stop()
+        assert status in (None, 0, -15), group.log_text()[-3000:]
