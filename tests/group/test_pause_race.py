@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -55,7 +56,7 @@ def _paused(group: Group, k: int, topic: str) -> bool | None:
     ids=["three-workers", "origin-lacked-it", "newest-peer"],
 )
 def test_a_topic_made_during_an_unpause_takes_the_unpause(
-    workdir, count: int, early: list[int], late: list[int]
+    workdir: Path, count: int, early: list[int], late: list[int]
 ) -> None:
     group = Group(workdir, count).start()
     try:
