@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import urllib.error
+import urllib.request
 from collections import Counter
 
 import pytest
@@ -63,9 +65,13 @@ class Pinned:
     def request(
         self, method: str, path: str, body: bytes | None = None, timeout: float = 5.0
     ) -> tuple[int, bytes]:
-        daemon = helpers.Daemon.__new__(helpers.Daemon)  # its request() needs the port alone
-        daemon.http_port = self.group.http
-        return helpers.Daemon.request(daemon, method, path, body, timeout)
+        url = f"http://127.0.0.1:{self.group.http}{path}"
+        req = urllib.request.Request(url, data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
 
 
 def _kill(group: Group, what: str, flags: tuple[str, ...]) -> None:
