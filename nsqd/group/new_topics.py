@@ -7,8 +7,10 @@ unpaused, and a channel of it there took and delivered what that worker got. So 
 here at run time is held (Topic.hold: what is published stays in its queue, as a paused
 topic's does; a PUB's OK waits on nothing) until the peers have said whether they have it
 paused, and since when (GET /group/paused, a peer's only): the newest word wins, paused here
-if it is a pause, then released. A peer holding it still answers that it is not, with no time
-(it asks too: the topics made at once in two workers, never paused, both flow).
+if it is a pause, then released. A peer holding it (asking too) answers that it has no such
+topic: its copy is as new as this one, so it is no word on the pause (the topics made at once
+in two workers, never paused, both flow; and a pause refused by every worker for want of the
+topic a moment before is no word either: nsqd's 404, nothing paused).
 
 Newest, not any: a pause or unpause fans out to every worker at once, and one peer may answer
 before it served the change that another peer, or this worker, already served. With any
@@ -125,7 +127,9 @@ class NewTopics:
             raise HTTPError(404, "NOT_FOUND")
         await read_params(req)
         topic = self._fanout.broker.topics.get(req.arg("topic") or "")
-        view = None if topic is None else (self._since.get(topic, 0.0), topic.paused)
+        view: View | None = None  # none here, or one held: as new as the peer's
+        if topic is not None and self._asking.get(topic.name) is not topic:
+            view = (self._since.get(topic, 0.0), topic.paused)
         return JSONBody(json.dumps(view).encode())
 
 

@@ -10,6 +10,7 @@ consumers never got what was published there."""
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -88,6 +89,28 @@ def test_a_topic_made_during_an_unpause_takes_the_unpause(
         for k in late:  # the late peers serve the unpause only now
             assert _alone(group, k, "topic/unpause?topic=t") == 200
         assert [_paused(group, k, "t") for k in range(count)] == [False] * count
+    finally:
+        status = group.stop()
+        assert status in (None, 0, -15), group.log_text()[-3000:]
+
+
+def test_a_pause_no_worker_could_make_is_no_word_on_a_topic_made_after_it(
+    workdir: Path,
+) -> None:
+    """A pause of a topic no worker has is nsqd's 404 and pauses nothing; the topic made a
+    moment later in both workers at once (each asking the other, each holding its copy) is a
+    new one, unpaused. Both kept the refused pause as their newest word, and a peer holding
+    its copy answered "not paused, no time": the word won in each, and both stayed paused
+    (the group HTTP fuzz's seed 5 found it)."""
+    group = Group(workdir).start()
+    try:
+        url = f"http://127.0.0.1:{group.http}"
+        assert http_post(f"{url}/topic/pause?topic=t")[0] == 404
+        assert http_post(f"{url}/topic/create?topic=t")[0] == 200  # made in each worker
+        with group.pin(1) as pub:
+            pub.pub("t", b"x")
+        time.sleep(0.3)  # each worker's question answered (a few ms)
+        assert [_paused(group, k, "t") for k in range(2)] == [False, False]
     finally:
         status = group.stop()
         assert status in (None, 0, -15), group.log_text()[-3000:]
