@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..engine.api import Refused
-from ..http.v1 import V1, HTTPError, JSONBody, Request, read_params
+from ..http.v1 import V1, JSONBody, Request, read_params
 from ..log import LEVELS, log
 from .fanout import ASK_TIMEOUT
 from .kept import ASK_ERRORS
 
 if TYPE_CHECKING:
+    from ..http.routes import API
     from ..node import Node
     from .fanout import FanOut
 
@@ -33,9 +34,10 @@ class CatchUp:
         self._fanout = fanout  # the peers' private HTTP listeners, asked on kept connections
         self._node = node
 
-    def install(self, routes: dict[str, dict[str, Any]]) -> None:
+    def install(self, api: API) -> None:
         """Answer a starting peer's catch-up (GET /group/queues) from this worker."""
-        routes[CATCH_UP] = {"GET": (self._queues, True, V1)}
+        api.routes[CATCH_UP] = {"GET": (self._queues, True, V1)}
+        api.peer_only.add(CATCH_UP)
 
     async def run(self) -> None:
         """Make here the durable topics and channels that the peers up now have: one made
@@ -102,9 +104,7 @@ class CatchUp:
     async def _queues(self, req: Request) -> Any:
         """A starting peer's catch-up: this worker's durable topics and channels, each with
         its paused flag and attributes, and its log level; asked by a peer only (a client
-        gets nsqd's 404)."""
-        if not req.peer:
-            raise HTTPError(404, "NOT_FOUND")
+        gets nsqd's 404: API.peer_only)."""
         await read_params(req)
         queues: list[Queue] = []
         for topic in list(self.broker.topics.values()):

@@ -38,12 +38,13 @@ from weakref import WeakKeyDictionary
 
 import trio
 
-from ..http.v1 import V1, HTTPError, JSONBody, Request, query_string, read_params
+from ..http.v1 import V1, JSONBody, Request, query_string, read_params
 from ..log import log
 from .fanout import ASK_TIMEOUT
 
 if TYPE_CHECKING:
     from ..engine.topic import Topic
+    from ..http.routes import API
     from .fanout import FanOut
     from .missed import Change
 
@@ -65,9 +66,10 @@ class NewTopics:
         self._words: dict[str, View] = {}  # a pause or unpause asked here of a topic not here
         fanout.lacked = self.lacked
 
-    def install(self, routes: dict[str, dict[str, Any]]) -> None:
-        """Answer a peer's question about a topic it made (GET /group/paused)."""
-        routes[PAUSED] = {"GET": (self._answer, True, V1)}
+    def install(self, api: API) -> None:
+        """Answer a peer's question about a topic it made (GET /group/paused, a peer's only)."""
+        api.routes[PAUSED] = {"GET": (self._answer, True, V1)}
+        api.peer_only.add(PAUSED)
 
     def made(self, topic: Topic, nursery: trio.Nursery) -> None:
         """`topic` was made here at run time: held while the peers are asked."""
@@ -123,8 +125,6 @@ class NewTopics:
     async def _answer(self, req: Request) -> Any:
         """A peer's question: this worker's paused flag of the topic and when it last changed
         here (0: not since it was loaded), or null where it has no such topic."""
-        if not req.peer:
-            raise HTTPError(404, "NOT_FOUND")
         await read_params(req)
         topic = self._fanout.broker.topics.get(req.arg("topic") or "")
         view: View | None = None  # none here, or one held: as new as the peer's

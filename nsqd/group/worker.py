@@ -88,9 +88,9 @@ class Worker:
             fanout.install()
             GroupAttributes(fanout).install(http.api.routes)
             catch_up = self._catch_up = CatchUp(fanout, http.node)
-            catch_up.install(http.api.routes)
+            catch_up.install(http.api)
             self._new_topics = NewTopics(fanout)
-            self._new_topics.install(http.api.routes)
+            self._new_topics.install(http.api)
             GroupMessages(fanout, http.api.messages.max_body_size).install(http.api.routes)
             if broker.deduper is not None:  # --dedupe-window: a topic's keys have one owner
                 peer_http = partial(self._address, line=1)

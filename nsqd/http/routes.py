@@ -107,6 +107,9 @@ class API:
         self.attributes = AttributeHandlers(node, broker)
         self.messages = MessageHandlers(node, broker)
         self.relay: Relay = Here()  # a group's worker puts its own (nsqd/group/keys.py)
+        # paths a group's workers ask each other (nsqd/group/): a client's request to one
+        # gets nsqd's 404 whatever its method, as the Go nsqd, which has no such path
+        self.peer_only: set[str] = set()
         self.routes: dict[str, dict[str, Route]] = self._route_table()
         config = self.admin.config
         self.param_routes: dict[str, dict[str, Route]] = {
@@ -224,6 +227,8 @@ class API:
             return self._tls_required()
         method = req.method
         path = req.path
+        if path in self.peer_only and not req.peer:
+            return self._error(req, 404, "NOT_FOUND")
         if method == "POST" and path in RELAYED and self.relay.elsewhere(req.query_string):
             return await self.relay.forward(req)
         route, params = self._match(path, method)

@@ -6,12 +6,14 @@ group as the shared port does, so the test picks the worker."""
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 
 import pytest
 
 from tests.ops.conftest import http_get, http_post, wait_until
 
-from .conftest import Group
+from .conftest import PEER_HEADER, Group
 
 
 def _in_worker(group: Group, k: int, topic: str, *bodies: bytes) -> None:
@@ -117,3 +119,26 @@ def test_a_topic_made_in_a_worker_after_the_pause_takes_it(group: Group) -> None
         sub.sock.settimeout(0.5)
         with pytest.raises(TimeoutError):
             sub.frame()  # each once
+
+
+@pytest.mark.parametrize("path", ["/group/queues", "/group/paused?topic=t"])
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT", "OPTIONS"])
+def test_the_paths_workers_ask_each_other_are_not_a_clients(
+    group: Group, path: str, method: str
+) -> None:
+    """A client's request to a path only the workers ask each other gets the Go nsqd's answer
+    to a path it has not, whatever the method (a POST got 405 with `Allow: GET`, an OPTIONS
+    200, naming a route one nsqd lacks); a peer still gets its answer."""
+    group.start()
+    for url in (f"http://127.0.0.1:{group.http}{path}", f"http://{group.private_http(0)}{path}"):
+        req = urllib.request.Request(url, data=b"" if method != "GET" else None, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                answer = (resp.status, resp.read(), resp.headers.get("Allow"))
+        except urllib.error.HTTPError as exc:
+            answer = (exc.code, exc.read(), exc.headers.get("Allow"))
+        assert answer == (404, b'{"message":"NOT_FOUND"}', None), (url, answer)
+    req = urllib.request.Request(f"http://{group.private_http(0)}{path}")
+    req.add_header(PEER_HEADER, "1")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
