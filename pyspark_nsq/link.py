@@ -61,10 +61,13 @@ class Link:
 
     def start(self, rdy: int, rdy_open: bool) -> None:
         self.rdy = rdy
-        self.thread = threading.Thread(
-            target=self._run, name=f"nsq-{self.nsqd}-{self.index}", daemon=True
-        )
-        self.thread.start()
+        name = f"nsq-{self.nsqd}-{self.index}"
+        thread = threading.Thread(target=self._run, name=name, daemon=True)
+        thread.start()
+        # seen by finish() only once started: a consumer closed from another thread while
+        # the lookupd poll starts a link it found joined a thread not started yet (a
+        # RuntimeError out of close(); CI, test_spark_lookupd, once)
+        self.thread = thread
         if rdy_open:
             self.send(commands.rdy(self.rdy))
 
