@@ -52,6 +52,9 @@ CONFIGS: dict[str, tuple[list[str], int]] = {  # flags, warm-up PUBs
 
 
 def _label(key: Any) -> str:
+    if isinstance(key, tuple):
+        builtin, caller = key
+        return f"{_label(builtin)} in {_label(caller).split(' ')[-1]}"
     if isinstance(key, CodeType):
         path = Path(key.co_filename)
         try:
@@ -95,7 +98,7 @@ def _daemon(out: str, argv: list[str]) -> int:
             elif frame.f_code is spin_code:
                 outside["(the spin's polls, clocks and yields)"] += 1
             else:
-                inside[arg] += 1
+                inside[arg, frame.f_code] += 1  # a builtin by its caller: which len() it is
         elif event == "return" and frame.f_code is serve_code:
             in_loop = False  # suspended (a trio turn, a sleep) or done
 

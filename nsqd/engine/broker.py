@@ -342,13 +342,14 @@ class Broker:
         are acknowledged and not stored. Inside a reactor's pass a message that nothing can
         refuse waits for the pass's commit (engine/pending.py)."""
         commit = self.commit
+        topics = self.topics  # (`topic(topic)` inline while it is there: a call a PUB saved)
         if (
             commit.deferring
             and commit.depth
             and len(bodies) == 1
             and not ttl_ms
             and keys is None
-            and self.topic(topic).policy is NO_TOPIC_POLICY
+            and (topics[topic] if topic in topics else self.topic(topic)).policy is NO_TOPIC_POLICY
         ):
             self.pending.add(topic, bodies[0], commit)
             return
@@ -367,8 +368,9 @@ class Broker:
             return
         self._stored(self.topic(topic).publish, bodies, ttl_ms)
 
-    def _store_batch(self, topic: str, bodies: list[bytes]) -> None:
-        self.topic(topic).publish(bodies)
+    def _store_batch(self, name: str, bodies: list[bytes]) -> None:
+        topics = self.topics  # (`topic(name)` inline while it is there: a call a pass saved)
+        (topics[name] if name in topics else self.topic(name)).publish(bodies)
 
     def _stored(self, publish: Callable[..., None], *args: Any) -> None:
         """One publish (an MPUB's bodies, in each queue they reach; a deferral's journal

@@ -53,24 +53,27 @@ class PendingPublishes:
     def flush(self) -> None:
         """Store every topic's batch; StoreError (the first failure) when one was refused."""
         by_topic, self.by_topic = self.by_topic, {}
+        store = self._store
         failure: StoreError | None = None
         for topic, bodies in by_topic.items():
             try:
-                self._stored(topic, bodies)
-            except StoreError as exc:  # the others are stored all the same
-                failure = failure or exc
+                store(topic, bodies)
+            except Exception as exc:  # the others are stored all the same
+                failure = failure or _failure(topic, bodies, exc)
         if failure is not None:
             raise failure
 
-    def _stored(self, topic: str, bodies: list[bytes]) -> None:
-        try:
-            self._store(topic, bodies)
-        except StoreError:
-            raise
-        except (QueueFull, MessageTooBig) as exc:  # a policy set since: the commit's failure
-            raise StoreError(str(exc)) from exc
-        except Exception as exc:
-            # a fault of ours, met at the pass's end: its publishers are refused and the loop
-            # goes on (published one by one, it would have ended one connection)
-            log.exception("TOPIC(%s): storing %d pending messages failed", topic, len(bodies))
-            raise StoreError(f"internal error - {exc!r}") from exc
+
+def _failure(topic: str, bodies: list[bytes], exc: Exception) -> StoreError:
+    """What a topic's batch that was refused fails the commit with."""
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, (QueueFull, MessageTooBig)):  # a policy set since: the commit's failure
+        failure = StoreError(str(exc))
+    else:
+        # a fault of ours, met at the pass's end: its publishers are refused and the loop
+        # goes on (published one by one, it would have ended one connection)
+        log.exception("TOPIC(%s): storing %d pending messages failed", topic, len(bodies))
+        failure = StoreError(f"internal error - {exc!r}")
+    failure.__cause__ = exc
+    return failure

@@ -94,6 +94,11 @@ class Loop:
         self.conns: dict[int, tuple[Any, EpollReactor]] = {}  # fd -> (connection, front-end)
         self.timers: list[tuple[float, int, Any, EpollReactor]] = []
         self.frontends: list[EpollReactor] = []
+        # the hooks of the front-ends that have them, told of each pass's start and end (the
+        # others' are not called: two calls a pass saved)
+        self._passing: tuple[Callable[[], None], ...] = ()
+        self._passed: tuple[Callable[[], None], ...] = ()
+        self._clock: Callable[[], float] = trio.current_time  # trio's clock, read directly in run
         self._seq = count()
         self._scope = trio.CancelScope()
         self.now = 0.0  # trio's clock at the start of the pass
@@ -107,6 +112,19 @@ class Loop:
         self._rung = False  # the bell was rung and not yet heard
         self._alarm = trio.CancelScope()  # the alarm task's sleep, until `_alarm_at`
         self._alarm_at = math.inf
+
+    def join(self, frontend: EpollReactor) -> None:
+        self.frontends.append(frontend)
+        self._hooks()
+
+    def leave(self, frontend: EpollReactor) -> None:
+        self.frontends.remove(frontend)
+        self._hooks()
+
+    def _hooks(self) -> None:
+        frontends = self.frontends
+        self._passing = tuple(f._passing for f in frontends if _overrides(f, "_passing"))
+        self._passed = tuple(f._passed for f in frontends if _overrides(f, "_passed"))
 
     def schedule(self, conn: Watched, frontend: EpollReactor, due: float) -> None:
         if due < conn.due:
@@ -151,6 +169,7 @@ class Loop:
 
     async def run(self) -> None:
         waiting, close_probe = trio_probe()
+        self._clock = trio.lowlevel.current_clock().current_time  # trio.current_time's own
         try:
             with self._scope:
                 async with trio.open_nursery() as nursery:
@@ -226,14 +245,14 @@ class Loop:
             _yield()
 
     def _pass(self, events: list[tuple[int, int]]) -> None:
-        self.now = now = trio.current_time()
+        self.now = now = self._clock()
         if self._rung:  # heard (the bell's event, if among these, is skipped below)
             self._rung = False
             os.eventfd_read(self._bell)
         conns = self.conns
-        frontends = tuple(self.frontends)  # each one told of the pass's start and its end
-        for frontend in frontends:
-            frontend._passing()
+        passed = self._passed  # each front-end told of the pass's start is told of its end
+        for passing in self._passing:
+            passing()
         try:
             for fd, mask in events:
                 entry = conns.get(fd)
@@ -259,8 +278,13 @@ class Loop:
             if first != self._alarm_at:
                 self._arm(first)
         finally:
-            for frontend in frontends:
-                frontend._passed()
+            for done in passed:
+                done()
+
+
+def _overrides(frontend: EpollReactor, hook: str) -> bool:
+    """Whether `frontend`'s class has a `hook` of its own (not EpollReactor's no-op)."""
+    return getattr(type(frontend), hook) is not getattr(EpollReactor, hook)
 
 
 class EpollReactor:
@@ -270,7 +294,7 @@ class EpollReactor:
     def __init__(self, loop: Loop | None = None) -> None:
         self._owns_loop = loop is None
         self.loop = Loop() if loop is None else loop
-        self.loop.frontends.append(self)
+        self.loop.join(self)
         self.conns: dict[int, Any] = {}  # fd -> this front-end's connection
         self._scope = trio.CancelScope()
 
@@ -333,7 +357,7 @@ class EpollReactor:
                     await trio.sleep_forever()
         finally:
             self._shutdown()
-            self.loop.frontends.remove(self)
+            self.loop.leave(self)
 
     def close(self) -> None:
         self._scope.cancel()

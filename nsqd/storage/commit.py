@@ -121,18 +121,19 @@ class GroupCommit:
         self.urgent = False
         while self._dirty:  # a pending publish's flush appends to the queues it reaches
             dirty, self._dirty = self._dirty, []
-            for queue in dirty:
-                self._write(queue)
-        after, self._after = self._after, []
-        for journal in after:
-            self._write(journal)
+            self._write(dirty)
+        if self._after:
+            after, self._after = self._after, []
+            self._write(after)
         return self._error
 
-    def _write(self, owner: Buffered) -> None:
-        try:
-            owner.flush()
-        except StoreError as exc:  # its records are not on file: the release's refusal
-            self.failed(str(exc))
+    def _write(self, owners: list[Buffered]) -> None:
+        """Each owner's buffered records to its file (one call a list, not one an owner)."""
+        for owner in owners:
+            try:
+                owner.flush()
+            except StoreError as exc:  # its records are not on file: the release's refusal
+                self.failed(str(exc))
 
     def failed(self, reason: str) -> None:
         if self._error is None:

@@ -59,12 +59,12 @@ def sub(client: Client, cmd: Sub) -> None:
 
 
 def pub(client: Client, cmd: Pub) -> None:
-    mark = client.out_mark()
+    mark = len(client._out)  # its out_mark(), inline: one call a PUB
     try:
         client.broker.publish(cmd.topic, [cmd.body])
     except Refused as exc:
         raise exc.nsq("PUB") from exc
-    client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
+    client.pub_counts[cmd.topic] += 1
     client.respond(OK_FRAME, before=mark)
 
 
@@ -79,7 +79,7 @@ def mpub(client: Client, cmd: MPub) -> None:
         client.broker.publish(cmd.topic, cmd.bodies)
     except Refused as exc:
         raise exc.nsq("MPUB") from exc
-    client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + len(cmd.bodies)
+    client.pub_counts[cmd.topic] += len(cmd.bodies)
     client.respond(OK_FRAME, before=mark)
 
 
@@ -89,7 +89,7 @@ def dpub(client: Client, cmd: DPub) -> None:
         client.broker.publish_deferred(cmd.topic, cmd.body, cmd.delay_ms)
     except Refused as exc:
         raise exc.nsq("DPUB") from exc
-    client.pub_counts[cmd.topic] = client.pub_counts.get(cmd.topic, 0) + 1
+    client.pub_counts[cmd.topic] += 1
     client.respond(OK_FRAME, before=mark)
 
 
@@ -126,7 +126,7 @@ def nop(client: Client, cmd: Nop) -> None:
     pass
 
 
-_TABLE: dict[type, Callable[[Client, Any], None]] = {
+TABLE: dict[type, Callable[[Client, Any], None]] = {
     Fin: fin,
     Rdy: rdy,
     Req: req,
@@ -142,4 +142,4 @@ _TABLE: dict[type, Callable[[Client, Any], None]] = {
 
 
 def execute(client: Client, cmd: Any) -> None:
-    _TABLE[type(cmd)](client, cmd)
+    TABLE[type(cmd)](client, cmd)

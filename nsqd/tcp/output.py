@@ -41,7 +41,7 @@ class Output(EpollReactor):
         self._lost: list[Client] = []  # whose peer was gone: dropped at the next pass
 
     def _write(self, client: Client, filled: bool = False) -> None:
-        if not client.has_output or client.reactor is not self or client._sending:
+        if not client._out or client.reactor is not self or client._sending:
             return  # (sending: its socket is full, the rest goes when it takes output)
         # a consumer past HIGH_WATER takes no messages (it leaves the channel's rotation); so
         # may one whose socket was `filled` (the rest of a write that did not all go): its

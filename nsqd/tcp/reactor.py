@@ -213,7 +213,7 @@ class Reactor(Output, Refills, Parking):
         """Run what `client` sent (`pending` first) and answer it, now or after the pass's
         write."""
         commit = self._commit
-        self._mark = mark = client.out_mark()
+        self._mark = mark = len(client._out)  # its out_mark(), inline
         appended = commit.appended
         self._wrote = None
         # its publishes stay buffered: its answers wait for the pass's write (HTTP's and
@@ -252,7 +252,7 @@ class Reactor(Output, Refills, Parking):
         """Run the complete commands (`pending` first); False when the connection is closed,
         handed over or parked."""
         conn = client.conn
-        execute = commands.execute
+        run = commands.TABLE  # (commands.execute's lookup, with the command's type known)
         commit = self._commit
         try:
             while True:
@@ -271,7 +271,7 @@ class Reactor(Output, Refills, Parking):
                 if kind in _HERE:
                     appended = commit.appended
                     try:
-                        execute(client, cmd)
+                        run[kind](client, cmd)
                     except NSQError as err:
                         if err.fatal:
                             raise
