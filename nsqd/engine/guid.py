@@ -53,10 +53,11 @@ class GUIDFactory:
     def next_id(self) -> bytes:
         return self.next_ids(1)[0]
 
-    def next_run(self, count: int) -> Sequence[bytes]:
+    def next_run(self, count: int, now_ns: int = 0) -> Sequence[bytes]:
         """`next_ids(count)`, the same ids, made when they are read (IdRun) when they all fall
-        in one time unit (nearly always); a plain list otherwise."""
-        t = time.time_ns() >> 20
+        in one time unit (nearly always); a plain list otherwise. `now_ns`: the clock's time
+        (time.time_ns) if the caller has just read it."""
+        t = (now_ns or time.time_ns()) >> 20
         last = self._last_t
         seq = self._sequence
         if t > last:

@@ -173,7 +173,7 @@ class Topic:
         # No record, and no id object, per message here: each channel gets the publish's own
         # sequences (an IdRun, the parser's PackedBodies or a list), made into records when
         # messages are taken from a queue or handed straight to a consumer.
-        ids = self.guid.next_run(n)
+        ids = self.guid.next_run(n, ts)
         self.message_count += n
         self.message_bytes += (
             bodies.nbytes if type(bodies) is PackedBodies else sum(map(len, bodies))
