@@ -256,17 +256,29 @@ _FRESH: tuple[tuple[int, _Maker], ...] = (
 )
 
 
-def sequence(seed: int, length: int) -> list[Step]:
-    """`length` steps for `seed`; topics are named after the seed, so runs do not share them."""
+_PUBLISHERS = (_pub, _mpub, _dpub)
+
+
+def sequence(seed: int, length: int, own_topics: bool = False) -> list[Step]:
+    """`length` steps for `seed`; topics are named after the seed, so runs do not share them.
+    `own_topics`: each connection publishes into topics of its own (a: wf<seed>..., b:
+    wf<seed>b...), both subscribe to either; a group of workers pinned one per connection then
+    holds each topic's messages in one partition, whose order nsqd's must match."""
     rng = _Rng(seed)
     topics = (b"wf%d" % seed, b"wf%db" % seed, b"wf%d#ephemeral" % seed)
+    published = dict.fromkeys("ab", topics)
+    if own_topics:
+        mine = {c: b"wf%d%s" % (seed, b"b" if c == "b" else b"") for c in "ab"}
+        published = {c: (t, t + b"#ephemeral", t) for c, t in mine.items()}
+        topics = (*topics, mine["b"] + b"#ephemeral")
     subscribed = {"a": False, "b": False}  # a guess: the daemon decides
     steps = []
     while len(steps) < length:
         conn = "a" if rng.random() < 0.6 else "b"
         table = _SUBSCRIBED if subscribed[conn] else _FRESH
         rng.bad = False
-        step = rng.choices([m for _, m in table], [w for w, _ in table])[0](rng, conn, topics)
+        make = rng.choices([m for _, m in table], [w for w, _ in table])[0]
+        step = make(rng, conn, published[conn] if make in _PUBLISHERS else topics)
         if step.line.startswith(b"SUB "):
             subscribed[conn] = True
             if rng.random() < 0.8:  # a consumer: deliveries to FIN, REQ and TOUCH

@@ -46,6 +46,10 @@ class Run:
     """One daemon's side of a sequence: every event as (step index, connection, kind, frame)."""
 
     addr: tuple[str, int]
+    # a connection's own address where it must land somewhere in particular (a group's worker:
+    # tests/group/test_wire_fuzz.py); the others open to `addr`
+    pins: dict[str, tuple[str, int]] = field(default_factory=dict)
+    idle_s: float = IDLE_S  # a step is done after this long without a frame
     events: list[tuple[int, str, int, bytes]] = field(default_factory=list)
     conns: dict[str, _Conn] = field(default_factory=dict)
     openings: dict[str, int] = field(default_factory=dict)
@@ -79,7 +83,7 @@ class Run:
 
     async def _open(self, nursery: trio.Nursery, name: str) -> _Conn:
         self.openings[name] = self.openings.get(name, 0) + 1
-        stream = await trio.open_tcp_stream(*self.addr)
+        stream = await trio.open_tcp_stream(*self.pins.get(name, self.addr))
         conn = _Conn(f"{name}#{self.openings[name]}", stream)
         self.conns[name] = conn
         await stream.send_all(MAGIC)
@@ -102,7 +106,7 @@ class Run:
                 await self.activity.wait()
         with trio.move_on_after(STEP_MAX_S):  # then quiet on every connection for IDLE_S
             while True:
-                with trio.move_on_after(IDLE_S) as quiet:
+                with trio.move_on_after(self.idle_s) as quiet:
                     await self.activity.wait()
                 if quiet.cancelled_caught:
                     break
@@ -141,7 +145,11 @@ class Run:
 
 
 async def run_both(addrs: dict[str, tuple[str, int]], steps: list[Step]) -> dict[str, Run]:
-    runs = {name: Run(addr) for name, addr in addrs.items()}
+    return await run_all({name: Run(addr) for name, addr in addrs.items()}, steps)
+
+
+async def run_all(runs: dict[str, Run], steps: list[Step]) -> dict[str, Run]:
+    """Each run's daemon gets `steps` at once, beside the others'."""
     async with trio.open_nursery() as nursery:
         for r in runs.values():
             nursery.start_soon(r.run, steps)

@@ -1,28 +1,34 @@
 """The seeded V2 TCP differential fuzz of tests/e2e/test_wire_fuzz.py against a group: the same
-command sequences go to ours started with `--workers=2` and to the Go nsqd v1.3.0, and every
-frame each connection gets must render alike (docs/workers.md: one address behaves as one
-nsqd). Connection `a` is pinned to worker 0 and `b` to worker 1 (each worker's private V2 link,
-from worker-K.link), so what one publishes and the other consumes crosses a pull link, and a
-FIN, REQ or TOUCH of a message that came over the link acts where it is held.
+sequences go to ours started with `--workers=2` and to the Go nsqd v1.3.0, and every frame must
+render alike. Connection `a` is pinned to worker 0 and `b` to worker 1 (each worker's private
+V2 address, worker-K.link), so every message `a` publishes that `b` consumes crosses a pull
+link, and a FIN, REQ or TOUCH by `b` acts on a message moved in from worker 0
+(docs/workers.md: a consumer receives messages published in any worker; FIN, REQ and TOUCH
+then act in the consumer's worker).
 
-The one-process fuzz's window (wire_fuzz_run.IDLE_S: no frame for 50 ms after a step) also
-covers a delivery that crosses workers (a few ms, docs/workers.md). What differs by design is
-which message comes first (docs/workers.md: "order across partitions": a consumer gets its own
-worker's messages and its peer's as the pull link brings them, one nsqd in publish order), so
-a delivery is compared by its attempts alone, and the messages of one step in either order:
-the count of deliveries, their attempts, every answer (a FIN, REQ or TOUCH of a held message
-included: ids masked), every error and close must match. Seeds 0-239 run: 3 differ, each by
-that order alone (57, 211, 234: a consumer with one slot free after a REQ with no delay gets
-the REQ'd message, attempts 2, from its own worker where the Go nsqd gives the message a peer
-partition holds, attempts 1, which came first into its one queue).
+Each connection publishes into topics of its own (`sequence(own_topics=True)`) and both
+subscribe to either, so a topic's messages are in one partition: worker 0's for `a`'s, worker
+1's for `b`'s, and their order is nsqd's. What a group does differently by design, and how the
+comparison allows for it:
+- a delivery that crosses workers comes a pull-link hop later ("What a crossing still costs"
+  in docs/workers.md's Figures): a step is done after IDLE_S of quiet, longer than the
+  one-process fuzz's 50 ms, so the hop lands in the step that caused it, as in nsqd.
+- "Message order across partitions: NSQ promises none" (docs/workers.md, Differences from one
+  nsqd): "A message moved to a consumer in another worker and REQ'd there is queued in the
+  consumer's worker, so it comes before what is still in the publisher's (nsqd queues it
+  behind those)". A run whose first difference is such a delivery (the same step and
+  connection, after a REQ that succeeded there) is counted as tolerated and not compared
+  further: everything before it matched frame for frame.
 
-NSQD_GROUP_WIRE_FUZZ_SEEDS=start:stop runs other seeds."""
+NSQD_GROUP_WIRE_FUZZ_SEEDS=start:stop (or 7,126) runs other seeds (hundreds: ~3 s each on the
+2-core VM)."""
 
 from __future__ import annotations
 
 import os
-import re
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,84 +36,98 @@ import pytest
 import trio
 
 from conformance import daemons
-from tests.e2e.wire_fuzz_ops import FLAGS, sequence
-from tests.e2e.wire_fuzz_run import Run, _Conn, compare
+from tests.e2e.wire_fuzz_ops import FLAGS, Step, sequence
+from tests.e2e.wire_fuzz_run import Run, compare, run_all
 
 from .conftest import Group
 
-_RANGE = os.environ.get("NSQD_GROUP_WIRE_FUZZ_SEEDS", "0:6")
-SEEDS = range(*map(int, _RANGE.split(":")))
+# the first 60 seeds' richest in deliveries across workers and their FIN/REQ/TOUCH (7, the one
+# REQ queued first, is left out: it is compared only up to there)
+DEFAULT_SEEDS = "5,14,37,46"
+_GIVEN = os.environ.get("NSQD_GROUP_WIRE_FUZZ_SEEDS", DEFAULT_SEEDS)
+SEEDS = range(*map(int, _GIVEN.split(":"))) if ":" in _GIVEN else list(map(int, _GIVEN.split(",")))
 LENGTH = 40
-WORKER_OF = {"a": 0, "b": 1}  # each fuzz connection's worker
-
-
-class PinnedRun(Run):
-    """A Run whose connections each open to their own worker's private link."""
-
-    def __init__(self, links: dict[str, tuple[str, int]]) -> None:
-        super().__init__(links["a"])
-        self.links = links
-
-    async def _open(self, nursery: trio.Nursery, name: str) -> _Conn:
-        self.addr = self.links[name]
-        return await super()._open(nursery, name)
-
-
-class Unordered(Run):
-    """Renders a run with each delivery's id and body masked and the deliveries of one
-    connection in one step sorted: which message comes first is the partitions' choice."""
-
-    def rendered(self) -> list[str]:
-        lines = [_ID.sub("$id", _BODY.sub("", line)) for line in super().rendered()]
-        return sorted(lines, key=lambda line: _order(lines, line))
-
-
-class PinnedUnordered(PinnedRun, Unordered):
-    pass
-
-
-_BODY = re.compile(r" ts=ok body=.*$")
-_ID = re.compile(r"\$id\d+")
-
-
-def _order(lines: list[str], line: str) -> tuple[int, str]:
-    """A line's place: where its connection's step begins, then its text for a message (so a
-    step's messages sort among themselves) and its place for anything else."""
-    head = line.split(": ", 1)[0]
-    first = next(i for i, other in enumerate(lines) if other.split(": ", 1)[0] == head)
-    return (first, line if ": message " in line else f"{lines.index(line):08d}")
-
-
-async def _run_both(ref: tuple[str, int], links: dict[str, tuple[str, int]], steps) -> dict:
-    runs = {"reference": Unordered(ref), "ours": PinnedUnordered(links)}
-    async with trio.open_nursery() as nursery:
-        for r in runs.values():
-            nursery.start_soon(r.run, steps)
-    return runs
+IDLE_S = 0.08  # a crossing delivery is one pull-link hop later (a few ms; more on a busy host)
+HOST = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Group, daemons.Daemon]]:
-    group = Group(Path(tmp_path_factory.mktemp("group-wire-fuzz"))).start(*FLAGS)
+def targets() -> Iterator[tuple[Group, daemons.Daemon]]:
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # as conformance/daemons.py
+    workdir = Path(tempfile.mkdtemp(prefix="nsqd-group-wire-", dir=shm))
+    group = Group(workdir)
     ref = daemons.start("reference", FLAGS)
     try:
+        group.start(*FLAGS)
         yield group, ref
     finally:
-        log = group.log_text()
         alive = ref.alive()
         ref.stop()
+        log = group.log_text() if group.log.exists() else ""
         status = group.stop()
-    assert alive and status in (0, -signal.SIGTERM), f"exit {status}:\n{log[-3000:]}"
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert alive, "the reference nsqd died"
+    assert status in (None, 0, -signal.SIGTERM), log[-3000:]
 
 
-def test_sequences_answer_alike_across_workers(pair: tuple[Group, daemons.Daemon]) -> None:
-    group, ref = pair
-    links = {name: ("127.0.0.1", group.link(k)) for name, k in WORKER_OF.items()}
-    reports = []
+def runs(group: Group, ref: daemons.Daemon) -> dict[str, Run]:
+    pins = {"a": (HOST, group.link(0)), "b": (HOST, group.link(1))}
+    return {
+        "reference": Run(ref.addr, idle_s=IDLE_S),
+        "ours": Run((HOST, group.tcp), pins=pins, idle_s=IDLE_S),
+    }
+
+
+def _opening(line: str) -> tuple[str, int, str]:
+    """'b#6 step 37: message ...' -> ('b#6', 37, 'message ...')."""
+    conn, _, rest = line.partition(" step ")
+    step, _, text = rest.partition(": ")
+    return conn, int(step), text
+
+
+def requeued_first(steps: list[Step], ref: list[str], ours: list[str]) -> bool:
+    """Whether the first difference is a delivery on the same connection and step where ours
+    gave a message that connection had REQ'd (see the module's docstring) and nsqd another."""
+    i = next(i for i, (r, o) in enumerate(zip(ref, ours, strict=False)) if r != o)
+    (conn, step, text), (ref_conn, ref_step, ref_text) = _opening(ours[i]), _opening(ref[i])
+    if (conn, step) != (ref_conn, ref_step) or not (
+        text.startswith("message ") and ref_text.startswith("message ")
+    ):
+        return False
+    letter, opened = conn[0], -1  # the step this opening's predecessor closed at
+    for line in ours[:i]:
+        c, s, t = _opening(line)
+        if c[0] == letter and c != conn and t == "closed":
+            opened = max(opened, s)
+    failed = {s for c, s, t in map(_opening, ours[:i]) if c == conn and t.startswith("error")}
+    return any(
+        steps[t].conn == letter and steps[t].line.startswith(b"REQ ") and t not in failed
+        for t in range(opened + 1, step + 1)
+    )
+
+
+def run_seed(group: Group, ref: daemons.Daemon, seed: int) -> tuple[str | None, bool]:
+    """The report of a difference (None if none), and whether one was tolerated."""
+    steps: list[Step] = sequence(seed, LENGTH, own_topics=True)
+    done = trio.run(run_all, runs(group, ref), steps)
+    report = compare(seed, steps, done)
+    if report is None:
+        return None, False
+    lines = [done[t].rendered() for t in ("reference", "ours")]
+    if requeued_first(steps, *lines):
+        return None, True
+    return report, False
+
+
+def test_sequences_answer_alike_across_workers(targets: tuple[Group, daemons.Daemon]) -> None:
+    group, ref = targets
+    reports, tolerated = [], []
     for seed in SEEDS:
-        steps = sequence(seed, LENGTH)
-        print(f"group wire fuzz seed {seed} ({len(steps)} steps)")
-        report = compare(seed, steps, trio.run(_run_both, ref.addr, links, steps))
+        report, requeued = run_seed(group, ref, seed)
+        print(f"group wire fuzz seed {seed}: {'a REQ queued first' if requeued else 'compared'}")
+        tolerated += [seed] * requeued
         if report:
             reports.append(report)
     assert not reports, "\n\n".join(reports)
+    # a tolerated seed is compared only up to its REQ: the fixed ones must compare in full
+    assert _GIVEN != DEFAULT_SEEDS or not tolerated, tolerated
