@@ -156,12 +156,13 @@ class Traffic:
 
     def received_message(self, frame: Frame, fins: dict[bytes, bytes]) -> DecodedMessage | None:
         """A message counted as received, or None for an error: a FIN refused (its message
-        had timed out first) is taken out of `fins`."""
+        had timed out first) is taken out of `fins`; a REQ refused alike changes nothing."""
         if frame.frame_type == FrameType.MESSAGE:
             msg = decode_message(frame.data)
             self.received[msg.body] += 1
             return msg
-        assert frame.frame_type == FrameType.ERROR and b"E_FIN_FAILED" in frame.data, frame
+        assert frame.frame_type == FrameType.ERROR, frame
+        assert frame.data.startswith((b"E_FIN_FAILED", b"E_REQ_FAILED")), frame
         refused = frame.data.split()[2] if len(frame.data.split()) > 2 else b""
         fins.pop(refused, None)
         return None

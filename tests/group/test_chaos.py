@@ -4,12 +4,16 @@ is lost (docs/workers.md: "kill -9 of one worker or of the whole group: what nsq
 tests/durability/test_chaos.py's seeded traffic, with its publishers pinned to both workers
 (each step picks one; the shared HTTP port lands /pub and /mpub in either) and its consumer
 pinned to worker 1, so what worker 0 takes crosses the pull link. After a seeded number of
-steps either one worker (seeded) is killed by its pid and the supervisor starts it again, or
-the whole group (supervisor and every worker) is killed and started again; then consumers in
-both workers drain the channel. What is owed is counted as the one-nsqd test counts it: with
---mem-queue-size=0 every acknowledged message that no consumer had received and that was not
-deferred (held in memory); with --durable-inflight --sync-every=1 every acknowledged one not
-FIN'd, and none whose FIN was answered for comes back. The seed is in the test's name."""
+steps one of three is killed with SIGKILL: the consumer's worker ("holder") or the whole group
+(supervisor and every worker), the consumer quiesced first as in the one-nsqd test; or worker
+0 ("peer") in the middle of the traffic, which goes on once the supervisor started it again.
+Then consumers in both workers drain the channel. What is owed is what one nsqd would keep:
+with --mem-queue-size=0, every acknowledged message that no consumer had received and that was
+not deferred (held in memory; for "peer", where the consumer's worker lives, every one not
+FIN'd but what worker 0 held deferred); with --durable-inflight --sync-every=1, every
+acknowledged one not FIN'd, and none whose FIN was answered for comes back. The seed is in the
+test's name (the traffic is seeded, the daemons' timing is not: a replay is close, not
+exact)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -36,7 +41,7 @@ from tests.ops.conftest import START_TIMEOUT, wait_until
 from .conftest import Group
 
 CONSUMER = 1  # the traffic's consumer's worker: worker 0's messages cross the pull link
-SEEDS = (("worker", 7), ("group", 7), ("worker", 1234), ("group", 1234))
+CASES = (("peer", 7), ("holder", 1234), ("group", 11))  # (what is killed, seed)
 
 
 class Pinned:
@@ -55,18 +60,29 @@ class Pinned:
 
 class GroupTraffic(Traffic):
     """Traffic whose publishes go to a seeded worker at each step, each worker's connection
-    with its own pipeline of unanswered publishes."""
+    with its own pipeline of unanswered publishes; what was DPUB'd is kept per worker."""
 
     def __init__(self, group: Group, rng: random.Random) -> None:
-        daemon = Pinned(group, CONSUMER)
+        self.daemon = daemon = Pinned(group, CONSUMER)
         super().__init__(daemon, rng)  # type: ignore[arg-type]
         self.pubs = [daemon.client(0), self.pub]
         self.pipelines: list[list[list[bytes]]] = [[], self.unanswered]
+        self.deferred_in: list[set[bytes]] = [set(), set()]
 
     def step(self) -> None:
         k = self.rng.randrange(2)
         self.pub, self.unanswered = self.pubs[k], self.pipelines[k]
+        first = self.seq
         super().step()
+        self.deferred_in[k] |= {b"m-%06d" % i for i in range(first, self.seq)} & self.deferred
+
+    def reconnect(self, k: int) -> None:
+        """A new connection to worker k (started again): the old one's unanswered publishes
+        were never acknowledged, and what it had deferred in memory is gone."""
+        self.pubs[k].close()
+        self.pubs[k] = self.daemon.client(k)
+        self.pipelines[k] = []
+        self.deferred_in[k] = set()
 
     def close(self) -> None:
         for conn in (*self.pubs, self.sub):
@@ -116,55 +132,95 @@ def drain(group: Group, wanted: set[bytes]) -> Counter[bytes]:
     return got
 
 
-def run(group: Group, flags: tuple[str, ...], what: str, seed: int) -> tuple[Traffic, Counter]:
+def run(group: Group, flags: tuple[str, ...], what: str, seed: int) -> tuple[set[bytes], Counter]:
+    """The seeded traffic, the kill, the drain: what was owed, and what came."""
     rng = random.Random(seed)
     group.start(*flags)
-    base = f"/topic/create?topic={TOPIC}"
     pinned = Pinned(group, 0)
-    assert pinned.request("POST", base)[0] == 200
+    assert pinned.request("POST", f"/topic/create?topic={TOPIC}")[0] == 200
     assert pinned.request("POST", f"/channel/create?topic={TOPIC}&channel={CHANNEL}")[0] == 200
     traffic = GroupTraffic(group, rng)
     for _ in range(rng.randint(60, 120)):
         traffic.step()
     durable = "--durable-inflight" in flags
-    if not durable:
-        traffic.quiesce()
-    if what == "worker":
-        kill_one(group, rng.randrange(2))
-    else:
-        group.kill()
-        group.start(*flags)
+    kill = KILLS[what]
+    owed = kill(group, traffic, flags)
     traffic.close()
-    wanted = acknowledged_owed(traffic, durable=durable)
+    wanted = owed()
     got = drain(group, wanted)
     print(
-        f"{what} seed {seed}: acknowledged {len(traffic.acked)}, received before the kill "
+        f"{kill.__name__} seed {seed}: acknowledged {len(traffic.acked)}, received before the kill "
         f"{sum(traffic.received.values())}, FIN'd {len(traffic.fin_answered)}, owed "
         f"{len(wanted)}, delivered after {sum(got.values())}"
     )
-    return traffic, got
+    assert set(got) <= {b"m-%06d" % i for i in range(traffic.seq)}
+    if durable:
+        back = sorted(traffic.fin_answered & set(got))
+        assert traffic.fin_answered, "too little traffic to test anything"
+        assert not back, f"{len(back)} FIN'd (answered for) came back: {back[:10]}"
+    return wanted, got
 
 
-@pytest.mark.parametrize(("what", "seed"), SEEDS)
+Owed = Callable[[], set[bytes]]
+
+
+def kill_holder(group: Group, traffic: GroupTraffic, flags: tuple[str, ...]) -> Owed:
+    """The consumer's worker (or the whole group) killed: what one nsqd would keep is owed
+    (the consumer quiesced first without --durable-inflight, as in the one-nsqd test)."""
+    durable = "--durable-inflight" in flags
+    if not durable:
+        traffic.quiesce()
+    return lambda: acknowledged_owed(traffic, durable=durable)
+
+
+def kill_peer(group: Group, traffic: GroupTraffic, flags: tuple[str, ...]) -> Owed:
+    """Worker 0, the consumer's peer, killed mid-traffic (no quiesce), and the traffic goes on
+    after its restart (the pull link connects again): the consumer's worker lives, so every
+    acknowledged message not FIN'd is owed, received ones included (moved into worker 1 before
+    delivery), but what worker 0 had deferred in memory without --durable-inflight."""
+    lost = set() if "--durable-inflight" in flags else set(traffic.deferred_in[0])
+    kill_one(group, 0)
+    traffic.reconnect(0)
+    for _ in range(traffic.rng.randint(20, 60)):
+        traffic.step()
+    return lambda: {b for b in traffic.acked if b not in traffic.fin_sent} - lost
+
+
+def kill_group(group: Group, traffic: GroupTraffic, flags: tuple[str, ...]) -> Owed:
+    owed = kill_holder(group, traffic, flags)
+    group.kill()
+    group.start(*flags)
+    return owed
+
+
+def kill_consumers_worker(group: Group, traffic: GroupTraffic, flags: tuple[str, ...]) -> Owed:
+    owed = kill_holder(group, traffic, flags)
+    kill_one(group, CONSUMER)
+    return owed
+
+
+KILLS: dict[str, Callable[[Group, GroupTraffic, tuple[str, ...]], Owed]] = {
+    "peer": kill_peer,  # worker 0, its messages pulled by the consumer's worker
+    "holder": kill_consumers_worker,  # worker 1, the consumer's
+    "group": kill_group,  # the supervisor and every worker
+}
+
+
+@pytest.mark.parametrize(("what", "seed"), CASES)
 def test_kill_9_in_a_group_loses_no_acknowledged_message(
     group: Group, what: str, seed: int
 ) -> None:
-    traffic, got = run(group, PLAIN, what, seed)
-    owed = acknowledged_owed(traffic, durable=False)
+    owed, got = run(group, PLAIN, what, seed)
     lost = sorted(owed - set(got))
     assert len(owed) > 100, "too little traffic to test anything"
     assert not lost, f"{what} seed {seed}: {len(lost)} acknowledged messages lost: {lost[:10]}"
-    assert set(got) <= {b"m-%06d" % i for i in range(traffic.seq)}
 
 
-@pytest.mark.parametrize(("what", "seed"), SEEDS)
+@pytest.mark.parametrize(("what", "seed"), CASES)
 def test_kill_9_in_a_group_with_durable_inflight_gives_back_everything_not_finished(
     group: Group, what: str, seed: int
 ) -> None:
-    traffic, got = run(group, DURABLE, what, seed)
-    owed = acknowledged_owed(traffic, durable=True)
+    owed, got = run(group, DURABLE, what, seed)
     lost = sorted(owed - set(got))
-    back = sorted(traffic.fin_answered & set(got))
-    assert len(owed) > 100 and traffic.fin_answered, "too little traffic to test anything"
+    assert len(owed) > 100, "too little traffic to test anything"
     assert not lost, f"{what} seed {seed}: {len(lost)} acknowledged messages lost: {lost[:10]}"
-    assert not back, f"{what} seed {seed}: {len(back)} FIN'd (answered for) came back: {back[:10]}"
