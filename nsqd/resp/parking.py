@@ -91,11 +91,15 @@ class Parking(EpollReactor):
         client = self.fe.connections.get(client_id)
         if client is None or client.block is None or client.block.waiter.done:
             return False
-        if type(client.block) is Deferred:  # not a blocking command: what it asked is taken
-            return False
+        if type(client.block) is Deferred or client.timed_out:  # a Deferred: what it asked
+            return False  # is taken; timed out (unblocked): no longer blocked, as in Redis
         if reply is not None:
             client.block.on_timeout = reply
         client.timed_out = True
+        # out of every queue now, as Redis's unblockClient: a push later in the same EXEC
+        # is not served to it (its answer is the unblock's), a second UNBLOCK answers 0
+        self.fe.blocking.remove(client.block.waiter)
+        self.fe.bridge.unwatch(client.block.waiter)
         self._wake(client)
         return True
 

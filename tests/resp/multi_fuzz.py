@@ -1,0 +1,245 @@
+"""A seeded generator of interleaved steps over several connections (multi_fuzz_run.py sends
+each step to redis-server and to ours and compares what every connection receives). What it
+is for is what happens between clients: blocking pops and moves woken by another client's
+push (several waiters on one key: the longest waiting is served first), a blocked client
+timing out, unblocked by CLIENT UNBLOCK, killed or closing its connection; WATCH spoiled by
+another client's write (not by a read) or by its key expiring; PUBLISH to several SUBSCRIBE
+and PSUBSCRIBE clients (the count, the order of messages).
+
+The generator reads the state the runner saw on redis-server (`View`: which connections wait
+for a reply, are in MULTI, are subscribed) so that it never sends on a blocked connection,
+and in RESP2 sends a subscribed connection what subscribed mode allows (mostly).
+
+What is left out, and why:
+- a blocking command's timeout is 0 (for ever) or 30 s (never reached in a seed), or TIMED:
+  then the next step, if the client did block, is a SLEEP past it, so that both servers have
+  timed it out before anything else can serve it (a timeout racing a push has no fixed answer).
+- short expiries only in the expiry scenario (`_expiring`): SET ... PX 100, a WATCH of the key,
+  a SLEEP past it, then that client's MULTI/EXEC; nothing else touches the key meanwhile.
+- BZPOPMIN/BZPOPMAX/BZMPOP and XREAD BLOCK: ours has none (docs/redis.md's list).
+- replies whose order is the server's hash table's (SMEMBERS, HGETALL, PUBSUB CHANNELS)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CONNS = 4
+LISTS = [b"q0", b"q1", b"q2", b"q3"]
+OTHER = [b"s0", b"z0"]  # a string and a sorted set: WRONGTYPE for waiters and pushers
+CHANNELS = [b"ch0", b"ch1", b"news.a"]
+PATTERNS = [b"ch*", b"news.*", b"*", b"ch[01]"]
+TIMED = b"0.05"  # a blocking command's short timeout; SLEEP_PAST of sleep follows it
+SLEEP_PAST = 0.09
+# the expiry scenario's PX: long enough that the WATCH two steps later comes before it on both
+# servers on a busy machine (then the watch is of a live key; one already expired would not
+# be spoiled by its expiry), and the SLEEP that follows it
+EXPIRES, SLEEP_EXPIRED = b"100", 0.15
+BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP"}
+SUBSCRIBING = {b"SUBSCRIBE", b"UNSUBSCRIBE", b"PSUBSCRIBE", b"PUNSUBSCRIBE"}
+
+
+@dataclass
+class Step:
+    """`conn`'s command `argv` ("{id:N}" in it: connection N's CLIENT ID on each server), or
+    `op` "close" (close `conn` and open a new one in its place), "sleep" (`seconds`)."""
+
+    conn: int
+    argv: list[bytes] = field(default_factory=list)
+    op: str = "cmd"
+    seconds: float = 0.0
+    tag: str = ""  # the scenario it belongs to, for the runner's counts
+
+
+@dataclass
+class View:
+    """What the runner saw on redis-server, per connection: replies still owed (a blocked
+    client owes one), in MULTI, the number of channels and patterns subscribed."""
+
+    owed: list[int] = field(default_factory=lambda: [0] * CONNS)
+    multi: list[bool] = field(default_factory=lambda: [False] * CONNS)
+    subs: list[int] = field(default_factory=lambda: [0] * CONNS)
+
+
+@dataclass
+class Gen:
+    rng: random.Random
+    resp3: bool = False
+    queued: list[Step] = field(default_factory=list)  # a scenario's remaining steps
+    sleep_if_blocked: int = -1  # the connection of a TIMED blocking command just sent
+    serial: int = 0
+
+    def step(self, view: View) -> Step:
+        if self.sleep_if_blocked >= 0:
+            blocked, self.sleep_if_blocked = view.owed[self.sleep_if_blocked] > 0, -1
+            if blocked:
+                return Step(-1, op="sleep", seconds=SLEEP_PAST, tag="timeout")
+        if self.queued:
+            return self.queued.pop(0)
+        free = [i for i in range(CONNS) if view.owed[i] == 0]
+        if not free or self.rng.random() < 0.03:  # a client goes away, blocked or not
+            blocked = [i for i in range(CONNS) if view.owed[i]] or list(range(CONNS))
+            return Step(self.rng.choice(blocked), op="close")
+        i = self.rng.choice(free)
+        if view.subs[i] and not self.resp3 and self.rng.random() < 0.9:
+            return Step(i, _subscribed(self))
+        if not view.multi[i] and self.rng.random() < 0.02:
+            return self._expiring(i, free)
+        make = self.rng.choices([m for _, m in ACTIONS], weights=[w for w, _ in ACTIONS])[0]
+        argv = make(self, i, view)
+        if argv[0] in BLOCKING and TIMED in argv and not view.multi[i]:
+            self.sleep_if_blocked = i
+        return Step(i, argv)
+
+    def _expiring(self, i: int, free: list[int]) -> Step:
+        """A key with a short expiry, WATCHed by a free connection, a SLEEP past the expiry,
+        then that connection's MULTI/EXEC (Redis 7.0: a watched key that expires spoils it)."""
+        key = b"e%d" % self.rng.randint(0, 1)
+        j = self.rng.choice(free)
+        write = self.rng.choice([[b"SET", key, b"v", b"PX", EXPIRES],
+                                 [b"RPUSH", key, b"v"]])  # fmt: skip
+        steps = [Step(i, write, tag="expiry")]
+        if write[0] == b"RPUSH":
+            steps.append(Step(i, [b"PEXPIRE", key, EXPIRES], tag="expiry"))
+        steps += [
+            Step(j, [b"WATCH", key], tag="expiry"),
+            Step(-1, op="sleep", seconds=SLEEP_EXPIRED, tag="expiry"),
+            Step(j, [b"MULTI"], tag="expiry"),
+            Step(j, self.rng.choice([[b"EXISTS", key], [b"INCR", b"s0"], [b"LLEN", key]])),
+            Step(j, [b"EXEC"], tag="expiry-exec"),
+        ]
+        self.queued = steps[1:]
+        return steps[0]
+
+    def lst(self) -> bytes:
+        return self.rng.choice(LISTS) if self.rng.random() < 0.93 else self.rng.choice(OTHER)
+
+    def lists(self, most: int = 3) -> list[bytes]:
+        keys = self.rng.sample(LISTS, self.rng.randint(1, most))
+        return keys if self.rng.random() < 0.95 else [*keys, self.rng.choice(OTHER)]
+
+    def items(self) -> list[bytes]:
+        out = []
+        for _ in range(self.rng.choice([1, 1, 1, 2, 3])):
+            self.serial += 1
+            out.append(b"j%d" % self.serial)
+        return out
+
+    def timeout(self) -> bytes:
+        return self.rng.choices([b"0", b"30", TIMED], weights=[6, 2, 2])[0]
+
+    def side(self) -> bytes:
+        return self.rng.choice([b"LEFT", b"RIGHT"])
+
+    def other(self, i: int) -> bytes:
+        """CLIENT UNBLOCK/KILL's target: another connection's id (placeholder)."""
+        return b"{id:%d}" % self.rng.randrange(CONNS)
+
+
+def _subscribed(g: Gen) -> list[bytes]:
+    """What a RESP2 subscribed connection may send, now and then something it may not."""
+    return g.rng.choice([
+        lambda: [b"SUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(1, 2))],
+        lambda: [b"PSUBSCRIBE", g.rng.choice(PATTERNS)],
+        lambda: [b"UNSUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(0, 2))],
+        lambda: [b"PUNSUBSCRIBE", *g.rng.sample(PATTERNS, g.rng.randint(0, 1))],
+        lambda: [b"PING"],
+        lambda: [b"PING", b"hi"],
+        lambda: [b"LPUSH", g.lst(), *g.items()],
+    ])()  # fmt: skip
+
+
+def _push(g: Gen, i: int, view: View) -> list[bytes]:
+    name = g.rng.choice([b"LPUSH", b"RPUSH", b"RPUSH", b"LPUSHX", b"RPUSHX"])
+    return [name, g.lst(), *g.items()]
+
+
+def _block(g: Gen, i: int, view: View) -> list[bytes]:
+    t = g.timeout()
+    return g.rng.choice([
+        lambda: [g.rng.choice([b"BLPOP", b"BRPOP"]), *g.lists(), t],
+        lambda: [g.rng.choice([b"BLPOP", b"BRPOP"]), *g.lists(), t],
+        lambda: [b"BLMOVE", g.lst(), g.lst(), g.side(), g.side(), t],
+        lambda: [b"BRPOPLPUSH", g.lst(), g.lst(), t],
+        lambda: [b"BLMPOP", t, *_numkeys(g), g.side(),
+                 *g.rng.choice([[], [b"COUNT", b"2"], [b"COUNT", b"1"]])],
+    ])()  # fmt: skip
+
+
+def _numkeys(g: Gen) -> list[bytes]:
+    keys = g.lists(2)
+    return [b"%d" % len(keys), *keys]
+
+
+def _read(g: Gen, i: int, view: View) -> list[bytes]:
+    k = g.lst()
+    return g.rng.choice([
+        [b"LRANGE", k, b"0", b"-1"], [b"LLEN", k], [b"TYPE", k], [b"EXISTS", k], [b"GET", k],
+    ])  # fmt: skip
+
+
+def _write(g: Gen, i: int, view: View) -> list[bytes]:
+    k = g.lst()
+    return g.rng.choice([
+        lambda: [g.rng.choice([b"LPOP", b"RPOP"]), k],
+        lambda: [b"LMOVE", k, g.lst(), g.side(), g.side()],
+        lambda: [b"DEL", *g.lists(2)],
+        lambda: [b"SET", g.rng.choice([k, b"s0"]), b"v"],
+        lambda: [b"INCR", b"s0"],
+        lambda: [b"ZADD", g.rng.choice([k, b"z0"]), b"1", b"m"],
+        lambda: [b"LTRIM", k, b"0", b"0"],
+        lambda: [b"LSET", k, b"0", b"x"],
+        lambda: [b"RENAME", k, g.lst()],
+    ])()  # fmt: skip
+
+
+def _transaction(g: Gen, i: int, view: View) -> list[bytes]:
+    if view.multi[i]:
+        return g.rng.choice([[b"EXEC"], [b"EXEC"], [b"EXEC"], [b"DISCARD"]])
+    return g.rng.choice([
+        [b"WATCH", *g.lists(2)], [b"WATCH", *g.lists(2)], [b"MULTI"], [b"MULTI"], [b"UNWATCH"],
+        [b"WATCH", b"s0"],
+    ])  # fmt: skip
+
+
+def _pubsub(g: Gen, i: int, view: View) -> list[bytes]:
+    g.serial += 1
+    if view.multi[i]:  # see _in_multi
+        return _in_multi(g, view.subs[i])
+    return g.rng.choice([
+        lambda: [b"PUBLISH", g.rng.choice(CHANNELS), b"m%d" % g.serial],
+        lambda: [b"PUBLISH", g.rng.choice(CHANNELS), b"m%d" % g.serial],
+        lambda: [b"PUBLISH", g.rng.choice(CHANNELS), b"m%d" % g.serial],
+        lambda: [b"SUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(1, 2))],
+        lambda: [b"PSUBSCRIBE", g.rng.choice(PATTERNS)],
+        lambda: [b"UNSUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(0, 1))],
+        lambda: [b"PUNSUBSCRIBE"],
+        lambda: [b"PUBSUB", b"NUMSUB", *g.rng.sample(CHANNELS, 2)],
+        lambda: [b"PUBSUB", b"NUMPAT"],
+    ])()  # fmt: skip
+
+
+def _in_multi(g: Gen, subscribed: int) -> list[bytes]:
+    """Inside MULTI no SUBSCRIBE or PSUBSCRIBE, and no PUBLISH by a subscribed client: Redis
+    7.0 writes a message to the client running EXEC in the middle of EXEC's array (one
+    element too many: the array's last element reads as the next reply), where ours sends it
+    before EXEC's reply (docs/redis.md)."""
+    if subscribed:
+        return [b"PUBSUB", b"NUMPAT"]
+    return [b"PUBLISH", g.rng.choice(CHANNELS), b"m%d" % g.serial]
+
+
+def _client(g: Gen, i: int, view: View) -> list[bytes]:
+    return g.rng.choice([
+        lambda: [b"CLIENT", b"UNBLOCK", g.other(i)],
+        lambda: [b"CLIENT", b"UNBLOCK", g.other(i), g.rng.choice([b"TIMEOUT", b"ERROR"])],
+        lambda: [b"CLIENT", b"UNBLOCK", g.other(i), b"ERROR"],
+        lambda: [b"CLIENT", b"KILL", b"ID", g.other(i)],
+    ])()  # fmt: skip
+
+
+ACTIONS: list[tuple[int, Callable[[Gen, int, View], list[bytes]]]] = [
+    (22, _push), (20, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
+    (4, _client),
+]  # fmt: skip

@@ -1,0 +1,69 @@
+"""The multi-client fuzz (multi_fuzz.py, multi_fuzz_run.py) against redis-server 7.0.15,
+bounded: fixed seeds of interleaved steps over four connections per server (blocking pops
+and moves woken by other clients, timeouts, CLIENT UNBLOCK and KILL, closes of blocked
+clients, WATCH spoiled by writes and by expiry, pub/sub with several subscribers and
+patterns), everything each connection receives after each step compared, over RESP2 and
+RESP3; the counts prove each path was reached. And the cases it found, as fixed steps.
+`python -m tests.resp.multi_fuzz_run FIRST COUNT [LENGTH [PROTOCOL]]` runs more seeds."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from conformance.resp.servers import Pair
+
+from .multi_fuzz import Step
+from .multi_fuzz_run import fixed, run, run_seed
+
+LENGTH = 120
+
+
+def test_interleaved_clients_answer_as_redis(pair: Pair) -> None:
+    redis, ours = pair.by_kind["plain"]
+    seen: Counter[str] = Counter()
+    for seed in range(20261215, 20261215 + 5):
+        miss = run_seed(seed, redis.port, ours.port, LENGTH, seen)
+        assert miss is None, str(miss)
+    for seed in range(20261315, 20261315 + 3):
+        miss = run_seed(seed, redis.port, ours.port, LENGTH, seen, protocol=3)
+        assert miss is None, str(miss)
+    # the steps reached what they are for (counted on redis-server's side)
+    for what, least in {
+        "wakeup": 15, "wakeup-queued": 8, "wakeup-several": 1, "timeout": 5, "unblocked": 1,
+        "closed-blocked": 5, "killed": 2, "exec": 5, "exec-spoiled": 1,
+        "expiry-exec-spoiled": 1, "message": 5, "publish-several": 1, "wrongtype": 10,
+    }.items():  # fmt: skip
+        assert seen[what] >= least, (what, seen)
+
+
+def _case(steps: list[Step], pair: Pair) -> list[list[list[bytes]]]:
+    """The steps on both servers, compared; redis-server's frames of each step."""
+    redis, ours = pair.by_kind["plain"]
+    log: list[list[list[bytes]]] = []
+    miss = run(fixed(steps), redis.port, ours.port, log=log)
+    assert miss is None, str(miss)
+    return log
+
+
+def test_unblock_inside_exec_takes_the_client_out_at_once(pair: Pair) -> None:
+    """CLIENT UNBLOCK inside MULTI/EXEC: the client leaves every queue at once, as Redis's
+    unblockClient: a push later in the same EXEC is not served to it (it gets the unblock's
+    answer, the element stays), and a second UNBLOCK of it answers 0. Ours answered the
+    element and 1 (the client left its queues only when it resumed). Found by the fuzz."""
+    log = _case(
+        [
+            Step(0, [b"BLPOP", b"fq", b"0"]),
+            Step(2, [b"BRPOP", b"fq", b"0"]),
+            Step(1, [b"MULTI"]),
+            Step(1, [b"CLIENT", b"UNBLOCK", b"{id:0}"]),
+            Step(1, [b"CLIENT", b"UNBLOCK", b"{id:0}", b"ERROR"]),
+            Step(1, [b"RPUSH", b"fq", b"a", b"b"]),
+            Step(1, [b"EXEC"]),
+            Step(1, [b"LRANGE", b"fq", b"0", b"-1"]),
+        ],
+        pair,
+    )
+    assert log[6][0] == [b"*-1\r\n"]  # the unblocked client: its timeout's answer
+    assert log[6][1] == [b"*3\r\n:1\r\n:0\r\n:2\r\n"]
+    assert log[6][2] == [b"*2\r\n$2\r\nfq\r\n$1\r\nb\r\n"]  # the other waiter is served
+    assert log[7][1] == [b"*1\r\n$1\r\na\r\n"]
