@@ -5,7 +5,7 @@ commands.Deferred) parks it while a task asks them. A parked client stays in the
 epoll set, so a close is seen at once and what it pipelines is kept for later; the waiter's
 notify (called by the command or the bridge publish that served it) puts it back in the run
 list and wakes the loop, and the loop's deadline heap answers a timeout (a client's `due` is
-its parked command's); CLIENT UNBLOCK answers it through the timeout path. Resumed, its answer
+its parked command's); CLIENT UNBLOCK answers it at once, as Redis does. Resumed, its answer
 goes with the pass's replies and its next commands run.
 
 A mixin of the reactor (`Reactor(Parking)`): its calls are the reactor's own methods, so a
@@ -86,20 +86,18 @@ class Parking(EpollReactor):
         self.wake()
 
     def unblock(self, client_id: int, reply: bytes | None) -> bool:
-        """CLIENT UNBLOCK: a parked client answers now, through the timeout path (with its
-        command's timeout reply, or `reply`); False when it is not parked."""
+        """CLIENT UNBLOCK: a parked client is answered now (its command's timeout reply, or
+        `reply`) and leaves every queue, as Redis's unblockClient: a push later in the same
+        EXEC is not served to it, a message published to it comes after the answer, a second
+        UNBLOCK answers 0; False when it is not parked. Woken, it runs what it pipelined."""
         client = self.fe.connections.get(client_id)
         if client is None or client.block is None or client.block.waiter.done:
             return False
-        if type(client.block) is Deferred or client.timed_out:  # a Deferred: what it asked
-            return False  # is taken; timed out (unblocked): no longer blocked, as in Redis
-        if reply is not None:
-            client.block.on_timeout = reply
-        client.timed_out = True
-        # out of every queue now, as Redis's unblockClient: a push later in the same EXEC
-        # is not served to it (its answer is the unblock's), a second UNBLOCK answers 0
-        self.fe.blocking.remove(client.block.waiter)
-        self.fe.bridge.unwatch(client.block.waiter)
+        if type(client.block) is Deferred:  # not a blocking command: what it asked is taken
+            return False
+        blk = client.block
+        self._unpark(client)
+        self._answer(client, blk.on_timeout if reply is None else reply)
         self._wake(client)
         return True
 
@@ -132,9 +130,13 @@ class Parking(EpollReactor):
                 self.fe.serve_ready()  # a move served from a channel pushed a list
             # (served, a blocking pop hands its element over even in a pass whose log write
             # fails: flags.HANDS_OVER)
-            client.replies.append(waiter.reply if waiter.done else blk.on_timeout)
-            if not client.queued:
-                client.queued = True
-                self.to_send.append(client)
+            self._answer(client, waiter.reply if waiter.done else blk.on_timeout)
         if not (client.out or client.close_after_send or client.paused):
             self._process(client)
+
+    def _answer(self, client: Client, reply: bytes) -> None:
+        """A parked command's answer, sent with this pass's replies."""
+        client.replies.append(reply)
+        if not client.queued:
+            client.queued = True
+            self.to_send.append(client)

@@ -14,7 +14,7 @@ What is left out, and why:
 - a blocking command's timeout is 0 (for ever) or 30 s (never reached in a seed), or TIMED:
   then the next step, if the client did block, is a SLEEP past it, so that both servers have
   timed it out before anything else can serve it (a timeout racing a push has no fixed answer).
-- short expiries only in the expiry scenario (`_expiring`): SET ... PX 100, a WATCH of the key,
+- short expiries only in the expiry scenario (`_expiring`): SET ... PX 200, a WATCH of the key,
   a SLEEP past it, then that client's MULTI/EXEC; nothing else touches the key meanwhile.
 - BZPOPMIN/BZPOPMAX/BZMPOP and XREAD BLOCK: ours has none (docs/redis.md's list).
 - replies whose order is the server's hash table's (SMEMBERS, HGETALL, PUBSUB CHANNELS)."""
@@ -35,7 +35,7 @@ SLEEP_PAST = 0.09
 # the expiry scenario's PX: long enough that the WATCH two steps later comes before it on both
 # servers on a busy machine (then the watch is of a live key; one already expired would not
 # be spoiled by its expiry), and the SLEEP that follows it
-EXPIRES, SLEEP_EXPIRED = b"100", 0.15
+EXPIRES, SLEEP_EXPIRED = b"200", 0.25
 BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP"}
 SUBSCRIBING = {b"SUBSCRIBE", b"UNSUBSCRIBE", b"PSUBSCRIBE", b"PUNSUBSCRIBE"}
 
@@ -81,11 +81,19 @@ class Gen:
         if not free or self.rng.random() < 0.03:  # a client goes away, blocked or not
             blocked = [i for i in range(CONNS) if view.owed[i]] or list(range(CONNS))
             return Step(self.rng.choice(blocked), op="close")
-        i = self.rng.choice(free)
+        blocked = [i for i in range(CONNS) if view.owed[i]]
+        if blocked and self.rng.random() < 0.04:  # pipelined behind a blocked command
+            return Step(self.rng.choice(blocked), self.rng.choice(PIPELINED)(self))
+        # a RESP2 subscriber does little else: the others are picked first, half the time
+        plain = [i for i in free if not view.subs[i]]
+        i = self.rng.choice(plain if plain and self.rng.random() < 0.5 else free)
         if view.subs[i] and not self.resp3 and self.rng.random() < 0.9:
             return Step(i, _subscribed(self))
-        if not view.multi[i] and self.rng.random() < 0.02:
+        if not view.multi[i] and self.rng.random() < 0.012:
             return self._expiring(i, free)
+        others = [j for j in free if j != i and not view.multi[j]]
+        if others and not view.multi[i] and self.rng.random() < 0.04:
+            return self._watching(i, self.rng.choice(others))
         make = self.rng.choices([m for _, m in ACTIONS], weights=[w for w, _ in ACTIONS])[0]
         argv = make(self, i, view)
         if argv[0] in BLOCKING and TIMED in argv and not view.multi[i]:
@@ -111,6 +119,25 @@ class Gen:
         ]
         self.queued = steps[1:]
         return steps[0]
+
+    def _watching(self, i: int, j: int) -> Step:
+        """i WATCHes a key or two, j writes or reads one of them (a write that changes
+        nothing too: a pop or DEL of a missing key, an LPUSHX to one), i's MULTI/EXEC."""
+        keys = self.lists(2)
+        k = keys[0]
+        touch = self.rng.choice([
+            [b"LPUSH", k, b"w"], [b"DEL", k], [b"LPOP", k], [b"LPUSHX", k, b"w"], [b"LLEN", k],
+            [b"LRANGE", k, b"0", b"-1"], [b"EXISTS", k], [b"SET", k, b"w"], [b"RENAME", k, k],
+            [b"LMOVE", k, k, b"LEFT", b"RIGHT"], [b"LTRIM", k, b"0", b"-1"], [b"EXPIRE", k, b"100"],
+            [b"PERSIST", k], [b"RPOPLPUSH", self.lst(), k], [b"FLUSHDB"],
+        ])  # fmt: skip
+        self.queued = [
+            Step(j, touch),
+            Step(i, [b"MULTI"]),
+            Step(i, [b"LLEN", self.lst()]),
+            Step(i, [b"EXEC"], tag="watch-exec"),
+        ]
+        return Step(i, [b"WATCH", *keys])
 
     def lst(self) -> bytes:
         return self.rng.choice(LISTS) if self.rng.random() < 0.93 else self.rng.choice(OTHER)
@@ -144,7 +171,8 @@ def _subscribed(g: Gen) -> list[bytes]:
         lambda: [b"PSUBSCRIBE", g.rng.choice(PATTERNS)],
         lambda: [b"UNSUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(0, 2))],
         lambda: [b"PUNSUBSCRIBE", *g.rng.sample(PATTERNS, g.rng.randint(0, 1))],
-        lambda: [b"PING"],
+        lambda: [b"UNSUBSCRIBE"],
+        lambda: [b"PUNSUBSCRIBE"],
         lambda: [b"PING", b"hi"],
         lambda: [b"LPUSH", g.lst(), *g.items()],
     ])()  # fmt: skip
@@ -191,7 +219,18 @@ def _write(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"LTRIM", k, b"0", b"0"],
         lambda: [b"LSET", k, b"0", b"x"],
         lambda: [b"RENAME", k, g.lst()],
+        lambda: [b"SELECT", g.rng.choice([b"0", b"0", b"1"])],
+        lambda: [b"EVAL", SCRIPT_PUSH_POP, b"2", k, g.lst(), *g.items()],
+        lambda: [b"FLUSHDB"] if g.rng.random() < 0.3 else [b"DBSIZE"],
     ])()  # fmt: skip
+
+
+# a script that pushes and then pops: the pop takes the element before any waiter (waiters
+# are served after the script, as after a command)
+SCRIPT_PUSH_POP = (
+    b"redis.call('rpush', KEYS[1], ARGV[1]); "
+    b"return {redis.call('lpop', KEYS[2]), redis.call('llen', KEYS[1])}"
+)
 
 
 def _transaction(g: Gen, i: int, view: View) -> list[bytes]:
@@ -212,6 +251,8 @@ def _pubsub(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"PUBLISH", g.rng.choice(CHANNELS), b"m%d" % g.serial],
         lambda: [b"PUBLISH", g.rng.choice(CHANNELS), b"m%d" % g.serial],
         lambda: [b"SUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(1, 2))],
+        lambda: [b"SUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(1, 2))],
+        lambda: [b"PSUBSCRIBE", g.rng.choice(PATTERNS)],
         lambda: [b"PSUBSCRIBE", g.rng.choice(PATTERNS)],
         lambda: [b"UNSUBSCRIBE", *g.rng.sample(CHANNELS, g.rng.randint(0, 1))],
         lambda: [b"PUNSUBSCRIBE"],
@@ -239,7 +280,15 @@ def _client(g: Gen, i: int, view: View) -> list[bytes]:
     ])()  # fmt: skip
 
 
+# what a client pipelines behind its blocked command (run once it is answered)
+PIPELINED: list[Callable[[Gen], list[bytes]]] = [
+    lambda g: [b"PING"],
+    lambda g: [b"LLEN", g.lst()],
+    lambda g: [b"RPUSH", g.lst(), *g.items()],
+    lambda g: [b"BLPOP", *g.lists(), b"0"],
+]
+
 ACTIONS: list[tuple[int, Callable[[Gen, int, View], list[bytes]]]] = [
-    (22, _push), (20, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
+    (14, _push), (24, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
     (4, _client),
 ]  # fmt: skip

@@ -16,7 +16,8 @@ client's push, CLIENT UNBLOCK.
 Counts (`seen`, from redis-server's frames, so that a test can check the sequences reached
 what they are for): wakeup (a blocked client answered by another's step), wakeup-queued
 (with two or more clients blocked), wakeup-several (two or more in one step), timeout,
-unblocked, closed-blocked, killed, exec, exec-spoiled, expiry-exec-spoiled, message,
+unblocked, closed-blocked, killed, exec, exec-spoiled, expiry-exec-spoiled (EXEC after the
+expiry scenario), watch-exec and watch-exec-spoiled (after the WATCH scenario), message,
 publish-several, wrongtype.
 
 Run many seeds by hand: `python -m tests.resp.multi_fuzz_run FIRST COUNT [LENGTH [PROTOCOL]]`."""
@@ -217,7 +218,7 @@ class Tracker:
             self.view.multi[i] = False
             if name == b"EXEC" and not frame.startswith(b"-"):
                 key = "exec-spoiled" if null else "exec"
-                self.seen[("expiry-" if step.tag == "expiry-exec" else "") + key] += 1
+                self.seen[step.tag.replace("exec", "") + key] += 1
         elif name == b"PUBLISH" and frame[:1] == b":" and int(frame[1:-2]) >= 2:
             self.seen["publish-several"] += 1
 
