@@ -7,7 +7,7 @@ Request and return data or raise HTTPError, and http.v1 renders the result in ns
 format. This module holds the route table and the routing, which follows the httprouter nsqd
 uses: exact paths plus `/config/:opt`, 405 with an Allow header, OPTIONS answered from the
 route table, a trailing slash or a wrong-case / unclean path redirected (301 for GET, 307
-otherwise), everything else 404 NOT_FOUND.
+otherwise: http.redirects), everything else 404 NOT_FOUND.
 
 `API.handle(request)` returns `(status, headers, body)`. Each HTTP connection is its own task,
 so a slow or broken HTTP client never holds up the TCP protocol. `API.route_now` gives the
@@ -16,12 +16,10 @@ server's reactor the synchronous form of POST /pub and /mpub for requests wholly
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote
 
 import trio
 
@@ -32,10 +30,10 @@ from ..log import log
 from ..metrics.memory import track_gc_pauses
 from ..net.boundary import describe
 from ..net.listeners import open_listeners
+from . import redirects
 from . import server as http_server
 from .admin import AdminHandlers
 from .attributes import AttributeHandlers
-from .gonet import url_prefix
 from .info import InfoHandlers
 from .messages import MessageHandlers
 from .publish import PublishHandlers
@@ -45,7 +43,6 @@ from .v1 import (
     PLAIN,
     RAW,
     V1,
-    Headers,
     HTTPError,
     JSONBody,
     Request,
@@ -242,9 +239,9 @@ class API:
             allow = ", ".join(sorted({*self.methods, "OPTIONS"})).encode()
             return self._error(req, 405, "METHOD_NOT_ALLOWED", allow)
         if method in self.methods and method != "CONNECT" and path != "/":
-            location = self._redirect_path(path, method)
+            location = redirects.fixed_path(path, method, self._has_route, self.lower_paths)
             if location is not None:
-                return self._redirect(req, method, location)
+                return redirects.redirect(req, method, location)
         allowed = self._allowed(path, method)
         if method == "OPTIONS":
             if allowed:
@@ -272,53 +269,6 @@ class API:
         if not allowed:
             return b""
         return ", ".join(sorted({*allowed, "OPTIONS"})).encode()
-
-    def _redirect_path(self, path: str, method: str) -> str | None:
-        # the trailing slash first, then a cleaned, case-insensitive match
-        if len(path) > 1 and path.endswith("/") and self._has_route(path[:-1], method):
-            return path[:-1]
-        # httprouter: a :opt, even an empty one, then one slash (`/config//` to `/config/`)
-        opt_slash = len(path) > 8 and path.startswith("/config/") and path.endswith("/")
-        if opt_slash and "/" not in path[8:-1] and self._has_route("/config/x", method):
-            return path[:-1]
-        if not path.endswith("/") and self._has_route(path + "/", method):
-            return path + "/"
-        clean = clean_path(path)
-        lower = clean.lower()
-        candidates = [lower]
-        if len(lower) > 1 and lower.endswith("/"):
-            candidates.append(lower[:-1])
-        else:
-            candidates.append(lower + "/")
-        for candidate in candidates:
-            fixed = self.lower_paths.get(candidate)
-            if fixed is not None and self._has_route(fixed, method):
-                return fixed
-        if lower.startswith("/config/"):
-            opt = clean[8:]
-            if opt.endswith("/"):
-                opt = opt[:-1]
-            if opt and "/" not in opt and self._has_route("/config/" + opt, method):
-                return "/config/" + opt
-        return None
-
-    def _redirect(self, req: Request, method: str, path: str) -> Response:
-        prefix = url_prefix(req.target).decode("latin-1")
-        escaped = quote(path, safe="/$&+,:;=@")
-        # http.Redirect cleans a URL with no scheme and host (keeping a trailing slash)
-        location = (prefix + escaped if prefix else clean_path(escaped)) + _query_suffix(req)
-        status = 301 if method == "GET" else 307
-        headers: Headers = []
-        body = b""
-        if method in ("GET", "HEAD"):
-            headers.append((b"Content-Type", b"text/html; charset=utf-8"))
-        headers.append((b"Location", _hex_escape_non_ascii(location.encode("latin-1"))))
-        if method == "GET":
-            text = "Moved Permanently" if status == 301 else "Temporary Redirect"
-            # the query's bytes as they came (http.Redirect escapes only the header's)
-            body = f'<a href="{_html_escape(location)}">{text}</a>.\n\n'.encode("latin-1")
-        headers += [(b"Date", http_date()), (b"Content-Length", b"%d" % len(body))]
-        return status, headers, body
 
     def _error(self, req: Request, status: int, message: str, allow: bytes = b"") -> Response:
         start = time.perf_counter_ns()
@@ -364,57 +314,12 @@ class API:
         return status, *render_v1(status, data)
 
 
-_NON_ASCII = re.compile(rb"[\x80-\xff]")
-
-
-def _hex_escape_non_ascii(url: bytes) -> bytes:
-    """http.Redirect's hexEscapeNonASCII: a byte past ASCII as %xx, in lower case."""
-    return _NON_ASCII.sub(lambda m: b"%%%x" % m[0][0], url)
-
-
-def _html_escape(text: str) -> str:
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&#34;")
-        .replace("'", "&#39;")
-    )
-
-
-def clean_path(path: str) -> str:
-    """httprouter.CleanPath: path.Clean that keeps a trailing slash."""
-    if not path:
-        return "/"
-    out: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if out:
-                out.pop()
-            continue
-        out.append(part)
-    clean = "/" + "/".join(out)
-    if path.endswith("/") and clean != "/":
-        clean += "/"
-    return clean
-
-
-def _query_suffix(req: Request) -> str:
-    """The target's `?query` as Go's URL.String() writes it back: a lone `?` that ends the
-    target is kept too (url.ParseRequestURI's ForceQuery), none where there was no `?`."""
-    if req.query_string or (req.target.endswith(b"?") and req.target.count(b"?") == 1):
-        return "?" + req.query_string.decode("latin-1")
-    return ""
-
-
 def _log_request(req: Request, status: int, start_ns: int) -> None:
     """http_api.Log: `200 GET /stats?format=json (127.0.0.1:51234) 65.643µs`."""
     if not log.isEnabledFor(logging.INFO):
         return
     elapsed = time.perf_counter_ns() - start_ns
-    uri = req.raw_path.decode("latin-1") + _query_suffix(req)
+    uri = req.raw_path.decode("latin-1") + redirects.query_suffix(req)
     log.info(
         "%d %s %s (%s:%d) %s",
         status,
