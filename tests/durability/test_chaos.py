@@ -188,13 +188,19 @@ def drain(daemon: helpers.Daemon, wanted: set[bytes]) -> Counter[bytes]:
                 frame = conn.read_frame(min(left, 5.0 if not wanted <= set(got) else 1.0))
             except TimeoutError:
                 break
-            if frame.frame_type == FrameType.MESSAGE:
-                msg = decode_message(frame.data)
-                got[msg.body] += 1
-                conn.fin(msg.id)
-            else:
-                assert b"E_FIN_FAILED" in frame.data, frame
+            fin_received(conn, frame, got)
     return got
+
+
+def fin_received(conn: helpers.Client, frame: Frame, got: Counter[bytes]) -> bool:
+    """A drain's frame: a message is counted and FIN'd (True); else it must be a refused FIN."""
+    if frame.frame_type == FrameType.MESSAGE:
+        msg = decode_message(frame.data)
+        got[msg.body] += 1
+        conn.fin(msg.id)
+        return True
+    assert b"E_FIN_FAILED" in frame.data, frame
+    return False
 
 
 def run(kind: str, data_dir: Path, flags: tuple[str, ...], seed: int) -> tuple[Traffic, Counter]:
