@@ -43,11 +43,14 @@ from ..metrics.memory import add_memory, memory_stats
 from .kept import ASK_ERRORS, KeptConnections, Unreachable
 from .merged import merge
 from .missed import change_of
+from .pause_clock import WORD, WORDS, PauseClock, header, stamp_of
 from .pull import is_link
 from .refusals import refusal
 
 if TYPE_CHECKING:
     from ..engine.broker import Broker
+    from ..engine.channel import Channel
+    from ..engine.topic import Topic
     from ..http.routes import API
     from .missed import Change, Missed, Peer
 
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
 ASKED: ContextVar[bool] = ContextVar("group_asked", default=False)
 ASK_TIMEOUT = 2.0  # seconds a peer has to answer; a peer that does not is left out
 ADMIN = [f"/{k}/{a}" for k in ("topic", "channel") for a in ("create", "delete", "empty")]
-ADMIN += [f"/{k}/{a}" for k in ("topic", "channel") for a in ("pause", "unpause")]
+ADMIN += sorted(WORDS)  # pause, unpause
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -81,6 +84,8 @@ class FanOut:
         # told of an admin change asked here that failed here (a pause or unpause of a topic
         # this worker lacks is the newest word on it when it makes the topic: new_topics.py)
         self.lacked: Callable[[Change], None] = _nothing
+        # when each queue's pause last changed here: a peer's older word is overruled
+        self.clock = PauseClock()
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -112,11 +117,17 @@ class FanOut:
 
     def _admin(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            token = ASKED.set(True)
+            word = stamp_of(req) if req.path in WORDS else None
+            if word is not None and req.peer:
+                await read_params(req)
+                if self.clock.stale(self._queue(req), word):
+                    return None  # served, and overruled here by a newer word: one nsqd's 200
+            token, stamped = ASKED.set(True), WORD.set(word)
             try:
                 answer, failed = await made_here(local, req)
             finally:
                 ASKED.reset(token)
+                WORD.reset(stamped)
             change = change_of(req)  # its arguments were read and judged good
             if failed is not None and change is not None:
                 self.lacked(change)
@@ -132,7 +143,12 @@ class FanOut:
             answered: set[Peer] = set()
             unreachable: set[Peer] = set()
             answers = await self.ask_all(
-                req.method, req.target, again=again, answered=answered, unreachable=unreachable
+                req.method,
+                req.target,
+                headers=b"" if word is None else header(word),
+                again=again,
+                answered=answered,
+                unreachable=unreachable,
             )
             held = failed is None or any(status == 200 for status, _ in answers)
             if change is not None and self.missed is not None:
@@ -143,6 +159,12 @@ class FanOut:
             return answer
 
         return handle
+
+    def _queue(self, req: Request) -> Topic | Channel | None:
+        """The topic or channel a pause word names, if here."""
+        topic = self.broker.topics.get(req.arg("topic") or "")
+        channel = req.arg("channel") if req.path.startswith("/channel/") else None
+        return topic if topic is None or channel is None else topic.channels.get(channel)
 
     def _channel_create(self, admin: Handler) -> Handler:
         """A channel made in the group is made in every worker, as a SUB's is (worker.py): a
@@ -318,6 +340,7 @@ class FanOut:
         target: bytes,
         body: bytes = b"",
         *,
+        headers: bytes = b"",
         again: bool | None = None,
         answered: set[Peer] | None = None,
         unreachable: set[Peer] | None = None,
@@ -326,6 +349,7 @@ class FanOut:
         answer within ASK_TIMEOUT is logged and left out. `again`: whether the request may be
         made twice (KeptConnections.request), a GET's by default: a kept connection the peer
         closed as it was sent then costs a new one, not the peer's part of the answer.
+        `headers`: more header lines (KeptConnections.request).
         `answered`, `unreachable`: given, they get the address of each peer that answered,
         and of each whose private HTTP refused the connection (nothing listens there)."""
         if again is None:
@@ -338,7 +362,7 @@ class FanOut:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
                     status, _, text = await self.connections.request(
-                        address, method, target, body, again=again
+                        address, method, target, body, headers, again=again
                     )
                 answers.append((status, text))
                 if answered is not None:

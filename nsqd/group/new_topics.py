@@ -16,11 +16,13 @@ Newest, not any: a pause or unpause fans out to every worker at once, and one pe
 before it served the change that another peer, or this worker, already served. With any
 peer's pause winning, an unpause that reached this worker before it had the topic (a 404:
 nothing to unpause) and a peer that answered still paused left the topic paused here alone,
-for good. So each worker keeps when a topic's pause last changed here (CLOCK_MONOTONIC: one
-clock for every worker of a host), and for a short while the last pause or unpause it was
-asked of a topic it lacked (`_words`): the group's newest word on it, which peers that have
-not served it yet cannot outvote. Where no peer has the topic it is a new one, unpaused
-(what this worker was told of a topic the group since deleted is no word on this one).
+for good. So each worker keeps when a topic's pause last changed here (pause_clock.py:
+the stamp of the word it served, CLOCK_MONOTONIC, one clock for every worker of a host), and
+for a short while the last pause or unpause it was asked of a topic it lacked (`_words`): the
+group's newest word on it, which peers that have not served it yet cannot outvote. Where no
+peer has the topic it is a new one, unpaused since it was made here (a word refused
+everywhere before that, and what this worker was told of a topic the group since deleted, is
+no word on this one).
 
 A pause or unpause of the topic made here meanwhile (an admin request: newer than the
 question) settles it instead, and the answer that comes after is dropped. A peer that does not
@@ -34,15 +36,16 @@ from __future__ import annotations
 import json
 import time
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 import trio
 
 from ..http.v1 import V1, JSONBody, Request, query_string, read_params
 from ..log import log
 from .fanout import ASK_TIMEOUT
+from .pause_clock import WORD
 
 if TYPE_CHECKING:
+    from ..engine.channel import Channel
     from ..engine.topic import Topic
     from ..http.routes import API
     from .fanout import FanOut
@@ -62,7 +65,6 @@ class NewTopics:
     def __init__(self, fanout: FanOut) -> None:
         self._fanout = fanout  # asks the peers' private HTTP listeners
         self._asking: dict[str, Topic] = {}  # held until the peers answer
-        self._since: WeakKeyDictionary[Topic, float] = WeakKeyDictionary()
         self._words: dict[str, View] = {}  # a pause or unpause asked here of a topic not here
         fanout.lacked = self.lacked
 
@@ -76,15 +78,16 @@ class NewTopics:
         topic.hold()
         self._asking[topic.name] = topic
         try:
-            nursery.start_soon(self._ask, topic)
+            nursery.start_soon(self._ask, topic, time.monotonic())
         except RuntimeError:  # the worker is closing: nothing may stay held
             self._settle(topic, (0.0, False))
 
-    def changed(self, topic: Topic) -> None:
-        """The topic was paused or unpaused here: the newest word, which settles a held one
-        (made already: nothing more to pause)."""
-        now = self._since[topic] = time.monotonic()
-        self._settle(topic, (now, False))
+    def changed(self, topic: Topic, channel: Channel | None) -> None:
+        """The topic or channel was paused or unpaused here: the newest word, which settles a
+        held topic (made already: nothing more to pause)."""
+        now = self._fanout.clock.changed(topic if channel is None else channel)
+        if channel is None:
+            self._settle(topic, (now, False))
 
     def lacked(self, change: Change) -> None:
         """An admin change was asked here (by a client or a peer) and failed: of a pause or
@@ -96,9 +99,9 @@ class NewTopics:
             return
         now = time.monotonic()
         self._words = {k: v for k, v in self._words.items() if now - v[0] < WORD_TTL}
-        self._words[name] = (now, paused)
+        self._words[name] = (WORD.get() or now, paused)  # the word's stamp, from its origin
 
-    async def _ask(self, topic: Topic) -> None:
+    async def _ask(self, topic: Topic, made: float) -> None:
         views: list[View] = []
         try:
             target = PAUSED.encode() + b"?" + query_string({"topic": topic.name})
@@ -108,8 +111,10 @@ class NewTopics:
             word = self._words.get(topic.name)
             if views and word is not None and time.monotonic() - word[0] < WORD_TTL:
                 views.append(word)
-            # the newest (a tie: paused, as when nobody knows when); none: a new topic
-            self._settle(topic, max(views, default=(time.monotonic(), False)))
+            # the newest (a tie: paused, as when nobody knows when); none: a new topic,
+            # unpaused since it was made (a word stamped after that still wins: pause_clock.py;
+            # one from before, refused everywhere, is none on this topic)
+            self._settle(topic, max(views, default=(made, False)))
 
     def _settle(self, topic: Topic, view: View) -> None:
         if self._asking.get(topic.name) is not topic:
@@ -119,7 +124,7 @@ class NewTopics:
         since, paused = view
         if paused and not topic.deleted:
             self._fanout.broker.set_paused(topic, None, True)  # nsqd.dat and the hooks too
-        self._since[topic] = since  # the word it took, not the time it took it
+        self._fanout.clock.settled(topic, since)  # the word it took, not when it took it
         topic.release()
 
     async def _answer(self, req: Request) -> Any:
@@ -129,7 +134,7 @@ class NewTopics:
         topic = self._fanout.broker.topics.get(req.arg("topic") or "")
         view: View | None = None  # none here, or one held: as new as the peer's
         if topic is not None and self._asking.get(topic.name) is not topic:
-            view = (self._since.get(topic, 0.0), topic.paused)
+            view = (self._fanout.clock.since(topic), topic.paused)
         return JSONBody(json.dumps(view).encode())
 
 

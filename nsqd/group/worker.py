@@ -204,8 +204,8 @@ class Worker:
             self._stop((topic.name, name))
 
     def paused_changed(self, topic: Topic, channel: Channel | None) -> None:
-        if channel is None and self._new_topics is not None:
-            self._new_topics.changed(topic)
+        if self._new_topics is not None:
+            self._new_topics.changed(topic, channel)
 
     async def _make_in_peers(self, topic: str, channel: str, made: Callable[[], None]) -> None:
         """/topic/create then /channel/create in each peer, all at once (nsqd makes no topic
