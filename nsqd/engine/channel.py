@@ -156,6 +156,22 @@ class Channel(Later):
         if drop:
             self.dropped_count += len(self.backlog.take(drop))
 
+    def put_moved(self, msgs: list[Message], takes: Callable[[Consumer], bool]) -> None:
+        """Messages moved in from a peer (--workers, group/pull.py): `put_many`, handed out
+        only to the consumers `takes` (this worker's own). A peer's link among the ready ones
+        took them straight back, before this worker's FIN of the first copy reached the peer,
+        which then had two copies under one id and refused that FIN. What is queued goes to
+        whoever has credit later, as any queued message."""
+        ready = self._ready
+        aside = [c for c in ready if not takes(c)]
+        if aside:
+            self._ready = deque(c for c in ready if takes(c))
+        try:
+            self.put_many(msgs)
+        finally:
+            if aside:  # back in the rotation, but one that left meanwhile
+                self._ready.extend(c for c in aside if c.id in self._in_ready)
+
     def put_run(self, ids: Sequence[bytes], bodies: Sequence[bytes], ts: int) -> None:
         """New messages of one publish (PUB, MPUB): records are made only for what is handed
         out now; the rest waits as a run of the publish's lists (queue.Run)."""
@@ -298,7 +314,8 @@ class Channel(Later):
             return
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
-            self._ready.remove(consumer)
+            if consumer in self._ready:  # not if `put_moved` holds it aside
+                self._ready.remove(consumer)
         if self.ephemeral and not self.consumers and not self.deleted:
             self._on_unused(self)
 

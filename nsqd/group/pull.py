@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..engine.api import WriteBatch
     from ..engine.broker import Broker
     from ..engine.channel import Channel
+    from ..engine.ports import Consumer
     from .links import Links
 
 MAGIC = b"  V2"
@@ -126,6 +127,10 @@ def is_link(consumer: object) -> bool:
     """Whether a consumer of a channel is a peer's link (not one of this worker's clients)."""
     settings = getattr(consumer, "settings", None)
     return getattr(settings, "user_agent", "") == LINK_AGENT
+
+
+def _own(consumer: Consumer) -> bool:
+    return not is_link(consumer)
 
 
 def local_credit(channel: Channel) -> int:
@@ -252,7 +257,7 @@ class Pull:
         channel = self._local()
         if channel is not None and not channel.deleted:
             try:
-                channel.put_many(msgs)
+                channel.put_moved(msgs, _own)  # to this worker's consumers, not a link
                 # counted once, in the worker whose topic put it into the channel: the peer's
                 # link that took it may be gone by the time /stats sums the workers (its
                 # consumers here left, or the message went back there after a timeout)
