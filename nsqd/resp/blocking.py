@@ -11,6 +11,11 @@ the next waiter; the command that pushed it is answered as always (one client's 
 never closes another's connection). A move that can never be served (to a channel: key) is
 refused before it waits (bridge.py `watch`).
 
+A waiter waits for one type (`kind`): a list (BLPOP and its kin) or a sorted set (BZPOPMIN,
+BZPOPMAX, BZMPOP: zpop.py). A ready key serves the waiters of its value's type, FIFO, and
+leaves the others where they are in its queue, as Redis 7.0's handleClientsBlockedOnKeys
+serves a key by its type (a BLPOP waiting on a key that ZADD made stays blocked).
+
 A waiter is removed from every queue when it is served, times out, or its connection closes."""
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from protocol.resp.codec import ReplyError
 from ..log import log
 from ..net.boundary import describe
 from .keyspace import WRONGTYPE, Keyspace, WrongType
+from .values import Value
 
 
 class Waiter:
@@ -32,11 +38,12 @@ class Waiter:
     cannot). `moves_to` is a move's destination (b"" for a pop), for the check that refuses
     a move that can never be served before it waits. `take`, for a move onto a list: moves
     one element of a ready key itself (one record, Keyspace.move) and gives the reply, or
-    raises WrongType having moved nothing."""
+    raises WrongType having moved nothing; for a sorted-set pop (`kind` ZSet): pops from the
+    ready key and gives the reply."""
 
     __slots__ = (
-        "consumers", "deliver", "done", "keys", "ks", "left", "moves_to", "notify", "reply",
-        "take",
+        "consumers", "deliver", "done", "keys", "kind", "ks", "left", "moves_to", "notify",
+        "reply", "take",
     )  # fmt: skip
 
     def __init__(
@@ -47,8 +54,10 @@ class Waiter:
         deliver: Callable[[bytes, bytes], bytes],
         moves_to: bytes = b"",
         take: Callable[[bytes], bytes] | None = None,
+        kind: type[Value] = deque,
     ) -> None:
         self.ks = ks
+        self.kind = kind  # the type of value that serves it
         self.keys = keys
         self.left = left
         self.deliver = deliver
@@ -104,8 +113,11 @@ class Blocking:
 
     def add(self, waiter: Waiter) -> None:
         queues: dict[bytes, deque[Waiter]] = waiter.ks.watched  # type: ignore[assignment]
+        # a list waiter on a bridge key is the channel's consumer instead (bridge.py); to
+        # other types these names are plain keys
+        bridged = (b"channel:", b"topic:") if waiter.kind is deque else ()
         for key in dict.fromkeys(waiter.keys):
-            if not key.startswith((b"channel:", b"topic:")):
+            if not key.startswith(bridged):
                 queues.setdefault(key, deque()).append(waiter)
 
     def remove(self, waiter: Waiter) -> None:
@@ -123,7 +135,8 @@ class Blocking:
 
     def serve_ready(self) -> None:
         """Serve the waiters of every key that got elements, FIFO per key, until the key is
-        empty or has no waiter; a move's push may make another key ready, served in turn."""
+        empty or has no waiter of its type; a move's push may make another key ready, served
+        in turn."""
         ready_now = self.ready
         while ready_now:
             ready = ready_now[:]
@@ -131,22 +144,24 @@ class Blocking:
             for ks, key in dict.fromkeys(ready):
                 queues: dict[bytes, deque[Waiter]] = ks.watched  # type: ignore[assignment]
                 queue = queues.get(key)
-                while queue:
-                    lst = ks.data.get(key)
-                    if not isinstance(lst, deque) or not lst:
-                        break
-                    waiter = queue.popleft()
-                    if waiter.done:
-                        continue
-                    self.remove(waiter)
-                    if waiter.take is not None:  # a move onto a list: refused, it moves nothing
-                        waiter.finish(waiter.guarded(waiter.take, key)[0])
-                        continue
-                    when = ks.expires.get(key)
-                    elem = ks.pop(key, 1, waiter.left)[0]
-                    reply, taken = waiter.attempt(key, elem)
-                    if not taken:  # back where it was, for the next waiter
-                        put_back(ks, key, elem, waiter.left, when)
-                    waiter.finish(reply)
-                if queue is not None and not queue:
-                    queues.pop(key, None)
+                if queue:
+                    self._serve_key(ks, key, queue)
+
+    def _serve_key(self, ks: Keyspace, key: bytes, queue: deque[Waiter]) -> None:
+        # a snapshot: a served waiter leaves the queue (and every other one) as it goes
+        for waiter in list(queue):
+            value = ks.data.get(key)
+            if not value:
+                return
+            if waiter.done or not isinstance(value, waiter.kind):
+                continue  # another type's waiter keeps its place
+            self.remove(waiter)
+            if waiter.take is not None:  # a move onto a list: refused, it moves nothing
+                waiter.finish(waiter.guarded(waiter.take, key)[0])
+                continue
+            when = ks.expires.get(key)
+            elem = ks.pop(key, 1, waiter.left)[0]
+            reply, taken = waiter.attempt(key, elem)
+            if not taken:  # back where it was, for the next waiter
+                put_back(ks, key, elem, waiter.left, when)
+            waiter.finish(reply)

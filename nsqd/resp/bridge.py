@@ -17,6 +17,7 @@ the command that ask, which it defers its reply for (commands.Deferred)."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -305,6 +306,8 @@ class Bridge:
     def watch(self, waiter: Waiter, remote: str) -> None:
         """Make a blocked client a consumer (credit 1) of each channel key it waits on; the
         bridge's error where it cannot wait."""
+        if waiter.kind is not deque:  # a sorted-set pop: these names are plain keys to it
+            return
         keys = [k for k in dict.fromkeys(waiter.keys) if is_bridged(k)]
         names = [self._channel(k) for k in keys]  # every error before anything is joined
         if is_bridged(waiter.moves_to):

@@ -3,7 +3,8 @@ the machine, stop the daemon or stall it (the same loop serves NSQ).
 
 - Globals: a script runs in an environment of its own that holds what Redis 7.0 exposes (the
   base library less dofile/loadfile/print/getfenv/setfenv/newproxy/module/require, and
-  coroutine, math, string, table), `redis`, KEYS and ARGV. No os, io, debug, package, and none
+  coroutine, math, string, table, and cmsgpack and cjson: Lua of their own, lua_cmsgpack.py and
+  lua_cjson.py), `redis`, KEYS and ARGV. No os, io, debug, package, and none
   of lupa's `python` bridge (the runtime is made without eval and builtins). The only Python
   objects a script holds are redis.call, redis.pcall and redis.sha1hex (and the exception a
   pcall of them catches, where Redis gives a string): every attribute of theirs is refused,
@@ -30,16 +31,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .lua_cjson import CJSON
+from .lua_cmsgpack import CMSGPACK
+
 MAX_MEMORY = 256 << 20
 TIME_LIMIT_S = 5.0
 # instructions between two looks at the clock: ~10 us of plain Lua (the look costs ~0.5 us),
 # and bounded where each instruction is a costly string operation (copies of megabytes)
 HOOK_EVERY = 1_000
 
-# Run once in a fresh state with (call, pcall, sha1hex, now, killed, time_limit, hook_every);
+# Run once in a fresh state with (call, pcall, sha1hex, now, killed, time_limit, hook_every,
+# cmsgpack, cjson);
 # returns the sandbox's own functions and the table KEYS and ARGV go in.
 _SANDBOX = r"""
-local call, pcall_, sha1hex, now, killed, caught, time_limit, hook_every = ...
+local call, pcall_, sha1hex, now, killed, caught, time_limit, hook_every, cmsgpack, cjson = ...
 local G = _G
 local error, getmetatable, setmetatable, rawset, type, select, tostring, pairs = error,
     getmetatable, setmetatable, rawset, type, select, tostring, pairs
@@ -153,6 +158,8 @@ lib.coroutine = fenced({
   end,
 })
 lib.math = fenced(math)
+lib.cmsgpack = fenced(cmsgpack)  -- (lua_cmsgpack.py, lua_cjson.py: Lua of their own)
+lib.cjson = fenced(cjson)
 lib.string = fenced(string)
 -- the table library writes raw: on a fenced table that would get past its __newindex
 local function writes(f)
@@ -248,6 +255,29 @@ return {
 """
 
 
+# The error of a library of Lua (cmsgpack, cjson) as a C library's luaL_error gives it: the
+# text after the position of the code that called the library ("user_script:3: "; none where
+# the script's frame is gone: `return cjson.decode(...)` is a tail call to a Lua function, where
+# Redis's C function keeps the frame, and names the line).
+_RAISE = r"""
+local getinfo, error = debug.getinfo, error
+return function(text)
+  local mine, level = getinfo(2, "S").source, 3
+  while true do
+    local info = getinfo(level, "Sl")
+    if info == nil then error(text, 0) end
+    if info.source ~= mine and info.what ~= "tail" then  -- (its own calls may be tail calls)
+      if info.currentline > 0 then
+        text = info.short_src .. ":" .. info.currentline .. ": " .. text
+      end
+      error(text, 0)
+    end
+    level = level + 1
+  end
+end
+"""
+
+
 def _no_attribute(obj: Any, name: Any, *value: Any) -> Any:
     raise AttributeError("not reachable from a script")
 
@@ -278,5 +308,11 @@ def new_runtime(
         max_memory=MAX_MEMORY,
     )
     limit = TIME_LIMIT_S if time_limit is None else time_limit
-    box = rt.execute(_SANDBOX, call, pcall, sha1hex, now, killed, caught, limit, HOOK_EVERY)
+    raise_ = rt.execute(_RAISE)
+    cmsgpack = rt.execute(CMSGPACK, raise_)
+    # cjson.null: a userdata, as Redis's lightuserdata NULL
+    cjson = rt.execute(CJSON, rt.eval("newproxy(false)"), raise_)
+    box = rt.execute(
+        _SANDBOX, call, pcall, sha1hex, now, killed, caught, limit, HOOK_EVERY, cmsgpack, cjson
+    )
     return rt, box

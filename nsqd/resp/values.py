@@ -312,6 +312,8 @@ class TypedValues:
         for score, member in pairs:
             z.add(member, score)
         self._log((b"ZADD", key, *[x for score, m in pairs for x in (repr(score).encode(), m)]))
+        if key in self.watched:  # BZPOPMIN and its kin wait on it (blocking.py)
+            self.ready.append((self, key))
 
     def zrem(self, key: bytes, members: list[bytes]) -> int:
         z = self.data[key]

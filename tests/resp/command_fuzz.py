@@ -336,7 +336,17 @@ def _zsets(g: Gen) -> list[bytes]:
                  g.rng.choice([b"-1", b"0", b"2"])],
         lambda: [b"ZPOPMAX", k, *g.opt(0.4, g.rng.choice([b"1", b"2", b"0", b"-1", b"x"]))],
         lambda: [b"ZPOPMIN", k, *g.opt(0.4, g.rng.choice([b"1", b"2", b"0", b"-1", b"x"]))],
+        lambda: [g.rng.choice([b"BZPOPMIN", b"BZPOPMAX"]), *g.keys(2),
+                 g.rng.choice([b"0.01", b"0.01", b"0.01", b"-1", b"x", b"inf"])],
+        lambda: _zmpop(g, b"ZMPOP", []),
+        lambda: _zmpop(g, b"BZMPOP", [g.rng.choice([b"0.01", b"0.01", b"-2", b"nan"])]),
     ])()  # fmt: skip
+
+
+def _zmpop(g: Gen, name: bytes, timeout: list[bytes]) -> list[bytes]:
+    count = g.opt(0.4, b"COUNT", g.rng.choice([b"1", b"2", b"5", b"0", b"-1", b"x"]))
+    where = g.rng.choice([b"MIN", b"MAX", b"max", b"LEFT"])
+    return [name, *timeout, *_numkeys(g), where, *count, *g.opt(0.05, b"COUNT", b"1")]
 
 
 def _transactions(g: Gen) -> list[bytes]:

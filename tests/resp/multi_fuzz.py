@@ -1,7 +1,9 @@
 """A seeded generator of interleaved steps over several connections (multi_fuzz_run.py sends
 each step to redis-server and to ours and compares what every connection receives). What it
 is for is what happens between clients: blocking pops and moves woken by another client's
-push (several waiters on one key: the longest waiting is served first), a blocked client
+push (several waiters on one key: the longest waiting is served first), sorted-set pops
+(BZPOPMIN/BZPOPMAX/BZMPOP) woken by ZADD/ZINCRBY, waiters of both types on one key (a key
+serves the waiters of its type and leaves the others in place), a blocked client
 timing out, unblocked by CLIENT UNBLOCK, killed or closing its connection; WATCH spoiled by
 another client's write (not by a read) or by its key expiring; PUBLISH to several SUBSCRIBE
 and PSUBSCRIBE clients (the count, the order of messages).
@@ -16,7 +18,7 @@ What is left out, and why:
   timed it out before anything else can serve it (a timeout racing a push has no fixed answer).
 - short expiries only in the expiry scenario (`_expiring`): SET ... PX 200, a WATCH of the key,
   a SLEEP past it, then that client's MULTI/EXEC; nothing else touches the key meanwhile.
-- BZPOPMIN/BZPOPMAX/BZMPOP and XREAD BLOCK: ours has none (docs/redis.md's list).
+- XREAD BLOCK: ours has none (docs/redis.md's list).
 - replies whose order is the server's hash table's (SMEMBERS, HGETALL, PUBSUB CHANNELS)."""
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from dataclasses import dataclass, field
 CONNS = 4
 LISTS = [b"q0", b"q1", b"q2", b"q3"]
 OTHER = [b"s0", b"z0"]  # a string and a sorted set: WRONGTYPE for waiters and pushers
+# what sorted-set pops wait on: the sorted sets, and a list now and then (WRONGTYPE, or a key
+# with waiters of both types)
+ZKEYS = [b"z0", b"z1", b"z1", b"q0"]
 CHANNELS = [b"ch0", b"ch1", b"news.a"]
 PATTERNS = [b"ch*", b"news.*", b"*", b"ch[01]"]
 TIMED = b"0.05"  # a blocking command's short timeout; SLEEP_PAST of sleep follows it
@@ -36,7 +41,8 @@ SLEEP_PAST = 0.09
 # servers on a busy machine (then the watch is of a live key; one already expired would not
 # be spoiled by its expiry), and the SLEEP that follows it
 EXPIRES, SLEEP_EXPIRED = b"200", 0.25
-BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP"}
+ZBLOCKING = {b"BZPOPMIN", b"BZPOPMAX", b"BZMPOP"}
+BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP", *ZBLOCKING}
 SUBSCRIBING = {b"SUBSCRIBE", b"UNSUBSCRIBE", b"PSUBSCRIBE", b"PUNSUBSCRIBE"}
 
 
@@ -149,6 +155,17 @@ class Gen:
         keys = self.rng.sample(LISTS, self.rng.randint(1, most))
         return keys if self.rng.random() < 0.95 else [*keys, self.rng.choice(OTHER)]
 
+    def zkeys(self, most: int = 2) -> list[bytes]:
+        return list(dict.fromkeys(self.rng.choice(ZKEYS) for _ in range(self.rng.randint(1, most))))
+
+    def members(self) -> list[bytes]:
+        """ZADD's score and member pairs: new members, now and then `m` (perhaps already
+        there: a new score); scores 0-9, so that ties go by member, as Redis orders them."""
+        out = []
+        for item in self.items():
+            out += [b"%d" % self.rng.randint(0, 9), item if self.rng.random() < 0.8 else b"m"]
+        return out
+
     def items(self) -> list[bytes]:
         out = []
         for _ in range(self.rng.choice([1, 1, 1, 2, 3])):
@@ -195,7 +212,28 @@ def _block(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"BRPOPLPUSH", g.lst(), g.lst(), t],
         lambda: [b"BLMPOP", t, *_numkeys(g), g.side(),
                  *g.rng.choice([[], [b"COUNT", b"2"], [b"COUNT", b"1"]])],
+        lambda: [g.rng.choice([b"BZPOPMIN", b"BZPOPMAX"]), *g.zkeys(), t],
+        lambda: [g.rng.choice([b"BZPOPMIN", b"BZPOPMAX"]), *g.zkeys(), t],
+        lambda: [b"BZMPOP", t, *_znumkeys(g), g.rng.choice([b"MIN", b"MAX"]),
+                 *g.rng.choice([[], [b"COUNT", b"2"], [b"COUNT", b"3"]])],
     ])()  # fmt: skip
+
+
+def _zpush(g: Gen, i: int, view: View) -> list[bytes]:
+    k = g.rng.choice(ZKEYS)
+    return g.rng.choice([
+        lambda: [b"ZADD", k, *g.members()],
+        lambda: [b"ZADD", k, *g.members()],
+        lambda: [b"ZINCRBY", k, b"1", b"m"],
+        lambda: [b"ZPOPMIN", k],
+        lambda: [b"ZMPOP", *_znumkeys(g), b"MAX"],
+        lambda: [b"ZRANGE", k, b"0", b"-1", b"WITHSCORES"],
+    ])()  # fmt: skip
+
+
+def _znumkeys(g: Gen) -> list[bytes]:
+    keys = g.zkeys()
+    return [b"%d" % len(keys), *keys]
 
 
 def _numkeys(g: Gen) -> list[bytes]:
@@ -289,9 +327,10 @@ PIPELINED: list[Callable[[Gen], list[bytes]]] = [
     lambda g: [b"LLEN", g.lst()],
     lambda g: [b"RPUSH", g.lst(), *g.items()],
     lambda g: [b"BLPOP", *g.lists(), b"0"],
+    lambda g: [b"BZPOPMIN", *g.zkeys(), b"0"],
 ]
 
 ACTIONS: list[tuple[int, Callable[[Gen, int, View], list[bytes]]]] = [
-    (14, _push), (24, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
-    (4, _client),
+    (14, _push), (28, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
+    (4, _client), (8, _zpush),
 ]  # fmt: skip

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from conformance.resp.wire import CLOSED, Conn, encode
 
-from .multi_fuzz import CONNS, SUBSCRIBING, Gen, Step, View
+from .multi_fuzz import CONNS, SUBSCRIBING, ZBLOCKING, Gen, Step, View
 
 PATIENCE = 2.0  # s: how long ours may take to send what redis-server sent
 QUIET = 0.002  # s: the wait for frames ours sends and redis-server did not
@@ -210,6 +210,8 @@ class Tracker:
             self.seen["timeout"] += 1
         if blocked and step.argv[:2] == [b"CLIENT", b"UNBLOCK"]:
             self.seen["unblocked"] += 1
+        if blocked and name in ZBLOCKING and not null and frame[:1] != b"-":
+            self.seen["wakeup-zset"] += 1
         if frame.startswith(b"-WRONGTYPE"):
             self.seen["wrongtype"] += 1
         if name == b"MULTI" and frame == b"+OK\r\n":

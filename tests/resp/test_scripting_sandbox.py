@@ -126,6 +126,23 @@ def test_a_script_past_the_memory_limit_fails_alone(ours) -> None:
     assert server.proc.poll() is None, server.log()
 
 
+def test_cmsgpack_and_cjson_run_under_the_scripts_limits(ours) -> None:
+    """They are Lua of their own (lua_cmsgpack.py, lua_cjson.py), inside the sandbox: what
+    they make counts against the memory limit, and cjson.null gives no metatable to reach."""
+    server = ours.start()
+    big = "string.rep('x', 2^26)"
+    data = (
+        command("EVAL", f"return #cmsgpack.pack({big}, {big}, {big}, {big})", "0")
+        + command("EVAL", f"return #cjson.encode({{{big}, {big}, {big}, {big}}})", "0")
+        + command("EVAL", "return {type(cjson.null), getmetatable(cjson.null)}", "0")
+        + command("PING")
+    )
+    reply = exchange(server.port, data, b"+PONG\r\n")
+    assert reply.count(b"-ERR not enough memory script: ") == 2, reply
+    assert reply.endswith(b"*1\r\n$8\r\nuserdata\r\n+PONG\r\n"), reply
+    assert server.proc.poll() is None, server.log()
+
+
 def test_evals_own_scripts_are_kept_up_to_500_and_script_load_keeps_one(ours) -> None:
     """Scripts made up on the fly must not fill the Lua state: those EVAL alone brought are
     forgotten past 500, oldest use first (Redis 7.4's rule); a SCRIPT LOAD keeps its script;
@@ -201,10 +218,10 @@ def test_what_the_table_library_writes_is_refused_on_the_fenced_tables(ours) -> 
     server = ours.start()
     data = b"".join(
         command("EVAL", f"table.insert({t}, 'x') return 1", "0")
-        for t in ("_G", "string", "redis", "table")
+        for t in ("_G", "string", "redis", "table", "cjson", "cmsgpack")
     ) + command("EVAL", "return {rawget(_G, 1), rawget(string, 1)}", "0")
     replies = exchange(server.port, data, b"*0\r\n")
-    assert replies.count(b"-ERR Attempt to modify a readonly table script: ") == 4, replies
+    assert replies.count(b"-ERR Attempt to modify a readonly table script: ") == 6, replies
     assert replies.endswith(b"*0\r\n"), replies  # nothing was left for the next script
 
 

@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (they register themselves)
     streams,
     strings,
     transactions,
+    zpop,
     zsets,
 )
 from .registry import Block, Deferred, ReplyError, Session, dispatch

@@ -5,6 +5,7 @@ by a push takes the rest of its COUNT off that list in the same step."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from protocol.resp.codec import array, bulk, string2ll
 
@@ -13,16 +14,21 @@ from ..bridge import is_bridged
 from .lists import where_arg
 from .registry import SYNTAX, Block, Deferred, ReplyError, Session, command, timeout_arg
 
+W = TypeVar("W")
 
-def _mpop_args(argv: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
-    """lmpopGenericCommand's parse: numkeys, the keys, LEFT|RIGHT, COUNT."""
+
+def mpop_args(
+    argv: list[bytes], first: int, where: Callable[[bytes], W] = where_arg
+) -> tuple[list[bytes], W, int]:
+    """lmpopGenericCommand's parse: numkeys, the keys, LEFT|RIGHT, COUNT (zmpopGenericCommand's
+    is the same with MIN|MAX: `where`)."""
     numkeys = string2ll(argv[first])
     if numkeys is None or numkeys < 1:
         raise ReplyError("ERR numkeys should be greater than 0")
     where_at = first + 1 + numkeys
     if where_at >= len(argv):
         raise ReplyError(SYNTAX)
-    left = where_arg(argv[where_at])
+    side = where(argv[where_at])
     count = None
     j = where_at + 1
     while j < len(argv):
@@ -33,7 +39,7 @@ def _mpop_args(argv: list[bytes], first: int) -> tuple[list[bytes], bool, int]:
             j += 2
         else:
             raise ReplyError(SYNTAX)
-    return argv[first + 1 : where_at], left, count or 1
+    return argv[first + 1 : where_at], side, count or 1
 
 
 def _mpop_reply(key: bytes, elems: list[bytes]) -> bytes:
@@ -90,13 +96,13 @@ def _mpop_later(
 
 @command("lmpop", -4)
 def lmpop(s: Session, argv: list[bytes]) -> bytes | Block:
-    keys, left, count = _mpop_args(argv, 1)
+    keys, left, count = mpop_args(argv, 1)
     return _mpop_now(s, keys, left, count, peers=True) or s.enc.null_array
 
 
 @command("blmpop", -5)
 def blmpop(s: Session, argv: list[bytes]) -> bytes | Block:
-    keys, left, count = _mpop_args(argv, 2)
+    keys, left, count = mpop_args(argv, 2)
     timeout = timeout_arg(argv[1])  # read after the rest, in blockingPopGenericCommand
     found = _mpop_now(s, keys, left, count)
     if found is not None:

@@ -19,20 +19,12 @@ from protocol.resp.replies import RESP2
 
 from .. import lua_sandbox
 from ..lua_values import Error, arg, parse, reply
-from .flags import WRITE
+from .flags import NOT_IN_SCRIPTS, WRITE
 from .registry import TABLE, ReplyError, Session, command, container, run_inside
 
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
 EVAL_KEPT = 500
 ROOM = 1 << 20  # what a callback's own work may allocate past the limit
-# Redis 7.0's `noscript` commands among ours: a script cannot open a transaction, subscribe,
-# block, run a script or change the connection (SCRIPT FLUSH inside a script would drop the
-# Lua state it runs in)
-NOT_IN_SCRIPTS = frozenset(
-    b"auth blmove blpop brpop brpoplpush client config debug discard eval evalsha exec "
-    b"function hello multi psubscribe punsubscribe quit script subscribe unsubscribe unwatch "
-    b"watch".split()
-)
 
 
 class CallError(Exception):

@@ -1,0 +1,49 @@
+"""BullMQ (Node, the most used Redis job queue) unchanged against ours and against
+redis-server: tests/resp/bullmq/check.js (installed with `npm ci` from its lock file) runs a
+Queue and a Worker: the worker blocks on its queue's marker with BZPOPMIN, BullMQ's Lua
+scripts unpack their options with cmsgpack and keep them as JSON with cjson; jobs added one
+by one and in bulk, a delayed job, a retry (attempts), a job that fails for good. The summary
+it prints (each job's state, attempts, result and failure, what ran, the counts, the events)
+must be the same on both servers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).with_name("bullmq")
+
+
+def _setup() -> str:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail("node and npm are needed for the BullMQ check", pytrace=False)
+    stamp = HERE / "node_modules" / ".stamp"
+    lock = (HERE / "package-lock.json").read_text()
+    if not stamp.exists() or stamp.read_text() != lock:
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=HERE, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        stamp.write_text(lock)
+    return node
+
+
+def _summary(node: str, port: int) -> str:
+    done = subprocess.run(
+        [node, "check.js", str(port)],
+        cwd=HERE, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines[-1:] == ["PASS"], done.stdout + done.stderr
+    return lines[-2]
+
+
+def test_bullmq_queue_and_worker_as_on_redis(pair) -> None:
+    node = _setup()
+    redis_server, ours = pair.by_kind["plain"]
+    assert _summary(node, ours.port) == _summary(node, redis_server.port)
