@@ -14,10 +14,11 @@ that left comes back at its timeout."""
 
 from __future__ import annotations
 
+import os
 import random
 import select
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 
 from protocol.v2 import FrameType, decode_message
@@ -30,6 +31,8 @@ from .fuzz_consumer import LAT, Consumer, Copy, Sent
 
 TOPIC, CHANNEL = "fz", "c"
 MSG_TIMEOUT = 2.0  # the group's --msg-timeout, s
+MPUB_MAX = int(os.environ.get("NSQD_CONSUMER_FUZZ_MPUB", "20"))  # more: a heavier hunt
+RDYS = (0, 0, 1, 1, 2, 5, 20, MPUB_MAX)  # a RDY step's counts
 DEFERS = (20, 100, 300, 800)  # DPUB's and a REQ's delays, ms
 STEPS = {  # a step's kind: its weight
     "publish": 30,
@@ -50,7 +53,7 @@ class Published:
 
 
 class Fuzz:
-    def __init__(self, group: Group, seed: int, workers: int) -> None:
+    def __init__(self, group: Group, seed: int, workers: int, disk_only: bool = False) -> None:
         self.group, self.rng, self.workers = group, random.Random(seed), workers
         self.seed, self.seq, self.closes = seed, 0, 0
         self.published: dict[bytes, Published] = {}
@@ -61,11 +64,13 @@ class Fuzz:
         self.pubs = [self._client(k) for k in range(workers)]
         self.paused = {"channel": False, "topic": False}
         self.pause_epoch = 0
+        self.topic_pauses: list[tuple[float, float]] = []  # (from, to) the topic was paused
+        self.disk_only = disk_only  # --mem-queue-size=0
         self.draining = False
         self.counts: Counter[str] = Counter()  # what was exercised, for the test's summary
         self.node = 0  # worker 0's node id: worker k's message ids carry node + k
         self.errors: list[str] = []
-        self._trace: deque[str] = deque(maxlen=300)
+        self._trace: list[str] = []  # a run's events (a few thousand)
         self.start = time.monotonic()
 
     def _client(self, k: int) -> helpers.Client:
@@ -79,7 +84,11 @@ class Fuzz:
         self.errors.append(f"seed {self.seed} at {time.monotonic() - self.start:.3f}s: {what}")
 
     def report(self) -> str:
-        return "\n".join(self.errors[:10]) + "\n-- last events:\n" + "\n".join(self._trace)
+        """The first violations, the events before the first, and the last events."""
+        first = next(i for i, line in enumerate(self._trace) if "VIOLATION" in line)
+        before = "\n".join(self._trace[max(0, first - 80) : first + 1])
+        last = "\n".join(self._trace[-40:])
+        return "\n".join(self.errors[:10]) + f"\n-- before:\n{before}\n-- last:\n{last}"
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -169,7 +178,7 @@ class Fuzz:
         timeout, never after its FIN; a deferred one not before its delay."""
         msg_id, prev = msg.id, self.last.get(msg.id)
         if prev is None:
-            if now < published.sent + published.defer:
+            if now < published.sent + published.defer and self.defer_kept(published):
                 self.violation(f"{msg_id!r} came before its DPUB delay")
             if msg.attempts != 1 and self.closes == published.closes:
                 self.violation(f"{msg_id!r}: first delivery with attempts {msg.attempts}")
@@ -258,7 +267,7 @@ class Fuzz:
     def _publish(self) -> None:
         rng = self.rng
         kind = rng.choices(("PUB", "MPUB", "DPUB"), (4, 3, 2))[0]
-        n = rng.randint(2, 20) if kind == "MPUB" else 1
+        n = rng.randint(2, MPUB_MAX) if kind == "MPUB" else 1
         bodies = [b"%d-%06d" % (self.seed, self.seq + i) for i in range(n)]
         self.seq += n
         self.publish(rng.randrange(self.workers), bodies, rng.choice(DEFERS) * (kind == "DPUB"))
@@ -283,7 +292,7 @@ class Fuzz:
                 consumer.act("FIN", copy, now)  # kept too long by a slow step: late
 
     def _rdy(self) -> None:
-        self.rng.choice(self.consumers).rdy(self.rng.choice((0, 0, 1, 1, 2, 5, 20)))
+        self.rng.choice(self.consumers).rdy(self.rng.choice(RDYS))
 
     def _reconnect(self) -> None:
         """A consumer closes (what it sent answered first) with what it holds, and another
@@ -315,7 +324,10 @@ class Fuzz:
         verb = "pause" if pause else "unpause"
         if not pause:
             self.paused[what] = False
+        asked = time.monotonic()
         status, body = http_post(f"http://127.0.0.1:{self.group.http}/{what}/{verb}?{query}")
+        if what == "topic":
+            self._topic_paused(pause, asked)
         self.trace(f"{what} {verb}: {status}")
         if status != 200:
             self.violation(f"{what} {verb}: {status} {body!r}")
@@ -328,6 +340,22 @@ class Fuzz:
                 consumer.stalled = False
                 if pause:
                     consumer.note_pause(self.pause_epoch)
+
+    def _topic_paused(self, pause: bool, asked: float) -> None:
+        """Keep the topic's paused spans (from the pause's request to the unpause's answer)."""
+        if pause:
+            self.topic_pauses.append((asked, float("inf")))
+        elif self.topic_pauses:
+            self.topic_pauses[-1] = (self.topic_pauses[-1][0], time.monotonic())
+
+    def defer_kept(self, published: Published) -> bool:
+        """Whether a DPUB'd message must wait out its delay: with --mem-queue-size=0 one that
+        met a paused topic goes to the topic's disk queue, which keeps no delay (Go nsqd
+        1.3.0's topic.put does the same: the message comes at the unpause)."""
+        if not self.disk_only:
+            return True
+        end = published.sent + published.defer
+        return not any(start < end and published.sent < stop for start, stop in self.topic_pauses)
 
     def _read(self) -> None:
         self.pump(self.rng.choice((0.02, 0.05, 0.15)))

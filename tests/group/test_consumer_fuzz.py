@@ -45,11 +45,20 @@ DRAIN = 20.0  # s: the drain's limit (a timeout, a REQ's and a DPUB's delay, on 
 LOGGED = ("does not own message", "not in flight", "Traceback", "unexpected error")
 
 
+# a seed's flags besides --msg-timeout: every message through the disk queues (a moved one
+# written in the pulling worker before its FIN), in-flight and deferred state journaled
+FLAGS = ((), ("--mem-queue-size=0",), ("--durable-inflight",))
+
+
 def workers_for(seed: int) -> int:
     return 3 if seed % 3 == 0 else 2
 
 
-@pytest.fixture(params=SEEDS, ids=lambda s: f"seed{s}-w{workers_for(s)}")
+def flags_for(seed: int) -> tuple[str, ...]:
+    return FLAGS[seed // 2 % len(FLAGS)]
+
+
+@pytest.fixture(params=SEEDS, ids=lambda s: f"seed{s}-w{workers_for(s)}{''.join(flags_for(s))}")
 def sized(request: pytest.FixtureRequest, workdir: Path) -> Iterator[tuple[Group, int]]:
     """A group of the seed's size, stopped cleanly at the end (as conftest's `group`)."""
     group = Group(workdir, workers_for(request.param))
@@ -90,11 +99,11 @@ def _settled(group: Group, published: int) -> list[str]:
 
 def test_consumers_in_several_workers_keep_the_invariants(sized: tuple[Group, int]) -> None:
     group, seed = sized
-    group.start(f"--msg-timeout={int(MSG_TIMEOUT * 1000)}ms")
+    group.start(f"--msg-timeout={int(MSG_TIMEOUT * 1000)}ms", *flags_for(seed))
     base = f"http://127.0.0.1:{group.http}"
     assert http_post(f"{base}/topic/create?topic={TOPIC}")[0] == 200
     assert http_post(f"{base}/channel/create?topic={TOPIC}&channel={CHANNEL}")[0] == 200
-    fuzz = Fuzz(group, seed, group.count)
+    fuzz = Fuzz(group, seed, group.count, "--mem-queue-size=0" in flags_for(seed))
     fuzz.node = int(http_json(f"{base}/config/id"))
     try:
         for k in fuzz.rng.sample(range(group.count), 2):  # at least two workers
