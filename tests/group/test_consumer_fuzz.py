@@ -17,7 +17,9 @@ FIN'd, the group's /stats show depth, in_flight and deferred 0 and message_count
 published, and no worker logged a refused FIN of a link, an unexpected error or a traceback.
 
 What NSQ does by design is allowed: a message comes again after its timeout, and a FIN or REQ
-of it after that may be refused; a REQ'd message comes before older ones.
+of it after that may be refused; a REQ'd message comes before older ones; under
+--mem-queue-size=0 a DPUB that met a paused topic comes at the unpause, its delay lost (the
+topic's disk queue keeps none; Go nsqd 1.3.0 the same).
 
 NSQD_CONSUMER_FUZZ_SEEDS=start:stop (or 3,17) runs other seeds, each with 2 workers, and 3 for
 every third seed; NSQD_CONSUMER_FUZZ_SECONDS the traffic's length (default 6)."""
