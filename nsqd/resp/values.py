@@ -272,6 +272,8 @@ class TypedValues:
         self._log((b"XADD", key, format_id(sid), *fields))
         if trim is not None:
             self.trim_stream(key, trim)
+        if key in self.watched:  # XREAD BLOCK waits on it (blocking.py, stream_read.py)
+            self.ready.append((self, key))
 
     def trim_stream(self, key: bytes, trim: Any) -> int:
         """XTRIM (and XADD's trim) of an existing stream: how many entries went."""

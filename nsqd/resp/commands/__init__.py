@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (they register themselves)
     scripting,
     sets,
     sort,
+    stream_read,
     streams,
     strings,
     transactions,
