@@ -46,8 +46,8 @@ class Waiter:
     while the stream has nothing newer than the waiter's ID (it keeps waiting)."""
 
     __slots__ = (
-        "consumers", "deliver", "done", "keys", "kind", "ks", "left", "moves_to", "notify",
-        "reply", "take",
+        "consumers", "deliver", "done", "keys", "kind", "ks", "left", "lost", "moves_to",
+        "notify", "reply", "take",
     )  # fmt: skip
 
     def __init__(
@@ -71,6 +71,9 @@ class Waiter:
         self.reply = b""
         self.notify: Callable[[], None] | None = None  # the reactor's wake-up for its client
         self.consumers: list = []  # bridge consumers to leave once done (bridge.py)
+        # the answer when a ready key no longer holds its type (deleted, replaced): None,
+        # it keeps waiting; XREADGROUP's -UNBLOCKED (stream_read.py)
+        self.lost: bytes | None = None
 
     def attempt(self, key: bytes, elem: bytes) -> tuple[bytes, bool]:
         """`deliver`'s reply for `elem`, popped from `key`, and whether the element was taken.
@@ -157,10 +160,13 @@ class Blocking:
         # a snapshot: a served waiter leaves the queue (and every other one) as it goes
         for waiter in list(queue):
             value = ks.data.get(key)
-            if value is None:  # (an emptied list or sorted set took its key with it)
-                return
-            if waiter.done or not isinstance(value, waiter.kind):
-                continue  # another type's waiter keeps its place
+            if waiter.done:
+                continue
+            if not isinstance(value, waiter.kind):  # another type's waiter keeps its place,
+                if waiter.lost is not None:  # but a group's consumer, whose stream went
+                    self.remove(waiter)
+                    waiter.finish(waiter.lost)
+                continue
             if waiter.take is not None:  # a move onto a list (refused, it moves nothing), a
                 # sorted-set pop, a stream read (None: nothing newer than its ID, it stays)
                 reply = waiter.guarded(waiter.take, key)[0]

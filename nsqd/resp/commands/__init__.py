@@ -12,6 +12,8 @@ from . import (  # noqa: F401  (they register themselves)
     scripting,
     sets,
     sort,
+    stream_claims,
+    stream_groups,
     stream_read,
     streams,
     strings,
