@@ -11,10 +11,13 @@ the next waiter; the command that pushed it is answered as always (one client's 
 never closes another's connection). A move that can never be served (to a channel: key) is
 refused before it waits (bridge.py `watch`).
 
-A waiter waits for one type (`kind`): a list (BLPOP and its kin) or a sorted set (BZPOPMIN,
-BZPOPMAX, BZMPOP: zpop.py). A ready key serves the waiters of its value's type, FIFO, and
-leaves the others where they are in its queue, as Redis 7.0's handleClientsBlockedOnKeys
-serves a key by its type (a BLPOP waiting on a key that ZADD made stays blocked).
+A waiter waits for one type (`kind`): a list (BLPOP and its kin), a sorted set (BZPOPMIN,
+BZPOPMAX, BZMPOP: zpop.py) or a stream (XREAD and XREADGROUP with BLOCK: stream_read.py). A
+ready key serves the waiters of its value's type, FIFO, and leaves the others where they are
+in its queue, as Redis 7.0's handleClientsBlockedOnKeys serves a key by its type (a BLPOP
+waiting on a key that ZADD made stays blocked). A stream is not used up by a read: each of its
+waiters is offered it in turn, and one whose ID nothing newer has passed stays (its `take`
+answers None).
 
 A waiter is removed from every queue when it is served, times out, or its connection closes."""
 
@@ -39,11 +42,12 @@ class Waiter:
     a move that can never be served before it waits. `take`, for a move onto a list: moves
     one element of a ready key itself (one record, Keyspace.move) and gives the reply, or
     raises WrongType having moved nothing; for a sorted-set pop (`kind` ZSet): pops from the
-    ready key and gives the reply."""
+    ready key and gives the reply; for a stream read (`kind` Stream): the reply, or None
+    while the stream has nothing newer than the waiter's ID (it keeps waiting)."""
 
     __slots__ = (
-        "consumers", "deliver", "done", "keys", "kind", "ks", "left", "moves_to", "notify",
-        "reply", "take",
+        "consumers", "deliver", "done", "keys", "kind", "ks", "left", "lost", "moves_to",
+        "notify", "reply", "take",
     )  # fmt: skip
 
     def __init__(
@@ -53,7 +57,7 @@ class Waiter:
         left: bool,
         deliver: Callable[[bytes, bytes], bytes],
         moves_to: bytes = b"",
-        take: Callable[[bytes], bytes] | None = None,
+        take: Callable[[bytes], bytes | None] | None = None,
         kind: type[Value] = deque,
     ) -> None:
         self.ks = ks
@@ -67,6 +71,9 @@ class Waiter:
         self.reply = b""
         self.notify: Callable[[], None] | None = None  # the reactor's wake-up for its client
         self.consumers: list = []  # bridge consumers to leave once done (bridge.py)
+        # the answer when a ready key no longer holds its type (deleted, replaced): None,
+        # it keeps waiting; XREADGROUP's -UNBLOCKED (stream_read.py)
+        self.lost: bytes | None = None
 
     def attempt(self, key: bytes, elem: bytes) -> tuple[bytes, bool]:
         """`deliver`'s reply for `elem`, popped from `key`, and whether the element was taken.
@@ -75,7 +82,9 @@ class Waiter:
         never raised into the command (another client's push, a publish) that served it."""
         return self.guarded(self.deliver, key, elem)
 
-    def guarded(self, fn: Callable[..., bytes], key: bytes, *args: bytes) -> tuple[bytes, bool]:
+    def guarded(
+        self, fn: Callable[..., bytes | None], key: bytes, *args: bytes
+    ) -> tuple[bytes | None, bool]:
         """`fn(key, *args)`'s reply and True, or the error's reply and False."""
         try:
             return fn(key, *args), True
@@ -151,14 +160,21 @@ class Blocking:
         # a snapshot: a served waiter leaves the queue (and every other one) as it goes
         for waiter in list(queue):
             value = ks.data.get(key)
-            if not value:
-                return
-            if waiter.done or not isinstance(value, waiter.kind):
-                continue  # another type's waiter keeps its place
-            self.remove(waiter)
-            if waiter.take is not None:  # a move onto a list: refused, it moves nothing
-                waiter.finish(waiter.guarded(waiter.take, key)[0])
+            if waiter.done:
                 continue
+            if not isinstance(value, waiter.kind):  # another type's waiter keeps its place,
+                if waiter.lost is not None:  # but a group's consumer, whose stream went
+                    self.remove(waiter)
+                    waiter.finish(waiter.lost)
+                continue
+            if waiter.take is not None:  # a move onto a list (refused, it moves nothing), a
+                # sorted-set pop, a stream read (None: nothing newer than its ID, it stays)
+                reply = waiter.guarded(waiter.take, key)[0]
+                if reply is not None:
+                    self.remove(waiter)
+                    waiter.finish(reply)
+                continue
+            self.remove(waiter)
             when = ks.expires.get(key)
             elem = ks.pop(key, 1, waiter.left)[0]
             reply, taken = waiter.attempt(key, elem)

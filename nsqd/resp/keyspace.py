@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from . import records, watch
+from .group_values import GroupValues
 from .scan_order import NO_ORDER, NoOrder, ScanOrder
 from .stream import Stream
 from .values import Record, TypedValues, Value, now_ms
@@ -46,7 +47,7 @@ def type_name(value: Value | None) -> str:
     return "zset" if isinstance(value, ZSet) else "hash"
 
 
-class Keyspace(TypedValues):
+class Keyspace(TypedValues, GroupValues):
     """The keys of one database: lookups with lazy expiry, the typed values' changes
     (values.py), keys, expiry, the log's hook, replay and snapshot."""
 
@@ -129,6 +130,7 @@ class Keyspace(TypedValues):
     def rename(self, src: bytes, dst: bytes) -> None:
         """RENAME of an existing key: dst's old value goes, src's expiry comes along."""
         value = self.data.pop(src)
+        self.lost(src)
         when = self.expires.pop(src, None)
         self.data.pop(dst, None)
         self.expires.pop(dst, None)
@@ -145,7 +147,16 @@ class Keyspace(TypedValues):
         gone = [k for k in keys if self.get(k) is not None and self._remove(k) is None]
         if gone:
             self._log((b"DEL", *gone))
+            if self.watched:
+                for key in gone:
+                    self.lost(key)
         return len(gone)
+
+    def lost(self, key: bytes) -> None:
+        """A key deleted or given another value: its blocked stream consumers are answered
+        (XREADGROUP's -UNBLOCKED, blocking.py), as Redis signals a deleted key."""
+        if key in self.watched:
+            self.ready.append((self, key))
 
     def scan_order(self) -> ScanOrder:
         """SCAN's order of the keys (made at the first SCAN; made again once the deleted keys
@@ -214,6 +225,7 @@ class Keyspace(TypedValues):
         value = self.data.pop(key)
         del self.expires[key]
         self._log((b"DEL", key))
+        self.lost(key)
         if self.on_expired is not None:
             self.on_expired(key, value)
 

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from .stream import Stream
+from .stream import Stream, format_id
 from .zset import ZSet
 
 if TYPE_CHECKING:
@@ -43,6 +43,34 @@ def _zadd(ks: Keyspace, args: Args) -> None:
 def _sid(raw: bytes) -> tuple[int, int]:
     ms, _, seq = raw.partition(b"-")
     return int(ms), int(seq)
+
+
+def _group(redo: Callable[..., object]) -> Callable[[Keyspace, Args], None]:
+    """A group record's redo, a no-op where the key holds no stream with that group any more
+    (a DEL or a DESTROY after it; an XGCREATE makes its own)."""
+
+    def apply(ks: Keyspace, args: Args) -> None:
+        st = ks.data.get(args[0])
+        if isinstance(st, Stream) and args[1] in st.groups:
+            redo(ks, *args)
+
+    return apply
+
+
+def _xgcreate(ks: Keyspace, args: Args) -> None:
+    if isinstance(ks.data.get(args[0], Stream()), Stream):
+        ks.xgroup_create(args[0], args[1], _sid(args[2]), int(args[3]))
+
+
+def _xnack(ks: Keyspace, key: bytes, group: bytes, consumer: bytes, *rest: bytes) -> None:
+    seen, time, items = int(rest[0]), int(rest[1]), rest[2:]
+    given = [(_sid(items[i]), int(items[i + 1])) for i in range(0, len(items), 2)]
+    ks.xnack(key, group, consumer, seen, time, given)
+
+
+def _xmeta(ks: Keyspace, args: Args) -> None:
+    if isinstance(ks.data.get(args[0], Stream()), Stream):
+        ks.xmeta(args[0], _sid(args[1]), int(args[2]), _sid(args[3]))
 
 
 def _expireat(ks: Keyspace, args: Args) -> None:
@@ -97,6 +125,14 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
     b"XTRIM": _if(Stream, lambda ks, a: ks.xtrim(a[0], int(a[1]))),
     b"XTRIMID": _if(Stream, lambda ks, a: ks.trim_stream(a[0], (b"minid", _sid(a[1])))),
     b"XDEL": _if(Stream, lambda ks, a: ks.xdel(a[0], [_sid(x) for x in a[1:]])),
+    b"XGCREATE": _xgcreate,
+    b"XGSETID": _group(lambda ks, k, g, sid, n: ks.xgroup_setid(k, g, _sid(sid), int(n))),
+    b"XGDESTROY": _group(lambda ks, k, g: ks.xgroup_destroy(k, g)),
+    b"XCONSUMER": _group(lambda ks, k, g, c, now: ks.xconsumer(k, g, c, int(now))),
+    b"XDELCONSUMER": _group(lambda ks, k, g, c: ks.xdelconsumer(k, g, c)),
+    b"XNACK": _group(_xnack),
+    b"XACK": _group(lambda ks, k, g, *sids: ks.xack(k, g, [_sid(x) for x in sids])),
+    b"XMETA": _xmeta,
     b"RENAME": _rename,
     b"DEL": lambda ks, a: ks.delete(a),  # nothing expires or is logged while loading
     b"PEXPIREAT": _expireat,
@@ -140,15 +176,29 @@ def _value(key: bytes, value: Value, chunk: int) -> Iterable[Record]:
     elif isinstance(value, set):
         yield from _chunks(b"SADD", key, list(value), chunk)
     elif isinstance(value, Stream):
-        # a last ID past the entries (they were deleted) comes back as an entry added and
-        # deleted: the replayed stream refuses what the original refused
-        for sid, fields in zip(value.ids, value.entries, strict=True):
-            yield (b"XADD", key, b"%d-%d" % sid, *fields)
-        if value.last not in value.ids[-1:]:
-            yield (b"XADD", key, b"%d-%d" % value.last, b"", b"")
-            yield (b"XDEL", key, b"%d-%d" % value.last)
+        yield from _stream(key, value)
     elif isinstance(value, ZSet):
         items = [x for score, m in value.order for x in (repr(score).encode(), m)]
         yield from _chunks(b"ZADD", key, items, 2 * chunk)
     else:
         yield from _chunks(b"HSET", key, [x for kv in value.items() for x in kv], 2 * chunk)
+
+
+def _stream(key: bytes, st: Stream) -> Iterable[Record]:
+    """A stream's entries, its last ID and counters (XMETA: an empty one comes back too, and
+    the replayed stream refuses what the original refused), then each group: its last ID,
+    its pending entries by consumer and delivery time and count, its consumers."""
+    for sid, fields in zip(st.ids, st.entries, strict=True):
+        yield (b"XADD", key, format_id(sid), *fields)
+    yield (b"XMETA", key, format_id(st.last), b"%d" % st.added, format_id(st.max_deleted))
+    for name, group in st.groups.items():
+        yield (b"XGCREATE", key, name, format_id(group.last), b"%d" % group.read)
+        held: dict[tuple[bytes, int], list[bytes]] = {}
+        for sid, nack in sorted(group.pel.items()):
+            held.setdefault((nack.consumer.name, nack.time), []).extend(
+                (format_id(sid), b"%d" % nack.count)
+            )
+        for (consumer, time), items in held.items():
+            yield (b"XNACK", key, name, consumer, b"%d" % time, b"%d" % time, *items)
+        for c in group.consumers.values():  # (after: an XNACK sets its consumer's seen)
+            yield (b"XCONSUMER", key, name, c.name, b"%d" % c.seen)

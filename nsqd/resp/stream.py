@@ -1,6 +1,7 @@
-"""The stream value (what XADD makes), as far as python-rq keeps job results in one: entries
-in ID order, each an (ms, seq) ID with its field/value list, the last ID ever given (a trimmed
-or emptied stream still refuses smaller IDs), ranges by ID."""
+"""The stream value (what XADD makes): entries in ID order, each an (ms, seq) ID with its
+field/value list, the last ID ever given (a trimmed or emptied stream still refuses smaller
+IDs), ranges by ID, the counters Redis 7.0 keeps for its groups' lag (entries ever added, the
+largest ID deleted), and the consumer groups (their pending entries lists, their consumers)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ MAX_ID = MAX_SEQ  # the milliseconds' maximum too
 
 
 class Stream:
-    __slots__ = ("entries", "ids", "last")
+    __slots__ = ("added", "entries", "groups", "ids", "last", "max_deleted")
 
     def __init__(self) -> None:
         self.ids: list[StreamID] = []
         self.entries: list[list[bytes]] = []  # the field/value lists, in the order of ids
         self.last: StreamID = (0, 0)
+        self.added = 0  # entries ever added (XINFO's entries-added)
+        self.max_deleted: StreamID = (0, 0)  # the largest ID XDEL removed
+        self.groups: dict[bytes, Group] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -35,6 +39,7 @@ class Stream:
         self.ids.append(sid)
         self.entries.append(fields)
         self.last = max(self.last, sid)
+        self.added += 1
 
     def trim(self, maxlen: int) -> int:
         """Keep the newest `maxlen` entries; how many went."""
@@ -57,6 +62,7 @@ class Stream:
             if i < len(self.ids) and self.ids[i] == sid:
                 del self.ids[i]
                 del self.entries[i]
+                self.max_deleted = max(self.max_deleted, sid)
                 gone += 1
         return gone
 
@@ -67,3 +73,119 @@ class Stream:
 
 def format_id(sid: StreamID) -> bytes:
     return b"%d-%d" % sid
+
+
+# -- consumer groups ------------------------------------------------------------------------
+
+INVALID_READ = -1  # SCG_INVALID_ENTRIES_READ: a group's entries-read is not known
+
+
+class Nack:
+    """A pending entry of a group: who holds it, when it was last delivered (unix ms), and
+    how many times."""
+
+    __slots__ = ("consumer", "count", "time")
+
+    def __init__(self, consumer: Consumer, time: int, count: int) -> None:
+        self.consumer = consumer
+        self.time = time
+        self.count = count
+
+
+class Consumer:
+    __slots__ = ("name", "pel", "seen")
+
+    def __init__(self, name: bytes, seen: int) -> None:
+        self.name = name
+        self.seen = seen  # unix ms of its last read or claim (XINFO CONSUMERS' idle)
+        self.pel: set[StreamID] = set()
+
+
+class Group:
+    """A consumer group: the last ID delivered, its entries-read counter (INVALID_READ when
+    unknown), the pending entries list by ID, and its consumers by name."""
+
+    __slots__ = ("consumers", "last", "pel", "read")
+
+    def __init__(self, last: StreamID, read: int) -> None:
+        self.last = last
+        self.read = read
+        self.pel: dict[StreamID, Nack] = {}
+        self.consumers: dict[bytes, Consumer] = {}
+
+    def consumer(self, name: bytes, now: int) -> Consumer:
+        """The consumer `name`, made when missing."""
+        c = self.consumers.get(name)
+        if c is None:
+            c = self.consumers[name] = Consumer(name, now)
+        return c
+
+    def assign(self, sid: StreamID, consumer: Consumer, time: int, count: int) -> None:
+        """Entry `sid` pending for `consumer` (taken from another one if it had it)."""
+        nack = self.pel.get(sid)
+        if nack is None:
+            self.pel[sid] = Nack(consumer, time, count)
+        else:
+            nack.consumer.pel.discard(sid)
+            nack.consumer, nack.time, nack.count = consumer, time, count
+        consumer.pel.add(sid)
+
+    def ack(self, sid: StreamID) -> bool:
+        nack = self.pel.pop(sid, None)
+        if nack is None:
+            return False
+        nack.consumer.pel.discard(sid)
+        return True
+
+    def drop(self, name: bytes) -> int:
+        """Delete a consumer and its pending entries; how many it had."""
+        c = self.consumers.pop(name)
+        for sid in c.pel:
+            del self.pel[sid]
+        return len(c.pel)
+
+
+def has_tombstones(st: Stream, start: StreamID) -> bool:
+    """streamRangeHasTombstones(start, +): a deleted entry may lie at or past `start`."""
+    if not st.ids or st.max_deleted == (0, 0) or st.ids[0] > st.max_deleted:
+        return False
+    return start <= st.max_deleted
+
+
+def distance(st: Stream, sid: StreamID) -> int:
+    """streamEstimateDistanceFromFirstEverEntry: `sid`'s count of entries read from the
+    stream's first ever, or INVALID_READ where deletions leave it unknown."""
+    if not st.added:
+        return 0
+    if not st.ids and sid <= st.last:
+        return st.added
+    if sid == st.last:
+        return st.added
+    if sid > st.last:
+        return INVALID_READ
+    first = st.ids[0]
+    if st.max_deleted == (0, 0) or st.max_deleted < first:
+        if sid < first:
+            return st.added - len(st.ids)
+        if sid == first:
+            return st.added - len(st.ids) + 1
+    return INVALID_READ
+
+
+def lag(st: Stream, group: Group) -> int | None:
+    """XINFO GROUPS' lag: entries not yet delivered to the group, None when unknown."""
+    if not st.added:
+        return 0
+    if group.read != INVALID_READ and not has_tombstones(st, group.last):
+        return st.added - group.read
+    read = distance(st, group.last)
+    return None if read == INVALID_READ else st.added - read
+
+
+def advance(st: Stream, group: Group, sid: StreamID) -> None:
+    """The group's last delivered ID moves to `sid` (a `>` read), its entries-read with it."""
+    if group.read != INVALID_READ and not has_tombstones(st, sid):
+        group.read += 1
+    elif st.added:
+        group.read = distance(st, sid)
+    group.last = sid

@@ -170,6 +170,8 @@ class TypedValues:
 
     def set_string(self, key: bytes, value: bytes, when: int | None, keep_ttl: bool) -> None:
         """SET: the value and its expiry (`when` unix ms), or none unless `keep_ttl`."""
+        if key in self.watched:  # a stream it replaces answers its blocked consumers
+            self.ready.append((self, key))  # type: ignore[arg-type]
         self.data[key] = value
         self.order.add(key)
         if keep_ttl:
@@ -189,6 +191,8 @@ class TypedValues:
         """MSET: each key's value, its expiry gone; one record (a replay never has a part)."""
         data, expires, order = self.data, self.expires, self.order
         for i in range(0, len(pairs), 2):
+            if pairs[i] in self.watched:  # (as set_string)
+                self.ready.append((self, pairs[i]))  # type: ignore[arg-type]
             data[pairs[i]] = pairs[i + 1]
             expires.pop(pairs[i], None)
             order.add(pairs[i])
@@ -272,6 +276,8 @@ class TypedValues:
         self._log((b"XADD", key, format_id(sid), *fields))
         if trim is not None:
             self.trim_stream(key, trim)
+        if key in self.watched:  # XREAD BLOCK waits on it (blocking.py, stream_read.py)
+            self.ready.append((self, key))
 
     def trim_stream(self, key: bytes, trim: Any) -> int:
         """XTRIM (and XADD's trim) of an existing stream: how many entries went."""

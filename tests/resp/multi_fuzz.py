@@ -2,8 +2,9 @@
 each step to redis-server and to ours and compares what every connection receives). What it
 is for is what happens between clients: blocking pops and moves woken by another client's
 push (several waiters on one key: the longest waiting is served first), sorted-set pops
-(BZPOPMIN/BZPOPMAX/BZMPOP) woken by ZADD/ZINCRBY, waiters of both types on one key (a key
-serves the waiters of its type and leaves the others in place), a blocked client
+(BZPOPMIN/BZPOPMAX/BZMPOP) woken by ZADD/ZINCRBY, stream reads (XREAD BLOCK, `$` or an ID)
+woken by an XADD past their ID (every waiter of the stream, not one), waiters of several types
+on one key (a key serves the waiters of its type and leaves the others in place), a blocked client
 timing out, unblocked by CLIENT UNBLOCK, killed or closing its connection; WATCH spoiled by
 another client's write (not by a read) or by its key expiring; PUBLISH to several SUBSCRIBE
 and PSUBSCRIBE clients (the count, the order of messages).
@@ -18,7 +19,7 @@ What is left out, and why:
   timed it out before anything else can serve it (a timeout racing a push has no fixed answer).
 - short expiries only in the expiry scenario (`_expiring`): SET ... PX 200, a WATCH of the key,
   a SLEEP past it, then that client's MULTI/EXEC; nothing else touches the key meanwhile.
-- XREAD BLOCK: ours has none (docs/redis.md's list).
+- XADD *: its ID is the server's clock; the fuzz gives IDs of its own (increasing).
 - replies whose order is the server's hash table's (SMEMBERS, HGETALL, PUBSUB CHANNELS)."""
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ SLEEP_PAST = 0.09
 # servers on a busy machine (then the watch is of a live key; one already expired would not
 # be spoiled by its expiry), and the SLEEP that follows it
 EXPIRES, SLEEP_EXPIRED = b"200", 0.25
+# what stream reads wait on: the streams, and a list now and then (WRONGTYPE, or a missing key
+# whose waiters of two types each wait for their own)
+XKEYS = [b"x0", b"x0", b"x1", b"q1"]
+XTIMED = b"50"  # XREAD's BLOCK is in milliseconds: TIMED's
 ZBLOCKING = {b"BZPOPMIN", b"BZPOPMAX", b"BZMPOP"}
-BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP", *ZBLOCKING}
+XBLOCKING = {b"XREAD"}
+BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP", *ZBLOCKING, *XBLOCKING}
 SUBSCRIBING = {b"SUBSCRIBE", b"UNSUBSCRIBE", b"PSUBSCRIBE", b"PUNSUBSCRIBE"}
 
 
@@ -102,7 +108,7 @@ class Gen:
             return self._watching(i, self.rng.choice(others))
         make = self.rng.choices([m for _, m in ACTIONS], weights=[w for w, _ in ACTIONS])[0]
         argv = make(self, i, view)
-        if argv[0] in BLOCKING and TIMED in argv and not view.multi[i]:
+        if argv[0] in BLOCKING and (TIMED in argv or XTIMED in argv) and not view.multi[i]:
             self.sleep_if_blocked = i
         return Step(i, argv)
 
@@ -173,6 +179,15 @@ class Gen:
             out.append(b"j%d" % self.serial)
         return out
 
+    def xkeys(self) -> list[bytes]:
+        return list(dict.fromkeys(self.rng.choice(XKEYS) for _ in range(self.rng.randint(1, 2))))
+
+    def xid(self) -> bytes:
+        """An XADD ID past every one given before (the serial), or now and then an old one
+        (refused by a stream past it)."""
+        self.serial += 1
+        return b"%d-1" % (self.serial if self.rng.random() < 0.9 else self.serial // 2)
+
     def timeout(self) -> bytes:
         return self.rng.choices([b"0", b"30", TIMED], weights=[6, 2, 2])[0]
 
@@ -228,6 +243,27 @@ def _zpush(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"ZPOPMIN", k],
         lambda: [b"ZMPOP", *_znumkeys(g), b"MAX"],
         lambda: [b"ZRANGE", k, b"0", b"-1", b"WITHSCORES"],
+    ])()  # fmt: skip
+
+
+def _xread(g: Gen, i: int, view: View) -> list[bytes]:
+    """XREAD BLOCK on one or two keys from `$` or an ID (perhaps one the stream is past: then
+    it answers at once), COUNT now and then."""
+    keys = g.xkeys()
+    ids = [g.rng.choice([b"$", b"$", b"0", b"%d" % g.serial]) for _ in keys]
+    t = g.rng.choices([b"0", b"30000", XTIMED], weights=[6, 2, 2])[0]
+    count = g.rng.choice([[], [], [b"COUNT", b"1"]])
+    return [b"XREAD", *count, b"BLOCK", t, b"STREAMS", *keys, *ids]
+
+
+def _xadd(g: Gen, i: int, view: View) -> list[bytes]:
+    k = g.rng.choice(XKEYS)
+    return g.rng.choice([
+        lambda: [b"XADD", k, g.xid(), b"f", b"v"],
+        lambda: [b"XADD", k, g.xid(), b"f", b"v"],
+        lambda: [b"XADD", k, b"MAXLEN", b"2", g.xid(), b"f", b"v"],
+        lambda: [b"XDEL", k, b"%d-1" % g.serial],
+        lambda: [b"XREAD", b"STREAMS", k, b"0"],
     ])()  # fmt: skip
 
 
@@ -328,9 +364,10 @@ PIPELINED: list[Callable[[Gen], list[bytes]]] = [
     lambda g: [b"RPUSH", g.lst(), *g.items()],
     lambda g: [b"BLPOP", *g.lists(), b"0"],
     lambda g: [b"BZPOPMIN", *g.zkeys(), b"0"],
+    lambda g: [b"XREAD", b"BLOCK", b"0", b"STREAMS", b"x0", b"$"],
 ]
 
 ACTIONS: list[tuple[int, Callable[[Gen, int, View], list[bytes]]]] = [
     (14, _push), (28, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
-    (4, _client), (8, _zpush),
+    (4, _client), (8, _zpush), (8, _xread), (8, _xadd),
 ]  # fmt: skip

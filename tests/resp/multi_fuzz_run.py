@@ -18,7 +18,8 @@ what they are for): wakeup (a blocked client answered by another's step), wakeup
 (with two or more clients blocked), wakeup-several (two or more in one step), timeout,
 unblocked, closed-blocked, killed, exec, exec-spoiled, expiry-exec-spoiled (EXEC after the
 expiry scenario), watch-exec and watch-exec-spoiled (after the WATCH scenario), message,
-publish-several, wrongtype.
+publish-several, wrongtype, wakeup-zset and wakeup-stream (a sorted-set pop or a stream read
+woken).
 
 Run many seeds by hand: `python -m tests.resp.multi_fuzz_run FIRST COUNT [LENGTH [PROTOCOL]]`."""
 
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 from conformance.resp.wire import CLOSED, Conn, encode
 
-from .multi_fuzz import CONNS, SUBSCRIBING, ZBLOCKING, Gen, Step, View
+from .multi_fuzz import CONNS, SUBSCRIBING, XBLOCKING, ZBLOCKING, Gen, Step, View
 
 PATIENCE = 2.0  # s: how long ours may take to send what redis-server sent
 QUIET = 0.002  # s: the wait for frames ours sends and redis-server did not
@@ -212,6 +213,8 @@ class Tracker:
             self.seen["unblocked"] += 1
         if blocked and name in ZBLOCKING and not null and frame[:1] != b"-":
             self.seen["wakeup-zset"] += 1
+        if blocked and name in XBLOCKING and not null and frame[:1] != b"-":
+            self.seen["wakeup-stream"] += 1
         if frame.startswith(b"-WRONGTYPE"):
             self.seen["wrongtype"] += 1
         if name == b"MULTI" and frame == b"+OK\r\n":

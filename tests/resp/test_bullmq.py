@@ -2,9 +2,11 @@
 redis-server: tests/resp/bullmq/check.js (installed with `npm ci` from its lock file) runs a
 Queue and a Worker: the worker blocks on its queue's marker with BZPOPMIN, BullMQ's Lua
 scripts unpack their options with cmsgpack and keep them as JSON with cjson; jobs added one
-by one and in bulk, a delayed job, a retry (attempts), a job that fails for good. The summary
-it prints (each job's state, attempts, result and failure, what ran, the counts, the events)
-must be the same on both servers."""
+by one and in bulk, a delayed job, a retry (attempts), a job that fails for good; a
+QueueEvents blocks on the queue's events stream (XREAD BLOCK from `$`) and hears every job's
+completed/failed event, and job.waitUntilFinished resolves (or rejects) through it. The summary
+it prints (each job's state, attempts, result and failure, what ran, the counts, the worker's
+and QueueEvents' events) must be the same on both servers."""
 
 from __future__ import annotations
 

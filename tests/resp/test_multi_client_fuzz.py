@@ -34,7 +34,7 @@ def test_interleaved_clients_answer_as_redis(pair: Pair) -> None:
         "wakeup": 15, "wakeup-queued": 8, "wakeup-several": 2, "timeout": 5, "unblocked": 2,
         "closed-blocked": 5, "killed": 2, "exec": 3, "watch-exec": 3, "watch-exec-spoiled": 2,
         "expiry-exec-spoiled": 1, "message": 5, "publish-several": 1, "wrongtype": 10,
-        "wakeup-zset": 3,
+        "wakeup-zset": 3, "wakeup-stream": 3,
     }.items():  # fmt: skip
         assert seen[what] >= least, (what, seen)
 

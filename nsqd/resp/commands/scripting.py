@@ -235,6 +235,11 @@ def _arity_ok(arity: int, argc: int) -> bool:
 _LUA: list[_Lua] = []
 
 
+def in_script(s: Session) -> bool:
+    """Whether `s` runs a command from inside a script (Redis's CLIENT_LUA caller)."""
+    return bool(_LUA) and _LUA[0].session is s
+
+
 def _lua() -> _Lua:
     if not _LUA:
         _LUA.append(_Lua())

@@ -1,7 +1,7 @@
 """Streams, the part python-rq keeps job results in: XADD (auto or explicit IDs, NOMKSTREAM,
 MAXLEN with = or ~, taken as exact), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
-ends), XDEL, XTRIM MAXLEN, and XREAD without BLOCK; Redis 7.0's replies and errors. Consumer
-groups and XREAD BLOCK are not here (see docs/redis.md)."""
+ends), XDEL, XTRIM MAXLEN; Redis 7.0's replies and errors, and the ID parsing the other
+stream commands share. XREAD and XREADGROUP are stream_read.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 
 
-def _parse_id(raw: bytes, missing_seq: int) -> StreamID:
+def parse_id(raw: bytes, missing_seq: int) -> StreamID:
     """streamGenericParseIDOrReply, strict: <ms>[-<seq>], split at the first `-`, each part
     read by string2ull; the text is a C string of at most 127 bytes (cut at a NUL)."""
     ms_text, dash, seq_text = _c_string(raw).partition(b"-")
@@ -33,7 +33,7 @@ def _xadd_id(raw: bytes) -> tuple[StreamID, bool]:
         if ms is None:
             raise ReplyError(INVALID_ID)
         return (ms, 0), False
-    return _parse_id(raw, 0), True
+    return parse_id(raw, 0), True
 
 
 def _c_string(raw: bytes) -> bytes:
@@ -63,14 +63,14 @@ def _u64(text: bytes) -> int | None:
     return (-value) % (MAX_SEQ + 1) if negative else value
 
 
-def _bound(raw: bytes, low: bool) -> StreamID:
+def bound(raw: bytes, low: bool) -> StreamID:
     """A range end: - and +, an ID (a bare ms covers all its seqs), `(` for an open end."""
     if raw == b"-":
         return (0, 0)
     if raw == b"+":
         return (MAX_SEQ, MAX_SEQ)
     exclusive = raw[:1] == b"("
-    sid = _parse_id(raw[1:] if exclusive else raw, 0 if low else MAX_SEQ)
+    sid = parse_id(raw[1:] if exclusive else raw, 0 if low else MAX_SEQ)
     if exclusive:
         ms, seq = sid
         if low:
@@ -86,6 +86,11 @@ def _bound(raw: bytes, low: bool) -> StreamID:
 
 def _entry(st: Stream, i: int) -> bytes:
     return b"*2\r\n" + bulk(format_id(st.ids[i])) + array(st.entries[i])
+
+
+def entries(st: Stream, span: range | list[int]) -> bytes:
+    """The entries at these positions, as XRANGE (and XREAD) answers them."""
+    return b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
 
 
 Trim = tuple[bytes, object] | None  # (b"maxlen", n) or (b"minid", StreamID); None: no trim
@@ -117,7 +122,7 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
                     raise ReplyError("ERR The MAXLEN argument must be >= 0.")
                 trim = (opt, maxlen)
             else:
-                trim = (opt, _parse_id(argv[j + 1], 0))
+                trim = (opt, parse_id(argv[j + 1], 0))
             j += 1
         elif opt == b"limit" and more:
             limit, limit_given = integer_arg(argv[j + 1]), True
@@ -192,7 +197,7 @@ def xlen(s: Session, argv: list[bytes]) -> bytes:
 
 def _range(s: Session, argv: list[bytes], rev: bool) -> bytes:
     low, high = (argv[3], argv[2]) if rev else (argv[2], argv[3])
-    lo, hi = _bound(low, True), _bound(high, False)
+    lo, hi = bound(low, True), bound(high, False)
     count = None
     if len(argv) > 4:
         if len(argv) != 6 or argv[4].lower() != b"count":
@@ -210,7 +215,7 @@ def _range(s: Session, argv: list[bytes], rev: bool) -> bytes:
         span.reverse()
     if count is not None and count > 0:
         span = span[:count]
-    return b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
+    return entries(st, span)
 
 
 @command("xrange", -4)
@@ -228,7 +233,7 @@ def xdel(s: Session, argv: list[bytes]) -> bytes:
     # xdelCommand looks the key up (missing: 0, WRONGTYPE) before it parses any id
     if s.ks.get_stream(argv[1]) is None:
         return ZERO
-    sids = [_parse_id(raw, 0) for raw in argv[2:]]
+    sids = [parse_id(raw, 0) for raw in argv[2:]]
     return integer(s.ks.xdel(argv[1], sids))
 
 
@@ -238,43 +243,3 @@ def xtrim(s: Session, argv: list[bytes]) -> bytes:
     if s.ks.get_stream(argv[1]) is None:
         return ZERO
     return integer(s.ks.trim_stream(argv[1], trim))
-
-
-@command("xread", -4)
-def xread(s: Session, argv: list[bytes]) -> bytes:
-    count, j = None, 1
-    while j < len(argv) and argv[j].lower() != b"streams":
-        opt = argv[j].lower()
-        if opt == b"count" and j + 1 < len(argv):
-            count = integer_arg(argv[j + 1])
-        elif opt == b"block" and j + 1 < len(argv):
-            raise ReplyError("ERR XREAD BLOCK is not supported here")
-        else:
-            raise ReplyError(SYNTAX)
-        j += 2
-    rest = argv[j + 1 :]
-    if j >= len(argv) or not rest or len(rest) % 2:
-        raise ReplyError(
-            "ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be "
-            "specified."
-        )
-    half = len(rest) // 2
-    out = []
-    for key, raw in zip(rest[:half], rest[half:], strict=True):
-        st = s.ks.get_stream(key)
-        if raw == b"$":  # only what comes after now: nothing, without BLOCK
-            continue
-        ms, seq = _parse_id(raw, 0)
-        if st is None:
-            continue
-        span = list(st.span((ms, seq + 1) if seq < MAX_SEQ else (ms + 1, 0), (MAX_SEQ, MAX_SEQ)))
-        if count is not None and count > 0:
-            span = span[:count]
-        if span:
-            entries = b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
-            out.append((bulk(key), entries))
-    if not out:
-        return s.enc.null_array
-    if s.enc.version == 3:
-        return s.enc.map([x for pair in out for x in pair])
-    return b"*%d\r\n" % len(out) + b"".join(b"*2\r\n" + k + v for k, v in out)

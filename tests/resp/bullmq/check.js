@@ -1,12 +1,13 @@
 // BullMQ unchanged against a Redis-speaking server: a Queue, a Worker (it blocks on the
 // queue's marker with BZPOPMIN, runs BullMQ's Lua scripts: cmsgpack, cjson, XADD MAXLEN ~),
 // jobs added one by one and in bulk, a delayed job, a job that fails and is retried
-// (attempts), a job that fails for good, the worker's completed/failed events. (Not
-// QueueEvents: it reads the events stream with XREAD BLOCK, which the front-end lacks.)
+// (attempts), a job that fails for good, the worker's completed/failed events, and the same
+// events through QueueEvents (its own connection blocks on the queue's events stream with
+// XREAD BLOCK from `$`), which job.waitUntilFinished waits on.
 // Usage: node check.js <port>. Prints a summary line (the same on every server that runs
 // BullMQ right) and PASS, exits 0; or prints why and exits 1.
 "use strict";
-const { Queue, Worker } = require("bullmq");
+const { Queue, QueueEvents, Worker } = require("bullmq");
 
 const port = Number(process.argv[2]);
 const connection = { host: "127.0.0.1", port, maxRetriesPerRequest: null };
@@ -34,6 +35,12 @@ async function main() {
   const queue = new Queue(NAME, { connection });
   await queue.obliterate({ force: true });
   const seen = { completed: new Set(), failed: new Set() };
+  const heard = { completed: {}, failed: {} }; // QueueEvents': job id -> result or reason
+  const queueEvents = new QueueEvents(NAME, { connection });
+  queueEvents.on("completed", ({ jobId, returnvalue }) => (heard.completed[jobId] = returnvalue));
+  queueEvents.on("failed", ({ jobId, failedReason }) => (heard.failed[jobId] = failedReason));
+  queueEvents.on("error", (err) => (trouble = trouble || err));
+  await queueEvents.waitUntilReady();
 
   const ran = []; // job name and attempt, in the order the worker ran them
   const worker = new Worker(
@@ -50,7 +57,9 @@ async function main() {
   worker.on("failed", (job) => seen.failed.add(job.id));
   worker.on("error", (err) => (trouble = trouble || err));
   await worker.waitUntilReady();
-  await sleep(200); // the worker is blocked on its marker (BZPOPMIN) before the first job
+  // the worker is blocked on its marker (BZPOPMIN), QueueEvents on the events stream (XREAD
+  // BLOCK from `$`: an event before it would be missed) before the first job
+  await sleep(200);
 
   const plain = [];
   for (let i = 0; i < 5; i++) plain.push(await queue.add("plain", { n: i }, { jobId: "p" + i }));
@@ -62,6 +71,12 @@ async function main() {
   const flaky = await queue.add("flaky", { n: 20 }, { jobId: "f", attempts: 2 });
   const bad = await queue.add("bad", { n: 30 }, { jobId: "x", attempts: 1 });
   const all = [...plain, ...bulk, delayed, flaky, bad];
+  // waitUntilFinished: resolved or rejected by the QueueEvents' completed/failed event
+  const finished = await Promise.all([
+    plain[0].waitUntilFinished(queueEvents, DEADLINE_MS),
+    flaky.waitUntilFinished(queueEvents, DEADLINE_MS),
+    bad.waitUntilFinished(queueEvents, DEADLINE_MS).catch((err) => "rejected: " + err.message),
+  ]);
 
   await until("every job done", async () => {
     const counts = await queue.getJobCounts("completed", "failed");
@@ -69,6 +84,10 @@ async function main() {
   });
   // (a failed attempt is an event too: the flaky job's first one)
   await until("the events", async () => seen.completed.size === all.length - 1 && seen.failed.has("x"));
+  await until(
+    "QueueEvents' events",
+    async () => Object.keys(heard.completed).length === all.length - 1 && "x" in heard.failed,
+  );
 
   const results = [];
   for (const job of all) {
@@ -85,9 +104,15 @@ async function main() {
     ran: ran.slice().sort(), // the retry's and the delayed job's slots depend on timing
     counts,
     events: { completed: [...seen.completed].sort(), failed: [...seen.failed].sort() },
+    queueEvents: {
+      completed: Object.keys(heard.completed).sort().map((id) => [id, heard.completed[id]]),
+      failed: Object.keys(heard.failed).sort().map((id) => [id, heard.failed[id]]),
+    },
+    finished,
   };
   console.log(JSON.stringify(summary));
   await worker.close();
+  await queueEvents.close();
   await queue.obliterate({ force: true });
   await queue.close();
   console.log("PASS");
