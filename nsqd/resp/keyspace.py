@@ -173,6 +173,8 @@ class Keyspace(TypedValues, GroupValues):
     def flush(self) -> None:
         if self.watchers and not self.loading:  # only watched keys that existed are spoiled
             watch.touch(self, (b"DEL", *(k for k in self.watchers if k in self.data)))
+        for key in [k for k in self.watched if k in self.data]:
+            self.lost(key)  # a blocked group consumer's stream is gone, as by DEL
         self.data.clear()
         self.order = NO_ORDER
         self.expires.clear()

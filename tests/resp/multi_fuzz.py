@@ -3,7 +3,11 @@ each step to redis-server and to ours and compares what every connection receive
 is for is what happens between clients: blocking pops and moves woken by another client's
 push (several waiters on one key: the longest waiting is served first), sorted-set pops
 (BZPOPMIN/BZPOPMAX/BZMPOP) woken by ZADD/ZINCRBY, stream reads (XREAD BLOCK, `$` or an ID)
-woken by an XADD past their ID (every waiter of the stream, not one), waiters of several types
+woken by an XADD past their ID (every waiter of the stream, not one), consumer groups (XGROUP
+CREATE and DESTROY, XREADGROUP `>` with BLOCK woken by an XADD: one waiter of a group served
+per new entry, the others left waiting; a destroyed group answers its waiters -NOGROUP;
+history by ID 0, NOACK, XACK, XPENDING's summary, XCLAIM and XAUTOCLAIM with min-idle-time
+0), waiters of several types
 on one key (a key serves the waiters of its type and leaves the others in place), a blocked client
 timing out, unblocked by CLIENT UNBLOCK, killed or closing its connection; WATCH spoiled by
 another client's write (not by a read) or by its key expiring; PUBLISH to several SUBSCRIBE
@@ -20,7 +24,9 @@ What is left out, and why:
 - short expiries only in the expiry scenario (`_expiring`): SET ... PX 200, a WATCH of the key,
   a SLEEP past it, then that client's MULTI/EXEC; nothing else touches the key meanwhile.
 - XADD *: its ID is the server's clock; the fuzz gives IDs of its own (increasing).
-- replies whose order is the server's hash table's (SMEMBERS, HGETALL, PUBSUB CHANNELS)."""
+- replies whose order is the server's hash table's (SMEMBERS, HGETALL, PUBSUB CHANNELS).
+- what holds an idle time or a clock: XINFO, XPENDING's extended form (only with IDLE huge,
+  which answers the empty array), XCLAIM/XAUTOCLAIM's min-idle-time other than 0."""
 
 from __future__ import annotations
 
@@ -47,7 +53,10 @@ EXPIRES, SLEEP_EXPIRED = b"200", 0.25
 XKEYS = [b"x0", b"x0", b"x1", b"q1"]
 XTIMED = b"50"  # XREAD's BLOCK is in milliseconds: TIMED's
 ZBLOCKING = {b"BZPOPMIN", b"BZPOPMAX", b"BZMPOP"}
-XBLOCKING = {b"XREAD"}
+XBLOCKING = {b"XREAD", b"XREADGROUP"}
+# consumer groups and consumers (two groups on a key: XADD serves the waiters of each)
+GROUPS = [b"g0", b"g0", b"g1"]
+CONSUMERS = [b"c0", b"c1", b"c2"]
 BLOCKING = {b"BLPOP", b"BRPOP", b"BLMOVE", b"BRPOPLPUSH", b"BLMPOP", *ZBLOCKING, *XBLOCKING}
 SUBSCRIBING = {b"SUBSCRIBE", b"UNSUBSCRIBE", b"PSUBSCRIBE", b"PUNSUBSCRIBE"}
 
@@ -81,6 +90,7 @@ class Gen:
     queued: list[Step] = field(default_factory=list)  # a scenario's remaining steps
     sleep_if_blocked: int = -1  # the connection of a TIMED blocking command just sent
     serial: int = 0
+    xids: list[bytes] = field(default_factory=list)  # the XADD IDs given, for XACK and XCLAIM
 
     def step(self, view: View) -> Step:
         if self.sleep_if_blocked >= 0:
@@ -186,7 +196,16 @@ class Gen:
         """An XADD ID past every one given before (the serial), or now and then an old one
         (refused by a stream past it)."""
         self.serial += 1
-        return b"%d-1" % (self.serial if self.rng.random() < 0.9 else self.serial // 2)
+        xid = b"%d-1" % (self.serial if self.rng.random() < 0.9 else self.serial // 2)
+        self.xids = [*self.xids[-5:], xid]
+        return xid
+
+    def seen_xids(self) -> list[bytes]:
+        """One to three of the last XADD IDs (delivered to a group, most likely), now and then
+        one no stream holds."""
+        pool = self.xids or [b"1-1"]
+        ids = self.rng.sample(pool, min(len(pool), self.rng.randint(1, 3)))
+        return ids if self.rng.random() < 0.9 else [*ids, b"%d-9" % self.serial]
 
     def timeout(self) -> bytes:
         return self.rng.choices([b"0", b"30", TIMED], weights=[6, 2, 2])[0]
@@ -264,6 +283,61 @@ def _xadd(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"XADD", k, b"MAXLEN", b"2", g.xid(), b"f", b"v"],
         lambda: [b"XDEL", k, b"%d-1" % g.serial],
         lambda: [b"XREAD", b"STREAMS", k, b"0"],
+    ])()  # fmt: skip
+
+
+def _xreadgroup(g: Gen, i: int, view: View) -> list[bytes]:
+    """XREADGROUP of a group (perhaps not there: -NOGROUP) on one or two keys: `>` with BLOCK
+    (for ever, 30 s or XTIMED) or without, now and then 0 (the consumer's pending history,
+    answered at once); COUNT and NOACK now and then."""
+    keys = g.xkeys()
+    ids = [b">" if g.rng.random() < 0.85 else b"0" for _ in keys]
+    block = g.rng.choices([[], [b"BLOCK", b"0"], [b"BLOCK", b"30000"], [b"BLOCK", XTIMED]],
+                          weights=[3, 5, 2, 2])[0]  # fmt: skip
+    count = g.rng.choice([[], [], [b"COUNT", b"1"], [b"COUNT", b"2"]])
+    head = [b"XREADGROUP", b"GROUP", g.rng.choice(GROUPS), g.rng.choice(CONSUMERS), *count]
+    if XTIMED in block or g.rng.random() < 0.55:
+        noack = [b"NOACK"] if g.rng.random() < 0.15 else []
+        return [*head, *block, *noack, b"STREAMS", *keys, *ids]
+    return _group_wakeup(g, i, view, head, keys[0])
+
+
+def _group_wakeup(g: Gen, i: int, view: View, head: list[bytes], key: bytes) -> list[bytes]:
+    """Most groups are gone (FLUSHDB, DESTROY) or never made, so now and then: the group is
+    made, read with `>` and BLOCK (not TIMED: the SLEEP past it follows only a step drawn by
+    `step`), then another client adds to the stream (a wake-up, mostly; the reader then
+    XACKs it, now and then) or destroys the group."""
+    block = [b"BLOCK", g.rng.choice([b"0", b"30000"])]
+    g.queued.append(Step(i, [*head, *block, b"STREAMS", key, b">"]))
+    pushers = [
+        j for j in range(CONNS) if j != i and not (view.owed[j] or view.subs[j] or view.multi[j])
+    ]
+    draw = g.rng.random()
+    if pushers and draw < 0.7:
+        xid = g.xid()
+        g.queued.append(Step(g.rng.choice(pushers), [b"XADD", key, xid, b"f", b"v"]))
+        if draw < 0.35:  # the reader acknowledges it (pipelined, if it still waits)
+            g.queued.append(Step(i, [b"XACK", key, head[2], xid]))
+    elif pushers and draw < 0.85:  # or the group goes: its waiters answer -NOGROUP
+        g.queued.append(Step(g.rng.choice(pushers), [b"XGROUP", b"DESTROY", key, head[2]]))
+    return [b"XGROUP", b"CREATE", key, head[2], g.rng.choice([b"$", b"$", b"0"]), b"MKSTREAM"]
+
+
+def _xgroup(g: Gen, i: int, view: View) -> list[bytes]:
+    """What else groups do: CREATE (`$` or 0, MKSTREAM now and then: else a missing key is an
+    error), DESTROY, XACK of IDs given, XPENDING's summary, XCLAIM and XAUTOCLAIM (0 idle)."""
+    k, grp, c = g.rng.choice(XKEYS), g.rng.choice(GROUPS), g.rng.choice(CONSUMERS)
+    return g.rng.choice([
+        lambda: [b"XGROUP", b"CREATE", k, grp, g.rng.choice([b"$", b"0"]),
+                 *g.rng.choice([[], [b"MKSTREAM"], [b"MKSTREAM"]])],
+        lambda: [b"XGROUP", b"CREATE", k, grp, b"$", b"MKSTREAM"],
+        lambda: [b"XGROUP", b"DESTROY", k, grp],
+        lambda: [b"XACK", k, grp, *g.seen_xids()],
+        lambda: [b"XACK", k, grp, *g.seen_xids()],
+        lambda: [b"XPENDING", k, grp],
+        lambda: [b"XPENDING", k, grp, b"IDLE", b"99999999", b"-", b"+", b"10"],
+        lambda: [b"XCLAIM", k, grp, c, b"0", *g.seen_xids()],
+        lambda: [b"XAUTOCLAIM", k, grp, c, b"0", b"0", b"COUNT", b"2"],
     ])()  # fmt: skip
 
 
@@ -369,5 +443,5 @@ PIPELINED: list[Callable[[Gen], list[bytes]]] = [
 
 ACTIONS: list[tuple[int, Callable[[Gen, int, View], list[bytes]]]] = [
     (14, _push), (28, _block), (8, _read), (8, _write), (12, _transaction), (16, _pubsub),
-    (4, _client), (8, _zpush), (8, _xread), (8, _xadd),
+    (4, _client), (8, _zpush), (8, _xread), (8, _xadd), (8, _xreadgroup), (6, _xgroup),
 ]  # fmt: skip

@@ -18,8 +18,10 @@ what they are for): wakeup (a blocked client answered by another's step), wakeup
 (with two or more clients blocked), wakeup-several (two or more in one step), timeout,
 unblocked, closed-blocked, killed, exec, exec-spoiled, expiry-exec-spoiled (EXEC after the
 expiry scenario), watch-exec and watch-exec-spoiled (after the WATCH scenario), message,
-publish-several, wrongtype, wakeup-zset and wakeup-stream (a sorted-set pop or a stream read
-woken).
+publish-several, wrongtype, wakeup-zset, wakeup-stream and wakeup-group (a sorted-set pop, an
+XREAD or an XREADGROUP woken with entries), nogroup-woken (a blocked XREADGROUP answered
+-NOGROUP: its group destroyed), group-read (an XREADGROUP answered entries, blocked or not),
+xack (an XACK that acknowledged one or more).
 
 Run many seeds by hand: `python -m tests.resp.multi_fuzz_run FIRST COUNT [LENGTH [PROTOCOL]]`."""
 
@@ -214,7 +216,13 @@ class Tracker:
         if blocked and name in ZBLOCKING and not null and frame[:1] != b"-":
             self.seen["wakeup-zset"] += 1
         if blocked and name in XBLOCKING and not null and frame[:1] != b"-":
-            self.seen["wakeup-stream"] += 1
+            self.seen["wakeup-group" if name == b"XREADGROUP" else "wakeup-stream"] += 1
+        if blocked and name == b"XREADGROUP" and frame.startswith(b"-NOGROUP"):
+            self.seen["nogroup-woken"] += 1
+        if name == b"XREADGROUP" and frame[:1] in b"*%" and not null:
+            self.seen["group-read"] += 1
+        if name == b"XACK" and frame[:1] == b":" and frame != b":0\r\n":
+            self.seen["xack"] += 1
         if frame.startswith(b"-WRONGTYPE"):
             self.seen["wrongtype"] += 1
         if name == b"MULTI" and frame == b"+OK\r\n":

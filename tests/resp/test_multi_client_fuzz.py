@@ -2,10 +2,10 @@
 bounded: fixed seeds of interleaved steps over four connections per server (blocking pops
 and moves woken by other clients, timeouts, CLIENT UNBLOCK and KILL, closes of blocked
 clients, WATCH spoiled by writes and by expiry, pub/sub with several subscribers and
-patterns), everything each connection receives after each step compared, over RESP2 and
-RESP3; the counts (counted on redis-server's side) prove each path was reached: with the
-generator idle (no wake-ups, no spoiled EXEC) the test fails. And the cases it found, as
-fixed steps.
+patterns, stream reads and consumer groups: XREADGROUP BLOCK woken by XADD), everything each
+connection receives after each step compared, over RESP2 and RESP3; the counts (counted on
+redis-server's side) prove each path was reached: with the generator idle (no wake-ups, no
+spoiled EXEC) the test fails. And the cases it found, as fixed steps.
 `python -m tests.resp.multi_fuzz_run FIRST COUNT [LENGTH [PROTOCOL]]` runs more seeds."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_interleaved_clients_answer_as_redis(pair: Pair) -> None:
         "wakeup": 15, "wakeup-queued": 8, "wakeup-several": 2, "timeout": 5, "unblocked": 2,
         "closed-blocked": 5, "killed": 2, "exec": 3, "watch-exec": 3, "watch-exec-spoiled": 2,
         "expiry-exec-spoiled": 1, "message": 5, "publish-several": 1, "wrongtype": 10,
-        "wakeup-zset": 3, "wakeup-stream": 3,
+        "wakeup-zset": 3, "wakeup-stream": 3, "wakeup-group": 2, "group-read": 4,
     }.items():  # fmt: skip
         assert seen[what] >= least, (what, seen)
 
@@ -94,4 +94,28 @@ def test_unblock_answers_before_what_follows_in_exec(pair: Pair) -> None:
         b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
         b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n",
         b"+PONG\r\n",
+    ]
+
+
+def test_flushdb_unblocks_a_group_consumer_of_a_stream_it_deletes(pair: Pair) -> None:
+    """FLUSHDB inside EXEC deletes a stream a consumer waits on with XREADGROUP BLOCK: it is
+    answered -UNBLOCKED at once, as after a DEL (Redis's scanDatabaseForDeletedStreams), while
+    an XREAD waiter of the key keeps waiting and is served by a later XADD. Ours left the
+    consumer waiting. Found by the fuzz (seed 15 over RESP2, step 58)."""
+    log = _case(
+        [
+            Step(0, [b"XGROUP", b"CREATE", b"fx", b"g", b"$", b"MKSTREAM"]),
+            Step(0, [b"XREADGROUP", b"GROUP", b"g", b"c", b"BLOCK", b"0", b"STREAMS", b"fx", b">"]),
+            Step(2, [b"XREAD", b"BLOCK", b"0", b"STREAMS", b"fx", b"$"]),
+            Step(1, [b"MULTI"]),
+            Step(1, [b"FLUSHDB"]),
+            Step(1, [b"EXEC"]),
+            Step(1, [b"XADD", b"fx", b"5-1", b"f", b"v"]),
+        ],
+        pair,
+    )
+    assert log[5][0] == [b"-UNBLOCKED the stream key no longer exists\r\n"]
+    assert log[5][2] == []
+    assert log[6][2] == [
+        b"*1\r\n*2\r\n$2\r\nfx\r\n*1\r\n*2\r\n$3\r\n5-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
     ]
