@@ -16,27 +16,14 @@ from collections.abc import Iterable
 from protocol.v2 import FrameDecoder, FrameType, decode_message
 from protocol.v2.frames import Frame
 from protocol.v2.message import DecodedMessage
+from tests.e2e.wire import HEARTBEAT, command, mpub_body
 from tests.ops.conftest import Deflated
 
-HEARTBEAT = b"_heartbeat_"
-_I32 = struct.Struct(">i")
-
-
-# -- commands (client side) ------------------------------------------------------------------
-
-
-def command(line: bytes | str, body: bytes | None = None) -> bytes:
-    if isinstance(line, str):
-        line = line.encode()
-    data = line + b"\n"
-    if body is not None:
-        data += _I32.pack(len(body)) + body
-    return data
+# -- commands (client side): the e2e wire's encoders --------------------------------------
 
 
 def mpub_command(topic: str, bodies: list[bytes]) -> bytes:
-    body = _I32.pack(len(bodies)) + b"".join(_I32.pack(len(b)) + b for b in bodies)
-    return command(f"MPUB {topic}", body)
+    return command(f"MPUB {topic}", mpub_body(bodies))
 
 
 class ConnectionClosed(Exception):

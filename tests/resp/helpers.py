@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -48,3 +51,21 @@ def publish(tcp_port: int, topic: str, bodies: list[bytes]) -> None:
     with v2client.BlockingV2(("127.0.0.1", tcp_port)) as c:
         for body in bodies:
             c.pub(topic, body)
+
+
+def node_project(here: Path, what: str) -> str:
+    """The node binary, after `npm ci` of the client project in `here` from its lock file
+    (again only when the lock changed); the test fails when node or npm is missing."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail(f"node and npm are needed for the {what} check", pytrace=False)
+    stamp = here / "node_modules" / ".stamp"
+    lock = (here / "package-lock.json").read_text()
+    if not stamp.exists() or stamp.read_text() != lock:
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=here, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        stamp.write_text(lock)
+    return node

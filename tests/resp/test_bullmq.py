@@ -10,29 +10,16 @@ and QueueEvents' events) must be the same on both servers."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from .helpers import node_project
 
 HERE = Path(__file__).with_name("bullmq")
 
 
 def _setup() -> str:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail("node and npm are needed for the BullMQ check", pytrace=False)
-    stamp = HERE / "node_modules" / ".stamp"
-    lock = (HERE / "package-lock.json").read_text()
-    if not stamp.exists() or stamp.read_text() != lock:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=HERE, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        stamp.write_text(lock)
-    return node
+    return node_project(HERE, "BullMQ")
 
 
 def _summary(node: str, port: int) -> str:
