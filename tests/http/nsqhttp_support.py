@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 sys.path.append(str(Path(__file__).resolve().parents[2] / "scripts"))
 import nsqd_process
 import v2client
@@ -196,3 +198,30 @@ def normalize(daemon: Daemon, body: bytes) -> bytes:
     body = re.sub(rb":\d+ ", b":PORT ", body)  # client ports in the text page
     body = re.sub(rb"(?m)^(   \w+ +\t)\d+$", rb"\1N", body)  # the text page's Memory figures
     return mask(body)
+
+
+# -- what the API tests read back (nsqd's V1 rendering) ------------------------------------------
+
+JSON = "application/json; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+V1 = "nsq; version=1.0"
+
+
+def stats(http: httpx.Client, **params: str) -> dict[str, Any]:
+    r = http.get("/stats", params={"format": "json", "include_mem": "false", **params})
+    assert r.status_code == 200
+    return r.json()
+
+
+def topic_stats(http: httpx.Client, topic: str) -> dict[str, Any]:
+    return stats(http, topic=topic)["topics"][0]
+
+
+def channel_stats(http: httpx.Client, topic: str, channel: str) -> dict[str, Any]:
+    chans = topic_stats(http, topic)["channels"]
+    return next(c for c in chans if c["channel_name"] == channel)
+
+
+def binary_mpub(*bodies: bytes, count: int | None = None) -> bytes:
+    n = len(bodies) if count is None else count
+    return struct.pack(">i", n) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)

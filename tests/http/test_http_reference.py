@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from nsqhttp_support import (
     HOST,
     Daemon,
     TCPClient,
+    binary_mpub,
     key_paths,
     normalize,
     wait_until,
@@ -29,11 +29,6 @@ Case = tuple[str, str, Any]
 
 
 DAEMONS = ("ours",)  # these tests compare ours with the `reference` fixture themselves
-
-
-def binary_mpub(*bodies: bytes, count: int | None = None) -> bytes:
-    n = len(bodies) if count is None else count
-    return struct.pack(">i", n) + b"".join(struct.pack(">i", len(b)) + b for b in bodies)
 
 
 ROUTING: list[Case] = [
