@@ -6,7 +6,9 @@
   the answer is this worker's, or a success when it failed here (not found) but a peer did it
   or a down peer's partition holds it (missed.py); a refusal for a queue missing everywhere
   is the most precise one (refusals.py). A channel create makes its topic in every worker
-  too, with the group's pause.
+  too, with the group's pause. A delete or an empty waits for every peer that is up, however
+  long it takes (PATIENT): served late, after the answer, it would remove what a client of
+  that peer published after the answer, which one nsqd keeps.
 - PUT /config/<option>: set here (a bad value is refused here, and asked of no peer), then the
   value now in effect is put in every peer (the nsqlookupd addresses are the group's).
 - the message endpoints (receive, pop, peek; fin, req, touch, cancel, defer by id): messages.py.
@@ -59,6 +61,13 @@ if TYPE_CHECKING:
 # (that was N^2 requests a channel create)
 ASKED: ContextVar[bool] = ContextVar("group_asked", default=False)
 ASK_TIMEOUT = 2.0  # seconds a peer has to answer; a peer that does not is left out
+# the admin changes a peer that is up must have made before the group answers: a late one
+# would remove messages its clients published after the answer. Their fan-out waits for each
+# peer until it answers or is known down (its connection broken or refused: its file then
+# holds the change, missed.py); a hung worker is ended by the supervisor's watchdog
+# (--worker-timeout), and with --worker-timeout=0 the wait is as long as the hang, as one
+# nsqd's. A late create, pause or unpause removes nothing (a pause word carries its stamp).
+PATIENT = frozenset(f"/{k}/{a}" for k in ("topic", "channel") for a in ("delete", "empty"))
 ADMIN = [f"/{k}/{a}" for k in ("topic", "channel") for a in ("create", "delete", "empty")]
 ADMIN += sorted(WORDS)  # pause, unpause
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
@@ -140,20 +149,27 @@ class FanOut:
             # made twice is made once (create, delete, pause...) but for an empty, which would
             # drop what was published in between
             again = not req.path.endswith("/empty")
+            patient = req.path in PATIENT
             answered: set[Peer] = set()
             unreachable: set[Peer] = set()
-            answers = await self.ask_all(
-                req.method,
-                req.target,
-                headers=b"" if word is None else header(word),
-                again=again,
-                answered=answered,
-                unreachable=unreachable,
-            )
-            held = failed is None or any(status == 200 for status, _ in answers)
-            if change is not None and self.missed is not None:
-                request = (req.method, req.target)
-                held = await self.missed.written(change, request, held, answered, unreachable)
+            # made here already: it is made (or written down) in every peer too, whatever the
+            # client does meanwhile (a client that gives up cancels nothing half-done)
+            with trio.CancelScope(shield=patient):
+                answers = await self.ask_all(
+                    req.method,
+                    req.target,
+                    headers=b"" if word is None else header(word),
+                    again=again,
+                    patient=patient,
+                    answered=answered,
+                    unreachable=unreachable,
+                )
+                held = failed is None or any(status == 200 for status, _ in answers)
+                if change is not None and self.missed is not None:
+                    request = (req.method, req.target)
+                    held = await self.missed.written(
+                        change, request, held, answered, unreachable, patient=patient
+                    )
             if failed is not None and not held:
                 raise refusal(failed, answers)
             return answer
@@ -329,10 +345,72 @@ class FanOut:
         target: bytes,
         headers: bytes = b"",
         body: bytes = b"",
+        *,
+        patient: bool = False,
     ) -> tuple[int, bytes]:
-        """One request to a peer on a kept connection: (status, body), or one of ASK_ERRORS."""
+        """One request to a peer on a kept connection: (status, body), or one of ASK_ERRORS;
+        `patient`: a PATIENT change's, whose wait past ASK_TIMEOUT is logged."""
+        if patient:
+            return await self._waited(address, method, target, body, headers, again=False)
         status, _, text = await self.connections.request(address, method, target, body, headers)
         return status, text
+
+    async def _waited(
+        self,
+        address: tuple[str, int],
+        method: str,
+        target: bytes,
+        body: bytes,
+        headers: bytes,
+        *,
+        again: bool,
+    ) -> tuple[int, bytes]:
+        """A request waited for until the peer answers or its connection breaks (one of
+        ASK_ERRORS), with no time limit; a wait past ASK_TIMEOUT is logged, and its end."""
+        got: list[tuple[int, list[tuple[bytes, bytes]], bytes] | Exception] = []
+        done = trio.Event()
+
+        async def request() -> None:
+            try:
+                got.append(
+                    await self.connections.request(
+                        address, method, target, body, headers, again=again
+                    )
+                )
+            except ASK_ERRORS as exc:
+                got.append(exc)
+            done.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(request)
+            with trio.move_on_after(ASK_TIMEOUT):
+                await done.wait()
+            if not done.is_set():
+                began = trio.current_time() - ASK_TIMEOUT
+                who = self._who(address)
+                log.warning(
+                    "group: waiting for %s to answer %s %s (%.0fs so far; one that answers "
+                    "no /ping for --worker-timeout is killed, and makes it at its next start)",
+                    who,
+                    method,
+                    target.decode(errors="replace"),
+                    ASK_TIMEOUT,
+                )
+                await done.wait()
+                ended = "answered" if isinstance(got[0], tuple) else "was lost to"
+                waited = trio.current_time() - began
+                what = f"{method} {target.decode(errors='replace')}"
+                log.info("group: %s %s %s after %.1fs", who, ended, what, waited)
+        if isinstance(got[0], Exception):
+            raise got[0]
+        status, _, text = got[0]
+        return status, text
+
+    def _who(self, address: tuple[str, int]) -> str:
+        """A peer in a log line: its worker index where its link file still names it."""
+        index = None if self.missed is None else self.missed.index_of(address)
+        where = f"{address[0]}:{address[1]}"
+        return f"worker {index} ({where})" if index is not None else f"peer {where}"
 
     async def ask_all(
         self,
@@ -342,14 +420,16 @@ class FanOut:
         *,
         headers: bytes = b"",
         again: bool | None = None,
+        patient: bool = False,
         answered: set[Peer] | None = None,
         unreachable: set[Peer] | None = None,
     ) -> list[tuple[int, bytes]]:
         """Every peer's (status, body), asked at once on kept connections; a peer that does not
-        answer within ASK_TIMEOUT is logged and left out. `again`: whether the request may be
-        made twice (KeptConnections.request), a GET's by default: a kept connection the peer
-        closed as it was sent then costs a new one, not the peer's part of the answer.
-        `headers`: more header lines (KeptConnections.request).
+        answer within ASK_TIMEOUT is logged and left out, unless `patient` (a PATIENT change):
+        then it is waited for until it answers or its connection breaks (_waited).
+        `again`: whether the request may be made twice (KeptConnections.request), a GET's by
+        default: a kept connection the peer closed as it was sent then costs a new one, not the
+        peer's part of the answer. `headers`: more header lines (KeptConnections.request).
         `answered`, `unreachable`: given, they get the address of each peer that answered,
         and of each whose private HTTP refused the connection (nothing listens there)."""
         if again is None:
@@ -360,10 +440,15 @@ class FanOut:
 
         async def one(address: tuple[str, int]) -> None:
             try:
-                with trio.fail_after(ASK_TIMEOUT):
-                    status, _, text = await self.connections.request(
+                if patient:
+                    status, text = await self._waited(
                         address, method, target, body, headers, again=again
                     )
+                else:
+                    with trio.fail_after(ASK_TIMEOUT):
+                        status, _, text = await self.connections.request(
+                            address, method, target, body, headers, again=again
+                        )
                 answers.append((status, text))
                 if answered is not None:
                     answered.add(address)

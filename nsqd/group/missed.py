@@ -13,9 +13,12 @@ answered 200, as one nsqd holding it would, and written for that worker.
 
 Who gets a line: a peer that is down (no link file, or its private HTTP refused the
 connection: the request never reached it), checked again under the file's lock; and for a
-deletion or a pause, a peer that did not answer (hung: the watchdog may kill it before it
-serves the request). An empty goes to a surely down peer alone: one that was slow to answer
-may have taken a publish since, which an empty at its next start would drop.
+pause or an unpause, a peer that did not answer within ASK_TIMEOUT (hung: the watchdog may
+kill it before it serves the request). A deletion or an empty is waited for in each peer that
+is up (fanout.PATIENT: served late, after the answer, it would remove what that peer took
+since): a peer whose connection broke meanwhile (killed: the watchdog's, a crash) or that did
+not answer it at all is down, and gets the line under the lock, or is up again (started anew,
+another address) and is asked again, waited for in turn.
 
 The file holds the lines not yet made, in the order they were written: no clock decides what
 applies. Every access holds the file's flock: a peer appends under it (after checking the
@@ -284,7 +287,7 @@ class Missed:
     def __init__(
         self,
         identity: Identity,
-        ask: Callable[[Peer, str, bytes], Awaitable[tuple[int, bytes]]],
+        ask: Callable[..., Awaitable[tuple[int, bytes]]],
         timeout: float,
     ) -> None:
         self.identity = identity
@@ -297,6 +300,10 @@ class Missed:
     def _refused(self, peer: int) -> bool:
         return refused(self._address(peer))
 
+    def index_of(self, address: Peer) -> int | None:
+        """The peer whose link file names `address` now (None: none does)."""
+        return next((p for p in self.identity.peers if self._address(p) == address), None)
+
     async def written(
         self,
         change: Change,
@@ -304,12 +311,17 @@ class Missed:
         held: bool,
         answered: set[Peer],
         unreachable: set[Peer],
+        *,
+        patient: bool = False,
     ) -> bool:
         """Whether the group held what `change` names: `held` (here, or in a peer that answered
-        200), or the partition of a down peer; if so, each peer that missed it gets a line."""
+        200), or the partition of a down peer; if so, each peer that missed it gets a line.
+        `patient` (fanout.PATIENT): every peer was waited for, so one that did not answer (at
+        the address it has now) is down, or was (started again since)."""
         me = self.identity
         addresses = {peer: self._address(peer) for peer in me.peers}
-        down = [p for p, address in addresses.items() if address is None or address in unreachable]
+        gone = {a for a in addresses.values() if a not in answered} if patient else unreachable
+        down = [p for p, address in addresses.items() if address is None or address in gone]
         for peer in down if not held else ():
             data_path = os.path.join(me.group_path, f"worker-{peer}")
             held = await trio.to_thread.run_sync(on_disk, data_path, change)
@@ -320,10 +332,7 @@ class Missed:
         for peer, address in addresses.items():
             path = file_of(me.group_path, peer)
             if peer in down:
-                still_down = partial(self._refused, peer)
-                if await trio.to_thread.run_sync(record, path, change, still_down):
-                    continue
-                if await self._again(peer, request):  # up now: its listener takes it
+                if await self._reached(peer, path, change, request, patient):
                     continue
             elif address in answered:
                 continue
@@ -331,14 +340,37 @@ class Missed:
                 await trio.to_thread.run_sync(record, path, change)
         return True
 
-    async def _again(self, peer: int, request: tuple[str, bytes]) -> bool:
-        """The request asked of a peer that came up since: whether it answered."""
+    async def _reached(
+        self, peer: int, path: str, change: Change, request: tuple[str, bytes], patient: bool
+    ) -> bool:
+        """A down peer told of `change`: a line while it is still down (checked under the
+        lock), else the request asked again (up now: its listener takes it); whether either
+        held. A patient change's peer lost again meanwhile (killed while asked) is tried
+        again, a few times (each is one of its starts)."""
+        for _ in range(_TRIES if patient else 1):
+            still_down = partial(self._refused, peer)
+            if await trio.to_thread.run_sync(record, path, change, still_down):
+                return True
+            if await self._again(peer, request, patient):
+                return True
+        if patient:
+            method, target = request
+            what = f"{method} {target.decode(errors='replace')}"
+            log.error("group: worker %d neither down nor answering %s", peer, what)
+        return False
+
+    async def _again(self, peer: int, request: tuple[str, bytes], patient: bool) -> bool:
+        """The request asked of a peer that came up since: whether it answered (`patient`:
+        waited for until it answers or its connection breaks)."""
         address = self._address(peer)
         if address is None:
             return False
         try:
-            with trio.fail_after(self._timeout):
-                await self._ask(address, *request)
+            if patient:
+                await self._ask(address, *request, patient=True)
+            else:
+                with trio.fail_after(self._timeout):
+                    await self._ask(address, *request)
         except ASK_ERRORS as exc:
             log.warning("group: peer %s:%d did not answer %s - %s", *address, request[1], exc)
             return False
