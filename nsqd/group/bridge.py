@@ -29,7 +29,7 @@ from protocol.v2.message import DecodedMessage, decode_message
 
 from ..http.v1 import query_string
 from ..log import log
-from .fanout import ASK_TIMEOUT
+from .asking import ASK_TIMEOUT
 from .kept import ASK_ERRORS
 from .messages import finish_at, split_messages
 

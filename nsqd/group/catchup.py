@@ -15,7 +15,7 @@ import trio
 from ..engine.api import Refused
 from ..http.v1 import V1, JSONBody, Request, read_params
 from ..log import LEVELS, log
-from .fanout import ASK_TIMEOUT
+from .asking import ASK_TIMEOUT
 from .kept import ASK_ERRORS
 
 if TYPE_CHECKING:

@@ -42,7 +42,8 @@ from ..http.v1 import (
 from ..log import log
 from ..metrics import render, snapshot
 from ..metrics.memory import add_memory, memory_stats
-from .kept import ASK_ERRORS, KeptConnections, Unreachable
+from .asking import Asker
+from .kept import KeptConnections
 from .merged import merge
 from .missed import change_of
 from .pause_clock import WORD, WORDS, PauseClock, header, stamp_of
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 # request's own fan-out (or was asked by a peer), so the worker's hooks ask no peer again
 # (that was N^2 requests a channel create)
 ASKED: ContextVar[bool] = ContextVar("group_asked", default=False)
-ASK_TIMEOUT = 2.0  # seconds a peer has to answer; a peer that does not is left out
 # the admin changes a peer that is up must have made before the group answers: a late one
 # would remove messages its clients published after the answer. Their fan-out waits for each
 # peer until it answers or is known down (its connection broken or refused: its file then
@@ -74,7 +74,7 @@ _BOOL = {"true": True, "1": True, "false": False, "0": False}
 Handler = Callable[[Request], Awaitable[Any]]
 
 
-class FanOut:
+class FanOut(Asker):
     def __init__(
         self,
         broker: Broker,
@@ -82,10 +82,9 @@ class FanOut:
         peers: Callable[[], list[tuple[str, int]]],
         connections: KeptConnections,
     ) -> None:
+        super().__init__(peers, connections)
         self.broker = broker
         self.api = api
-        self._peers = peers  # the peers' private HTTP addresses, as known now
-        self.connections = connections  # the worker's
         # told of a deletion, an empty, a pause or an unpause made here, the peers that
         # answered it and those that refused the connection: who missed it makes it at its
         # next start, and a down peer's partition counts as the group's (missed.py)
@@ -333,136 +332,8 @@ class FanOut:
         """The group's topics, as its /stats gives them (statsd's source in worker 0)."""
         return (await self._gather(b"/stats"))[0] or []
 
-    # -- asking the peers -------------------------------------------------------------------
-
-    def peers(self) -> list[tuple[str, int]]:
-        return self._peers()
-
-    async def ask(
-        self,
-        address: tuple[str, int],
-        method: str,
-        target: bytes,
-        headers: bytes = b"",
-        body: bytes = b"",
-        *,
-        patient: bool = False,
-    ) -> tuple[int, bytes]:
-        """One request to a peer on a kept connection: (status, body), or one of ASK_ERRORS;
-        `patient`: a PATIENT change's, whose wait past ASK_TIMEOUT is logged."""
-        if patient:
-            return await self._waited(address, method, target, body, headers, again=False)
-        status, _, text = await self.connections.request(address, method, target, body, headers)
-        return status, text
-
-    async def _waited(
-        self,
-        address: tuple[str, int],
-        method: str,
-        target: bytes,
-        body: bytes,
-        headers: bytes,
-        *,
-        again: bool,
-    ) -> tuple[int, bytes]:
-        """A request waited for until the peer answers or its connection breaks (one of
-        ASK_ERRORS), with no time limit; a wait past ASK_TIMEOUT is logged, and its end."""
-        got: list[tuple[int, list[tuple[bytes, bytes]], bytes] | Exception] = []
-        done = trio.Event()
-
-        async def request() -> None:
-            try:
-                got.append(
-                    await self.connections.request(
-                        address, method, target, body, headers, again=again
-                    )
-                )
-            except ASK_ERRORS as exc:
-                got.append(exc)
-            done.set()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(request)
-            with trio.move_on_after(ASK_TIMEOUT):
-                await done.wait()
-            if not done.is_set():
-                began = trio.current_time() - ASK_TIMEOUT
-                who = self._who(address)
-                log.warning(
-                    "group: waiting for %s to answer %s %s (%.0fs so far; one that answers "
-                    "no /ping for --worker-timeout is killed, and makes it at its next start)",
-                    who,
-                    method,
-                    target.decode(errors="replace"),
-                    ASK_TIMEOUT,
-                )
-                await done.wait()
-                ended = "answered" if isinstance(got[0], tuple) else "was lost to"
-                waited = trio.current_time() - began
-                what = f"{method} {target.decode(errors='replace')}"
-                log.info("group: %s %s %s after %.1fs", who, ended, what, waited)
-        if isinstance(got[0], Exception):
-            raise got[0]
-        status, _, text = got[0]
-        return status, text
-
-    def _who(self, address: tuple[str, int]) -> str:
-        """A peer in a log line: its worker index where its link file still names it."""
-        index = None if self.missed is None else self.missed.index_of(address)
-        where = f"{address[0]}:{address[1]}"
-        return f"worker {index} ({where})" if index is not None else f"peer {where}"
-
-    async def ask_all(
-        self,
-        method: str,
-        target: bytes,
-        body: bytes = b"",
-        *,
-        headers: bytes = b"",
-        again: bool | None = None,
-        patient: bool = False,
-        answered: set[Peer] | None = None,
-        unreachable: set[Peer] | None = None,
-    ) -> list[tuple[int, bytes]]:
-        """Every peer's (status, body), asked at once on kept connections; a peer that does not
-        answer within ASK_TIMEOUT is logged and left out, unless `patient` (a PATIENT change):
-        then it is waited for until it answers or its connection breaks (_waited).
-        `again`: whether the request may be made twice (KeptConnections.request), a GET's by
-        default: a kept connection the peer closed as it was sent then costs a new one, not the
-        peer's part of the answer. `headers`: more header lines (KeptConnections.request).
-        `answered`, `unreachable`: given, they get the address of each peer that answered,
-        and of each whose private HTTP refused the connection (nothing listens there)."""
-        if again is None:
-            again = method == "GET"
-        answers: list[tuple[int, bytes]] = []
-        peers = self._peers()
-        await self.connections.keep_only(peers)
-
-        async def one(address: tuple[str, int]) -> None:
-            try:
-                if patient:
-                    status, text = await self._waited(
-                        address, method, target, body, headers, again=again
-                    )
-                else:
-                    with trio.fail_after(ASK_TIMEOUT):
-                        status, _, text = await self.connections.request(
-                            address, method, target, body, headers, again=again
-                        )
-                answers.append((status, text))
-                if answered is not None:
-                    answered.add(address)
-            except Unreachable as exc:
-                if unreachable is not None:
-                    unreachable.add(address)
-                log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
-            except ASK_ERRORS as exc:
-                log.warning("group: peer %s:%d did not answer %s - %s", *address, target, exc)
-
-        async with trio.open_nursery() as nursery:
-            for address in peers:
-                nursery.start_soon(one, address)
-        return answers
+    def index_of(self, address: tuple[str, int]) -> int | None:
+        return None if self.missed is None else self.missed.index_of(address)
 
 
 async def made_here(local: Handler, req: Request) -> tuple[Any, HTTPError | None]:

@@ -56,7 +56,7 @@ from ..http.v1 import (
     refused,
 )
 from ..log import log
-from .fanout import ASK_TIMEOUT
+from .asking import ASK_TIMEOUT
 from .kept import ASK_ERRORS
 from .refusals import peer_error, queue_missing, refusal
 

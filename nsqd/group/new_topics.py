@@ -41,7 +41,7 @@ import trio
 
 from ..http.v1 import V1, JSONBody, Request, query_string, read_params
 from ..log import log
-from .fanout import ASK_TIMEOUT
+from .asking import ASK_TIMEOUT
 from .pause_clock import WORD
 
 if TYPE_CHECKING:

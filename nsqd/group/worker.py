@@ -29,10 +29,11 @@ from ..http.v1 import Request, query_string
 from ..log import log
 from ..net import listeners
 from . import missed, partition
+from .asking import ASK_TIMEOUT
 from .attributes import GroupAttributes
 from .bridge import PeerLists
 from .catchup import CatchUp
-from .fanout import ASK_TIMEOUT, ASKED, FanOut
+from .fanout import ASKED, FanOut
 from .identity import Identity, link_address
 from .kept import ASK_ERRORS, PEER_HEADER, KeptConnections
 from .keys import KeyOwners
