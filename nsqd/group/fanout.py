@@ -46,7 +46,17 @@ from .asking import Asker
 from .kept import KeptConnections
 from .merged import merge
 from .missed import change_of
-from .pause_clock import WORD, WORDS, PauseClock, header, stamp_of
+from .pause_clock import (
+    CREATES,
+    DELETES,
+    STAMPED,
+    WORD,
+    WORDS,
+    Deletions,
+    PauseClock,
+    header,
+    stamp_of,
+)
 from .pull import is_link
 from .refusals import refusal
 
@@ -94,6 +104,8 @@ class FanOut(Asker):
         self.lacked: Callable[[Change], None] = _nothing
         # when each queue's pause last changed here: a peer's older word is overruled
         self.clock = PauseClock()
+        # when each queue was last deleted here: a peer's create older than that is moot
+        self.deletions = Deletions()
 
     def install(self) -> None:
         """Put the group's handlers in the API's route table, in place of the lone ones."""
@@ -125,11 +137,10 @@ class FanOut(Asker):
 
     def _admin(self, local: Handler) -> Handler:
         async def handle(req: Request) -> Any:
-            word = stamp_of(req) if req.path in WORDS else None
-            if word is not None and req.peer:
-                await read_params(req)
-                if self.clock.stale(self._queue(req), word):
-                    return None  # served, and overruled here by a newer word: one nsqd's 200
+            stamp = stamp_of(req) if req.path in STAMPED else None
+            word = stamp if req.path in WORDS else None
+            if stamp is not None and req.peer and await self._overruled(req, stamp, word):
+                return None  # served, and overruled here by a newer change: one nsqd's 200
             token, stamped = ASKED.set(True), WORD.set(word)
             try:
                 answer, failed = await made_here(local, req)
@@ -137,6 +148,8 @@ class FanOut(Asker):
                 ASKED.reset(token)
                 WORD.reset(stamped)
             change = change_of(req)  # its arguments were read and judged good
+            if failed is None and stamp is not None and req.path in DELETES:
+                self.deletions.deleted(*_names(req), stamp)
             if failed is not None and change is not None:
                 self.lacked(change)
             if req.peer:  # asked by a peer: this worker alone
@@ -157,7 +170,7 @@ class FanOut(Asker):
                 answers = await self.ask_all(
                     req.method,
                     req.target,
-                    headers=b"" if word is None else header(word),
+                    headers=b"" if stamp is None else header(stamp),
                     again=again,
                     patient=patient,
                     answered=answered,
@@ -175,6 +188,14 @@ class FanOut(Asker):
 
         return handle
 
+    async def _overruled(self, req: Request, stamp: float, word: float | None) -> bool:
+        """Whether a peer's stamped change is older than what it would undo here: a pause
+        word than the queue's last pause change, a create than its last deletion."""
+        await read_params(req)
+        if word is not None:
+            return self.clock.stale(self._queue(req), word)
+        return req.path in CREATES and self.deletions.overtaken(*_names(req), stamp)
+
     def _queue(self, req: Request) -> Topic | Channel | None:
         """The topic or channel a pause word names, if here."""
         topic = self.broker.topics.get(req.arg("topic") or "")
@@ -191,12 +212,12 @@ class FanOut(Asker):
 
         async def handle(req: Request) -> Any:
             if not req.peer:
-                await self._topic_everywhere(req)
+                await self._topic_everywhere(req, stamp_of(req))
             return await admin(req)
 
         return handle
 
-    async def _topic_everywhere(self, req: Request) -> None:
+    async def _topic_everywhere(self, req: Request, stamp: float) -> None:
         await read_params(req)
         topic, channel = req.arg("topic"), req.arg("channel")
         if not (topic and channel and all(map(_valid, (topic, channel)))):
@@ -207,7 +228,7 @@ class FanOut(Asker):
         named = b"?" + query_string({"topic": topic})
         self.broker.create_topic(topic)
         if len(docs) < len(self.peers()) or any(doc["topics"] is None for doc in docs):
-            await self.ask_all("POST", b"/topic/create" + named)
+            await self.ask_all("POST", b"/topic/create" + named, headers=header(stamp))
         if merged[0]["paused"]:
             self.broker.pause(topic, None, True)
             await self.ask_all("POST", b"/topic/pause" + named)
@@ -358,6 +379,12 @@ _CONFIG_BODIES: dict[str, Callable[[dict[str, Any]], bytes]] = {
 
 def _nothing(change: Change) -> None:
     pass
+
+
+def _names(req: Request) -> tuple[str, str | None]:
+    """The topic and (for a /channel/ path) the channel an admin request names."""
+    channel = req.arg("channel") if req.path.startswith("/channel/") else None
+    return req.arg("topic") or "", channel
 
 
 def _valid(name: str) -> bool:

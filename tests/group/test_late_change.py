@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
+import urllib.request
 from contextlib import closing
 
 import pytest
 
 from tests.ops.conftest import START_TIMEOUT, http_json, http_post, wait_until
 
-from .conftest import Group
+from .conftest import PEER_HEADER, Group
 from .test_down_worker import _on_disk
 
 WAIT = 10.0
@@ -147,3 +149,40 @@ def test_a_peer_killed_while_waited_for_makes_the_change_at_its_start(group: Gro
         sub.sub("t", "c")
         sub.rdy(10)
         assert sub.message()[1] == b"after"
+
+
+def _peer_create(group: Group, k: int, target: str, stamp: float) -> int:
+    """`POST /target` as a peer's fan-out asks it of worker k: stamped where a client asked."""
+    req = urllib.request.Request(
+        f"http://{group.private_http(k)}/{target}",
+        data=b"",
+        headers={PEER_HEADER: "1", "X-Trio-Nsqd-Group-Since": repr(stamp)},
+    )
+    with urllib.request.urlopen(req, timeout=5) as answer:
+        return answer.status
+
+
+def test_a_create_a_delete_overtook_is_not_made_late(group: Group) -> None:
+    """A create asked while a peer was stopped is answered without it (2 s); a delete of the
+    same queue asked after that answer waits for the peer, which, woken, may serve the
+    delete first and the create last (its tasks run in any order). That create, stamped
+    before the delete, must make nothing: it made the channel again in that worker alone,
+    filling with messages nobody read. Here the late create is sent as the peer's fan-out
+    sends it (stamped by the same CLOCK_MONOTONIC), after the delete, to worker 1."""
+    group.start()
+    url = f"http://127.0.0.1:{group.http}"
+    for topic in ("t", "u"):
+        assert http_post(f"{url}/topic/create?topic={topic}")[0] == 200
+        assert http_post(f"{url}/channel/create?topic={topic}&channel=c")[0] == 200
+    asked = time.monotonic()  # when the late creates were asked, before the deletes
+    assert http_post(f"{url}/channel/delete?topic=t&channel=c")[0] == 200
+    assert http_post(f"{url}/topic/delete?topic=u")[0] == 200
+    for target in ("channel/create?topic=t&channel=c", "topic/create?topic=u"):
+        assert _peer_create(group, 1, target, asked) == 200  # served, and overruled
+    assert _peer_create(group, 1, "channel/create?topic=u&channel=c", asked) == 200
+    stats = group.worker_stats(1)
+    assert (_depths(stats, "t"), _depths(stats, "u")) == ({"t": 0}, {})
+    # one asked after the deletes is made, as one nsqd makes it
+    for target in ("topic/create?topic=u", "channel/create?topic=u&channel=c"):
+        assert _peer_create(group, 1, target, time.monotonic()) == 200
+    assert _depths(group.worker_stats(1), "u") == {"u": 0, "c": 0}
