@@ -190,11 +190,14 @@ class FanOut(Asker):
 
     async def _overruled(self, req: Request, stamp: float, word: float | None) -> bool:
         """Whether a peer's stamped change is older than what it would undo here: a pause
-        word than the queue's last pause change, a create than its last deletion."""
+        word than the queue's last pause change, a create or a word than its last deletion."""
         await read_params(req)
-        if word is not None:
-            return self.clock.stale(self._queue(req), word)
-        return req.path in CREATES and self.deletions.overtaken(*_names(req), stamp)
+        if word is not None and self.clock.stale(self._queue(req), word):
+            return True
+        # a create, or a word, older than the last deletion of its queue: that queue is gone
+        # (a word's queue made again since was made unpaused after it)
+        overtaken = word is not None or req.path in CREATES
+        return overtaken and self.deletions.overtaken(*_names(req), stamp)
 
     def _queue(self, req: Request) -> Topic | Channel | None:
         """The topic or channel a pause word names, if here."""
