@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,22 @@ class Group:
         req = urllib.request.Request(url, headers={PEER_HEADER: mark})
         with urllib.request.urlopen(req, timeout=5) as resp:
             return json.loads(resp.read())
+
+    def post(self, k: int, target: str, *, peer: bool = True, stamp: float | None = None) -> int:
+        """`POST /target` (an admin path and query) to worker k's private HTTP: as a peer asks
+        it, for that worker alone, or (`peer=False`) as a client, the group's request made in
+        that worker first; `stamp`: the peer fan-out's stamp (pause_clock.SINCE_HEADER). The
+        answer's status."""
+        headers = {PEER_HEADER: "1"} if peer else {}
+        if stamp is not None:
+            headers["X-Trio-Nsqd-Group-Since"] = repr(stamp)
+        url = f"http://{self.private_http(k)}/{target}"
+        req = urllib.request.Request(url, data=b"", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status
+        except urllib.error.HTTPError as err:
+            return err.code
 
     def pin(self, k: int) -> V2:
         """A V2 connection that lands in worker k."""

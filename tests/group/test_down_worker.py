@@ -28,7 +28,7 @@ from tests.ops.conftest import (  # noqa: F401 (a fixture)
 )
 from tests.ops.test_lookupd import WAIT
 
-from .conftest import PEER_HEADER, Group
+from .conftest import Group
 from .test_lookupd import rows
 
 
@@ -146,22 +146,13 @@ def test_an_empty_made_while_a_worker_is_down_holds_once_it_is_back(
     assert _depths(http_json(f"{url}/stats?format=json")) == {"lone": 0, "t": 0, "t:c": 0}
 
 
-def _alone(group: Group, k: int, target: str) -> None:
-    """`target` (an admin path and query) made in worker k alone: asked as a peer asks."""
-    req = urllib.request.Request(
-        f"http://{group.private_http(k)}/{target}", data=b"", headers={PEER_HEADER: "1"}
-    )
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        assert resp.status == 200
-
-
 def _only_in_worker_1(group: Group) -> None:
     """Topic `solo` (published in worker 1 alone) and channel `t:c` (made in worker 1 alone;
     topic t is in both), each with a message, on worker 1's disk."""
     with group.pin(0) as pub:
         pub.pub("t", b"z")
-    _alone(group, 1, "topic/create?topic=t")
-    _alone(group, 1, "channel/create?topic=t&channel=c")
+    assert group.post(1, "topic/create?topic=t") == 200
+    assert group.post(1, "channel/create?topic=t&channel=c") == 200
     with group.pin(1) as pub:
         pub.pub("solo", b"x")
         pub.pub("t", b"y")
@@ -387,7 +378,7 @@ def test_a_queue_made_just_before_a_kill_9_is_held_while_down_and_after(group: G
     wait_until(lambda: _on_disk(group, 1) == {"t": []}, WAIT, "worker 1's nsqd.dat")
     dat = group.data / "worker-1" / "nsqd.dat"
     before, written = dat.read_bytes(), dat.stat()
-    _alone(group, 1, "channel/create?topic=t&channel=c")  # in worker 1 alone
+    assert group.post(1, "channel/create?topic=t&channel=c") == 200  # in worker 1 alone
     with group.pin(1) as pub:
         for topic in ("gone", "kept", "t"):
             pub.pub(topic, b"x")

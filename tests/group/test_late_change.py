@@ -13,14 +13,13 @@ import os
 import signal
 import socket
 import time
-import urllib.request
 from contextlib import closing
 
 import pytest
 
 from tests.ops.conftest import START_TIMEOUT, http_json, http_post, wait_until
 
-from .conftest import PEER_HEADER, Group
+from .conftest import Group
 from .test_down_worker import _on_disk
 
 WAIT = 10.0
@@ -151,17 +150,6 @@ def test_a_peer_killed_while_waited_for_makes_the_change_at_its_start(group: Gro
         assert sub.message()[1] == b"after"
 
 
-def _as_peer(group: Group, k: int, target: str, stamp: float) -> int:
-    """`POST /target` as a peer's fan-out asks it of worker k, stamped `stamp`."""
-    req = urllib.request.Request(
-        f"http://{group.private_http(k)}/{target}",
-        data=b"",
-        headers={PEER_HEADER: "1", "X-Trio-Nsqd-Group-Since": repr(stamp)},
-    )
-    with urllib.request.urlopen(req, timeout=5) as answer:
-        return answer.status
-
-
 def test_a_create_a_delete_overtook_is_not_made_late(group: Group) -> None:
     """A create asked while a peer was stopped is answered without it (2 s); a delete of the
     same queue asked after that answer waits for the peer, which, woken, may serve the
@@ -178,13 +166,13 @@ def test_a_create_a_delete_overtook_is_not_made_late(group: Group) -> None:
     assert http_post(f"{url}/channel/delete?topic=t&channel=c")[0] == 200
     assert http_post(f"{url}/topic/delete?topic=u")[0] == 200
     for target in ("channel/create?topic=t&channel=c", "topic/create?topic=u"):
-        assert _as_peer(group, 1, target, asked) == 200  # served, and overruled
-    assert _as_peer(group, 1, "channel/create?topic=u&channel=c", asked) == 200
+        assert group.post(1, target, stamp=asked) == 200  # served, and overruled
+    assert group.post(1, "channel/create?topic=u&channel=c", stamp=asked) == 200
     stats = group.worker_stats(1)
     assert (_depths(stats, "t"), _depths(stats, "u")) == ({"t": 0}, {})
     # one asked after the deletes is made, as one nsqd makes it
     for target in ("topic/create?topic=u", "channel/create?topic=u&channel=c"):
-        assert _as_peer(group, 1, target, time.monotonic()) == 200
+        assert group.post(1, target, stamp=time.monotonic()) == 200
     assert _depths(group.worker_stats(1), "u") == {"u": 0, "c": 0}
 
 
@@ -200,6 +188,6 @@ def test_a_pause_older_than_a_delete_leaves_the_queue_made_since_alone(group: Gr
     asked = time.monotonic()
     assert http_post(f"{url}/channel/delete?topic=t&channel=c")[0] == 200
     assert http_post(f"{url}/channel/create?topic=t&channel=c")[0] == 200
-    assert _as_peer(group, 1, "channel/pause?topic=t&channel=c", asked) == 200
+    assert group.post(1, "channel/pause?topic=t&channel=c", stamp=asked) == 200
     (topic,) = group.worker_stats(1)["topics"]
     assert [c["paused"] for c in topic["channels"]] == [False]

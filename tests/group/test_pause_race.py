@@ -11,28 +11,15 @@ consumers never got what was published there."""
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.ops.conftest import http_post, wait_until
 
-from .conftest import PEER_HEADER, Group
+from .conftest import Group
 
 WAIT = 5.0
-
-
-def _alone(group: Group, k: int, target: str) -> int:
-    """`target` (an admin path and query) made in worker k alone, as a peer asks it: status."""
-    url = f"http://{group.private_http(k)}/{target}"
-    req = urllib.request.Request(url, data=b"", headers={PEER_HEADER: "1"})
-    try:
-        with urllib.request.urlopen(req, timeout=WAIT) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
 
 
 def _paused(group: Group, k: int, topic: str) -> bool | None:
@@ -64,12 +51,12 @@ def test_a_topic_made_during_an_unpause_takes_the_unpause(
         url = f"http://127.0.0.1:{group.http}"
         for k in range(count):  # the topic in every worker but 1 (published there alone)
             if k != 1:
-                assert _alone(group, k, "topic/create?topic=t") == 200
+                assert group.post(k, "topic/create?topic=t") == 200
         assert http_post(f"{url}/topic/pause?topic=t")[0] == 200
         others = [k for k in range(count) if k != 1]
         wait_until(lambda: all(_paused(group, k, "t") for k in others), WAIT, "the pause")
         for k in early:  # the unpause reaches these first; worker 1 lacks the topic
-            assert _alone(group, k, "topic/unpause?topic=t") == (404 if k == 1 else 200)
+            assert group.post(k, "topic/unpause?topic=t") == (404 if k == 1 else 200)
         with group.pin(1) as sub:
             sub.sub("t", "c")  # made in worker 1 now: it asks its peers whether it is paused
             sub.rdy(1)
@@ -87,7 +74,7 @@ def test_a_topic_made_during_an_unpause_takes_the_unpause(
             assert settled is not True, "worker 1 settled paused: the group's unpause is lost there"
             assert settled[0] == 2 and settled[1][26:] == b"published in worker 1", settled
         for k in late:  # the late peers serve the unpause only now
-            assert _alone(group, k, "topic/unpause?topic=t") == 200
+            assert group.post(k, "topic/unpause?topic=t") == 200
         assert [_paused(group, k, "t") for k in range(count)] == [False] * count
     finally:
         status = group.stop()

@@ -11,8 +11,6 @@ worker), released together by a barrier."""
 from __future__ import annotations
 
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,15 +21,6 @@ from .conftest import Group
 
 PAIRS = 12  # one split was enough to fail before: ~60% of pairs split
 WAIT = 5.0
-
-
-def _ask(group: Group, k: int, target: str) -> int:
-    req = urllib.request.Request(f"http://{group.private_http(k)}/{target}", data=b"")
-    try:
-        with urllib.request.urlopen(req, timeout=WAIT) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
 
 
 def _paused(group: Group, k: int, channel: str | None) -> bool | None:
@@ -48,9 +37,9 @@ def test_opposite_words_at_once_leave_the_group_as_one(workdir: Path, channel: s
     group = Group(workdir, 2).start()
     try:
         kind, query = ("topic", "topic=t") if channel is None else ("channel", "topic=t&channel=c")
-        assert _ask(group, 0, "topic/create?topic=t") == 200
+        assert group.post(0, "topic/create?topic=t", peer=False) == 200
         if channel is not None:
-            assert _ask(group, 0, f"channel/create?{query}") == 200
+            assert group.post(0, f"channel/create?{query}", peer=False) == 200
         wait_until(lambda: all(_paused(group, k, channel) is False for k in (0, 1)), WAIT, "made")
         for i in range(PAIRS):
             words = ["pause", "unpause"][:: 1 if i % 2 else -1]
@@ -61,7 +50,7 @@ def test_opposite_words_at_once_leave_the_group_as_one(workdir: Path, channel: s
                 k: int, word: str, barrier: threading.Barrier = barrier, statuses: list = statuses
             ) -> None:
                 barrier.wait(WAIT)
-                statuses.append(_ask(group, k, f"{kind}/{word}?{query}"))
+                statuses.append(group.post(k, f"{kind}/{word}?{query}", peer=False))
 
             askers = [threading.Thread(target=ask, args=(k, w)) for k, w in enumerate(words)]
             for t in askers:
