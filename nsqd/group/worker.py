@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from .keys import KeyOwners
 from .links import Links
 from .messages import GroupMessages
 from .new_topics import NewTopics
+from .pause_clock import header
 from .pull import Pull, is_link
 
 if TYPE_CHECKING:
@@ -217,12 +219,15 @@ class Worker:
             b"/topic/create?" + query_string({"topic": topic}),
             b"/channel/create?" + query_string({"topic": topic, "channel": channel}),
         )
+        # stamped when the SUB made it here: a peer that serves it after a later delete of
+        # the topic or channel makes nothing (pause_clock.Deletions)
+        stamped = header(time.monotonic())
 
         async def one(address: tuple[str, int]) -> None:
             try:
                 with trio.fail_after(ASK_TIMEOUT):
                     for target in targets:
-                        await self._connections.request(address, "POST", target)
+                        await self._connections.request(address, "POST", target, b"", stamped)
             except ASK_ERRORS as exc:
                 where = f"{address[0]}:{address[1]}"
                 log.warning("group: peer %s did not make %s:%s - %s", where, topic, channel, exc)
