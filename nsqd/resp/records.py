@@ -160,13 +160,18 @@ def snapshot(ks: Keyspace, chunk: int = 512) -> Iterable[Record]:
     over the log whole: a key is never read back without its expiry)."""
     expires = ks.expires
     for key, value in ks.data.items():
-        when = expires.get(key)
-        if isinstance(value, bytes):
-            yield (b"SET", key, value) if when is None else (b"SETPX", key, value, b"%d" % when)
-            continue
-        yield from _value(key, value, chunk)
-        if when is not None:
-            yield (b"PEXPIREAT", key, b"%d" % when)
+        yield from key_records(key, value, expires.get(key), chunk)
+
+
+def key_records(key: bytes, value: Value, when: int | None, chunk: int = 512) -> Iterable[Record]:
+    """The records that rebuild one key with its expiry (`when`, unix ms, or None): the
+    snapshot's, and what COPY applies to its destination (commands/keys.py)."""
+    if isinstance(value, bytes):
+        yield (b"SET", key, value) if when is None else (b"SETPX", key, value, b"%d" % when)
+        return
+    yield from _value(key, value, chunk)
+    if when is not None:
+        yield (b"PEXPIREAT", key, b"%d" % when)
 
 
 def _value(key: bytes, value: Value, chunk: int) -> Iterable[Record]:
