@@ -91,8 +91,8 @@ class GroupValues:
         return len(acked)
 
     def xmeta(self, key: bytes, last: StreamID, added: int, max_deleted: StreamID) -> None:
-        """A stream's last ID and counters as they were (the log's compaction; an empty
-        stream, as MKSTREAM makes, comes back with it)."""
+        """A stream's last ID and counters: XSETID's, and the log's compaction (as they
+        were; an empty stream, as MKSTREAM makes, comes back with it)."""
         st = self.data.get(key)
         if st is None:
             st = self.data[key] = Stream()

@@ -4419,4 +4419,28 @@ ENTRIES: dict[str, list] = {
         ],
         ["~"],
     ],
+    "xsetid": [
+        "*",
+        "$xsetid",
+        -3,
+        ["~", "+write", "+denyoom", "+fast"],
+        1,
+        1,
+        1,
+        ["~", "+@write", "+@stream", "+@fast"],
+        ["~"],
+        [
+            "~",
+            [
+                "%",
+                "$flags",
+                ["~", "+RW", "+update"],
+                "$begin_search",
+                ["%", "$type", "$index", "$spec", ["%", "$index", 1]],
+                "$find_keys",
+                ["%", "$type", "$range", "$spec", ["%", "$lastkey", 0, "$keystep", 1, "$limit", 0]],
+            ],
+        ],
+        ["~"],
+    ],
 }

@@ -1,11 +1,11 @@
 """Streams, the part python-rq keeps job results in: XADD (auto or explicit IDs, NOMKSTREAM,
 MAXLEN with = or ~, taken as exact), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
-ends), XDEL, XTRIM MAXLEN; Redis 7.0's replies and errors, and the ID parsing the other
-stream commands share. XREAD and XREADGROUP are stream_read.py's."""
+ends), XDEL, XTRIM MAXLEN, XSETID; Redis 7.0's replies and errors, and the ID parsing the
+other stream commands share. XREAD and XREADGROUP are stream_read.py's."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import ZERO, array, bulk, integer, string2ll
+from protocol.resp.codec import OK, ZERO, array, bulk, integer, string2ll
 
 from ..keyspace import now_ms
 from ..stream import MAX_ID, MAX_SEQ, Stream, StreamID, format_id
@@ -243,3 +243,42 @@ def xtrim(s: Session, argv: list[bytes]) -> bytes:
     if s.ks.get_stream(argv[1]) is None:
         return ZERO
     return integer(s.ks.trim_stream(argv[1], trim))
+
+
+SETID_BELOW = "ERR The ID specified in XSETID is smaller than"
+ADDED_BELOW = "ERR The entries_added specified in XSETID is smaller than the target stream length"
+
+
+@command("xsetid", -3)
+def xsetid(s: Session, argv: list[bytes]) -> bytes:
+    """xsetidCommand: the ID and the options read first (ENTRIESADDED, MAXDELETEDID: not
+    below the ID), then the key (-ERR no such key, WRONGTYPE); a stream with entries takes no
+    ID below its last entry's (its last ID may go down to it, past deleted ones) and no
+    entries-added below its length. One XMETA record, as a rewrite writes the counters."""
+    sid, added, max_deleted, j = parse_id(argv[2], 0), -1, (0, 0), 3
+    while j < len(argv):
+        opt, more = argv[j].lower(), j < len(argv) - 1
+        if opt == b"entriesadded" and more:
+            added = integer_arg(argv[j + 1])
+            if added < 0:
+                raise ReplyError("ERR entries_added must be positive")
+        elif opt == b"maxdeletedid" and more:
+            max_deleted = parse_id(argv[j + 1], 0)
+            if sid < max_deleted:
+                raise ReplyError(f"{SETID_BELOW} the provided max_deleted_entry_id")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    st = s.ks.get_stream(argv[1])
+    if st is None:
+        raise ReplyError("ERR no such key")
+    if st.ids:
+        if sid < st.ids[-1]:
+            raise ReplyError(f"{SETID_BELOW} the target stream top item")
+        if added != -1 and len(st) > added:
+            raise ReplyError(ADDED_BELOW)
+    s.ks.xmeta(
+        argv[1], sid, st.added if added == -1 else added,
+        st.max_deleted if max_deleted == (0, 0) else max_deleted,
+    )  # fmt: skip
+    return OK
