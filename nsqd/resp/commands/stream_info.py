@@ -3,8 +3,8 @@
 FULL gives the stream's entries and every group with its pending entries (their delivery
 times as unix ms) and consumers (their seen-time), at most COUNT of each list (10 when not
 given or negative, all for 0). A field/value reply is an array under RESP2, a map under RESP3.
-Redis's listpack and radix tree counts (radix-tree-keys, radix-tree-nodes) are estimates
-here (docs/redis.md)."""
+radix-tree-keys and radix-tree-nodes count Redis's macro nodes and its radix tree's nodes as
+they would be (stream_nodes.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from protocol.resp.codec import bulk, integer
 from protocol.resp.replies import Resp2
 
 from ..stream import Group, Stream, format_id, lag
+from ..stream_nodes import tree_nodes
 from ..values import now_ms
 from .registry import ReplyError, Session, container, integer_arg
 from .stream_groups import _help
@@ -93,11 +94,10 @@ def _xinfo_stream(s: Session, argv: list[bytes]) -> bytes:
     st = _stream_of(s, argv[2])
     count = _full_count(argv)
     enc, n = s.enc, len(st.ids)
-    nodes = -(-n // 100)  # listpacks of 100 entries (stream-node-max-entries), roughly
     head = [
         (b"length", integer(n)),
-        (b"radix-tree-keys", integer(nodes)),
-        (b"radix-tree-nodes", integer(nodes + 1)),
+        (b"radix-tree-keys", integer(len(st.nodes))),
+        (b"radix-tree-nodes", integer(tree_nodes(st.nodes))),
         (b"last-generated-id", bulk(format_id(st.last))),
         (b"max-deleted-entry-id", bulk(format_id(st.max_deleted))),
         (b"entries-added", integer(st.added)),

@@ -1,6 +1,6 @@
 """Streams, the part python-rq keeps job results in: XADD (auto or explicit IDs, NOMKSTREAM,
-MAXLEN with = or ~, taken as exact), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
-ends), XDEL, XTRIM MAXLEN, XSETID; Redis 7.0's replies and errors, and the ID parsing the
+MAXLEN or MINID with = or ~ and LIMIT), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
+ends), XDEL, XTRIM, XSETID; Redis 7.0's replies and errors, and the ID parsing the
 other stream commands share. XREAD and XREADGROUP are stream_read.py's."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from protocol.resp.codec import OK, ZERO, array, bulk, integer, string2ll
 
 from ..keyspace import now_ms
 from ..stream import MAX_ID, MAX_SEQ, Stream, StreamID, format_id
+from ..stream_nodes import APPROX_LIMIT
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
@@ -93,14 +94,16 @@ def entries(st: Stream, span: range | list[int]) -> bytes:
     return b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
 
 
-Trim = tuple[bytes, object] | None  # (b"maxlen", n) or (b"minid", StreamID); None: no trim
+# (b"maxlen", n) or (b"minid", StreamID), then `~` and LIMIT (0: none); None: no trim
+Trim = tuple[bytes, object, bool, int] | None
 
 
 def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
     """Redis 7.0's streamParseAddOrTrimArgsOrReply from j: MAXLEN or MINID [=|~] threshold,
     LIMIT count and (XADD) NOMKSTREAM, in any order, up to XADD's ID. The trim, NOMKSTREAM,
-    and the index where the ID is (len(argv): none). `~` trims exactly here (Redis may trim
-    less, a node at a time), and LIMIT only bounds that in Redis: it is checked, not used."""
+    and the index where the ID is (len(argv): none). `~` trims whole nodes only
+    (stream_nodes.py), at most LIMIT entries (100 nodes' worth when not given, any number for
+    LIMIT 0)."""
     trim: Trim = None
     approx = limit_given = nomk = False
     limit, n = 0, len(argv)
@@ -120,9 +123,9 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
                 maxlen = integer_arg(argv[j + 1])
                 if maxlen < 0:
                     raise ReplyError("ERR The MAXLEN argument must be >= 0.")
-                trim = (opt, maxlen)
+                trim = (opt, maxlen, False, 0)
             else:
-                trim = (opt, parse_id(argv[j + 1], 0))
+                trim = (opt, parse_id(argv[j + 1], 0), False, 0)
             j += 1
         elif opt == b"limit" and more:
             limit, limit_given = integer_arg(argv[j + 1]), True
@@ -145,6 +148,8 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
         raise ReplyError("ERR syntax error, XTRIM must be called with a trimming strategy")
     if limit_given and not approx:
         raise ReplyError("ERR syntax error, LIMIT cannot be used without the special ~ option")
+    if trim is not None and approx:
+        trim = (trim[0], trim[1], True, limit if limit_given else APPROX_LIMIT)
     return trim, nomk, j
 
 
