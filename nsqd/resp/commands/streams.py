@@ -203,11 +203,12 @@ def xlen(s: Session, argv: list[bytes]) -> bytes:
 def _range(s: Session, argv: list[bytes], rev: bool) -> bytes:
     low, high = (argv[3], argv[2]) if rev else (argv[2], argv[3])
     lo, hi = bound(low, True), bound(high, False)
-    count = None
-    if len(argv) > 4:
-        if len(argv) != 6 or argv[4].lower() != b"count":
+    count, j = None, 4
+    while j < len(argv):  # COUNT n, again and again (the last one counts), as Redis reads it
+        if argv[j].lower() != b"count" or j + 1 == len(argv):
             raise ReplyError(SYNTAX)
-        count = max(0, integer_arg(argv[5]))
+        count = max(0, integer_arg(argv[j + 1]))
+        j += 2
     st = s.ks.get_stream(argv[1])
     if st is None:
         return array([])
