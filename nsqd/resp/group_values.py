@@ -3,12 +3,14 @@
 and entries-read set, a group or a consumer deleted, a consumer made, entries delivered or
 claimed (XNACK: each ID's holder, delivery time and count, as they now are) and acknowledged.
 A base of keyspace.Keyspace, beside values.TypedValues. A record's times are absolute unix
-ms: after a restart XPENDING's idle times go on from where they were."""
+ms: after a restart XPENDING's idle times go on from where they were. And a stream's own
+counters (XMETA) and node layout (XNODES), which the records that rebuild it carry."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import stream_nodes
 from .stream import Group, Stream, StreamID, format_id
 
 if TYPE_CHECKING:
@@ -91,8 +93,8 @@ class GroupValues:
         return len(acked)
 
     def xmeta(self, key: bytes, last: StreamID, added: int, max_deleted: StreamID) -> None:
-        """A stream's last ID and counters as they were (the log's compaction; an empty
-        stream, as MKSTREAM makes, comes back with it)."""
+        """A stream's last ID and counters: XSETID's, and the log's compaction (as they
+        were; an empty stream, as MKSTREAM makes, comes back with it)."""
         st = self.data.get(key)
         if st is None:
             st = self.data[key] = Stream()
@@ -100,3 +102,10 @@ class GroupValues:
         assert isinstance(st, Stream)
         st.last, st.added, st.max_deleted = last, added, max_deleted
         self._log((b"XMETA", key, format_id(last), b"%d" % added, format_id(max_deleted)))
+
+    def xnodes(self, key: bytes, layout: list[bytes]) -> None:
+        """An existing stream's node layout (stream_nodes.encode's arguments) as it was, where
+        its live entries alone would be packed afresh: the log's compaction, COPY."""
+        st = _stream(self.data, key)
+        st.nodes = stream_nodes.decode(layout)
+        self._log((b"XNODES", key, *layout))

@@ -143,6 +143,14 @@ class Keyspace(TypedValues, GroupValues):
         if dst in self.watched:  # a list moved into place serves clients blocked on dst
             self.ready.append((self, dst))
 
+    def copy(self, key: bytes, value: Value, when: int | None) -> None:
+        """COPY to `key`, missing here, of `value` (a key's of this database or another) and
+        its expiry `when` (unix ms, or None): the records that rebuild the value after a
+        restart (records.key_records) are applied here as this keyspace's own changes, each
+        logged, its WATCHers and blocked clients told, so that the copy is its replay."""
+        for rec in records.key_records(key, value, when):
+            records.apply(self, rec)
+
     def delete(self, keys: Iterable[bytes]) -> int:
         gone = [k for k in keys if self.get(k) is not None and self._remove(k) is None]
         if gone:

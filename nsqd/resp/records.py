@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from . import stream_nodes
 from .stream import Stream, format_id
 from .zset import ZSet
 
@@ -122,8 +123,8 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
     b"ZADD": _zadd,
     b"ZREM": _if(ZSet, lambda ks, a: ks.zrem(a[0], list(a[1:]))),
     b"XADD": lambda ks, a: ks.xadd(a[0], _sid(a[1]), list(a[2:]), None),
-    b"XTRIM": _if(Stream, lambda ks, a: ks.xtrim(a[0], int(a[1]))),
-    b"XTRIMID": _if(Stream, lambda ks, a: ks.trim_stream(a[0], (b"minid", _sid(a[1])))),
+    b"XTRIM": _if(Stream, lambda ks, a: ks.trim_stream(a[0], (b"maxlen", int(a[1]), False, 0))),
+    b"XTRIMID": _if(Stream, lambda ks, a: ks.trim_stream(a[0], (b"minid", _sid(a[1]), False, 0))),
     b"XDEL": _if(Stream, lambda ks, a: ks.xdel(a[0], [_sid(x) for x in a[1:]])),
     b"XGCREATE": _xgcreate,
     b"XGSETID": _group(lambda ks, k, g, sid, n: ks.xgroup_setid(k, g, _sid(sid), int(n))),
@@ -133,6 +134,7 @@ REDO: dict[bytes, Callable[[Keyspace, Args], object]] = {
     b"XNACK": _group(_xnack),
     b"XACK": _group(lambda ks, k, g, *sids: ks.xack(k, g, [_sid(x) for x in sids])),
     b"XMETA": _xmeta,
+    b"XNODES": _if(Stream, lambda ks, a: ks.xnodes(a[0], list(a[1:]))),
     b"RENAME": _rename,
     b"DEL": lambda ks, a: ks.delete(a),  # nothing expires or is logged while loading
     b"PEXPIREAT": _expireat,
@@ -160,13 +162,18 @@ def snapshot(ks: Keyspace, chunk: int = 512) -> Iterable[Record]:
     over the log whole: a key is never read back without its expiry)."""
     expires = ks.expires
     for key, value in ks.data.items():
-        when = expires.get(key)
-        if isinstance(value, bytes):
-            yield (b"SET", key, value) if when is None else (b"SETPX", key, value, b"%d" % when)
-            continue
-        yield from _value(key, value, chunk)
-        if when is not None:
-            yield (b"PEXPIREAT", key, b"%d" % when)
+        yield from key_records(key, value, expires.get(key), chunk)
+
+
+def key_records(key: bytes, value: Value, when: int | None, chunk: int = 512) -> Iterable[Record]:
+    """The records that rebuild one key with its expiry (`when`, unix ms, or None): the
+    snapshot's, and what COPY applies to its destination (commands/keys.py)."""
+    if isinstance(value, bytes):
+        yield (b"SET", key, value) if when is None else (b"SETPX", key, value, b"%d" % when)
+        return
+    yield from _value(key, value, chunk)
+    if when is not None:
+        yield (b"PEXPIREAT", key, b"%d" % when)
 
 
 def _value(key: bytes, value: Value, chunk: int) -> Iterable[Record]:
@@ -186,11 +193,13 @@ def _value(key: bytes, value: Value, chunk: int) -> Iterable[Record]:
 
 def _stream(key: bytes, st: Stream) -> Iterable[Record]:
     """A stream's entries, its last ID and counters (XMETA: an empty one comes back too, and
-    the replayed stream refuses what the original refused), then each group: its last ID,
+    the replayed stream refuses what the original refused), its node layout (XNODES: where
+    deleted entries left room, stream_nodes.py), then each group: its last ID,
     its pending entries by consumer and delivery time and count, its consumers."""
     for sid, fields in zip(st.ids, st.entries, strict=True):
         yield (b"XADD", key, format_id(sid), *fields)
     yield (b"XMETA", key, format_id(st.last), b"%d" % st.added, format_id(st.max_deleted))
+    yield (b"XNODES", key, *stream_nodes.encode(st.nodes))
     for name, group in st.groups.items():
         yield (b"XGCREATE", key, name, format_id(group.last), b"%d" % group.read)
         held: dict[tuple[bytes, int], list[bytes]] = {}

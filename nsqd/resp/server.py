@@ -104,9 +104,14 @@ class Frontend:
             self.log.seal(before)
 
     def _expired(self) -> None:
-        """An expiry pass's DEL records written. No client waits for them: a failed write is
-        handled as a command's (`write_log`); raised, it ended the expiry task and the daemon
-        with it, before the queues' clean stop."""
+        """An expiry pass's DEL records written, after the clients blocked on what it deleted
+        are answered (Keyspace.lost, as for DEL and FLUSHALL: a group consumer whose stream
+        expired gets -UNBLOCKED now, as from Redis's expiry cycle, not at its timeout). No
+        client waits for the records: a failed write is handled as a command's (`write_log`);
+        raised, it ended the expiry task and the daemon with it, before the queues' clean
+        stop."""
+        if self.ks.ready:
+            self.serve_ready()
         self.write_log()
 
     # -- resp.log's writes -----------------------------------------------------------------

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
+from . import stream_nodes
+from .stream_nodes import Node
+
 StreamID = tuple[int, int]
 MAX_SEQ = 2**64 - 1
 MAX_ID = MAX_SEQ  # the milliseconds' maximum too
 
 
 class Stream:
-    __slots__ = ("added", "entries", "groups", "ids", "last", "max_deleted")
+    __slots__ = ("added", "entries", "groups", "ids", "last", "max_deleted", "nodes")
 
     def __init__(self) -> None:
         self.ids: list[StreamID] = []
@@ -22,6 +25,7 @@ class Stream:
         self.added = 0  # entries ever added (XINFO's entries-added)
         self.max_deleted: StreamID = (0, 0)  # the largest ID XDEL removed
         self.groups: dict[bytes, Group] = {}
+        self.nodes: list[Node] = []  # Redis's macro nodes, as they would be (stream_nodes.py)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -40,20 +44,22 @@ class Stream:
         self.entries.append(fields)
         self.last = max(self.last, sid)
         self.added += 1
+        stream_nodes.place(self.nodes, sid, fields)
 
-    def trim(self, maxlen: int) -> int:
-        """Keep the newest `maxlen` entries; how many went."""
-        extra = max(0, len(self.ids) - maxlen)
-        del self.ids[:extra]
-        del self.entries[:extra]
-        return extra
+    def trim(self, maxlen: int, approx: bool = False, limit: int = 0) -> int:
+        """MAXLEN: keep the newest `maxlen` entries, or (`approx`, `~`) what whole nodes
+        leave, at most `limit` entries going (0: any number); how many went."""
+        return self._cut(stream_nodes.trim_length(self.nodes, len(self.ids), maxlen, approx, limit))
 
-    def trim_before(self, minid: StreamID) -> int:
-        """Drop the entries whose ID is below `minid` (MINID); how many went."""
-        cut = bisect_left(self.ids, minid)
-        del self.ids[:cut]
-        del self.entries[:cut]
-        return cut
+    def trim_before(self, minid: StreamID, approx: bool = False, limit: int = 0) -> int:
+        """MINID: drop the entries whose ID is below `minid` (as `trim`, by whole nodes with
+        `approx`); how many went."""
+        return self._cut(stream_nodes.trim_below(self.nodes, self.ids, minid, approx, limit))
+
+    def _cut(self, gone: int) -> int:
+        del self.ids[:gone]
+        del self.entries[:gone]
+        return gone
 
     def delete(self, sids: list[StreamID]) -> int:
         gone = 0
@@ -62,6 +68,7 @@ class Stream:
             if i < len(self.ids) and self.ids[i] == sid:
                 del self.ids[i]
                 del self.entries[i]
+                stream_nodes.remove(self.nodes, sid)
                 self.max_deleted = max(self.max_deleted, sid)
                 gone += 1
         return gone

@@ -266,7 +266,7 @@ class TypedValues:
         return len(removed)
 
     def xadd(self, key: bytes, sid: StreamID, fields: list[bytes], trim: Any = None) -> None:
-        """XADD, then its trim: (b"maxlen", n), (b"minid", an ID) or None."""
+        """XADD, then its trim (streams.Trim, or None)."""
         st = self.data.get(key)
         if st is None:
             st = self.data[key] = Stream()
@@ -280,23 +280,24 @@ class TypedValues:
             self.ready.append((self, key))
 
     def trim_stream(self, key: bytes, trim: Any) -> int:
-        """XTRIM (and XADD's trim) of an existing stream: how many entries went."""
-        kind, threshold = trim
+        """XTRIM (and XADD's trim) of an existing stream by (kind, threshold, approx, limit):
+        how many entries went. An exact MINID is logged as given (XTRIMID); a MAXLEN, and a
+        `~` MINID, whose entries the nodes chose (stream_nodes.py), as the length left
+        (XTRIM), as Redis propagates a `~` trim: replayed, it takes the same entries."""
+        kind, threshold, approx, limit = trim
+        st = self.data[key]
+        assert isinstance(st, Stream)
         if kind == b"maxlen":
-            return self.xtrim(key, threshold)
-        st = self.data[key]
-        assert isinstance(st, Stream)
-        gone = st.trim_before(threshold)
+            gone = st.trim(threshold, approx, limit)
+        else:
+            gone = st.trim_before(threshold, approx, limit)
         if gone:
-            self._log((b"XTRIMID", key, format_id(threshold)))
-        return gone
-
-    def xtrim(self, key: bytes, maxlen: int) -> int:
-        st = self.data[key]
-        assert isinstance(st, Stream)
-        gone = st.trim(maxlen)
-        if gone:
-            self._log((b"XTRIM", key, b"%d" % maxlen))
+            exact_id = kind == b"minid" and not approx
+            self._log(
+                (b"XTRIMID", key, format_id(threshold))
+                if exact_id
+                else (b"XTRIM", key, b"%d" % len(st))
+            )
         return gone
 
     def xdel(self, key: bytes, sids: list[StreamID]) -> int:

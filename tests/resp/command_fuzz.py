@@ -11,9 +11,9 @@ What is left out, and why (what is masked in the replies: fuzz_compare.py):
   whatever the pace; no key expires during a run (the least is 100 s), so nothing depends on
   when a server's expiry cycle runs. A time of 0 or less deletes at once on both.
 - BLPOP and the other blocking commands wait 0.01 s at most (one connection can serve
-  nothing else), and a BLPOP/BRPOP never gets a word appended (it would be its timeout).
-- COPY is not generated: ours does not have it (docs/redis.md's list), and each COPY would
-  be an unknown command on one side only."""
+  nothing else), and a BLPOP/BRPOP/BZPOP* never gets a word appended (its timeout).
+- XADD's IDs are explicit (`*` takes the clock): mostly past every earlier one (one counter
+  for all keys), sometimes an old, a zero or a bad one, or `<ms>-*`."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class Gen:
     start: int = 0  # unix seconds at the run's start, for EXAT and EXPIREAT
     expiries: list[int] = field(default_factory=list)
     in_multi: int = 0  # the commands left before the EXEC or DISCARD of a MULTI sent
+    clock: int = 1  # the milliseconds of the next stream ID (streams' IDs only grow)
     resp3: bool = False  # the connection's own commands too (HELLO, CLIENT, SUBSCRIBE)
 
     def key(self) -> bytes:
@@ -189,6 +190,8 @@ def _keys(g: Gen) -> list[bytes]:
         lambda: [b"PEXPIRETIME", k],
         lambda: [b"UNLINK", *g.keys()],
         lambda: [b"DBSIZE"],
+        lambda: [b"COPY", k, g.key(), *g.opt(0.3, b"REPLACE"),
+                 *g.opt(0.15, b"DB", g.rng.choice([b"0", b"1", b"16", b"x"]))],
     ])()  # fmt: skip
 
 
@@ -349,6 +352,60 @@ def _zmpop(g: Gen, name: bytes, timeout: list[bytes]) -> list[bytes]:
     return [name, *timeout, *_numkeys(g), where, *count, *g.opt(0.05, b"COUNT", b"1")]
 
 
+# -- streams -------------------------------------------------------------------------------
+
+
+def _stream_id(g: Gen) -> bytes:
+    """An ID for XADD: mostly the next one, sometimes an old or a bad one."""
+    r = g.rng.random()
+    if r < 0.1:
+        return g.rng.choice(
+            [b"0-0", b"0-1", b"1", b"1-1", b"x", b"-1", b"1-x", b"18446744073709551616"]
+        )
+    g.clock += g.rng.choice([0, 1, 1, 2])
+    if r < 0.2:
+        return b"%d-*" % g.clock
+    return b"%d-%d" % (g.clock, g.rng.randrange(0, 3) if r < 0.9 else g.rng.randrange(3, 200))
+
+
+def _old_id(g: Gen) -> bytes:
+    """An ID XADD may have given (or, now and then, not an ID)."""
+    if g.rng.random() < 0.05:
+        return g.rng.choice([b"-", b"x", b"1-"])
+    return b"%d-%d" % (max(0, g.clock - g.rng.randrange(0, 4)), g.rng.randrange(0, 3))
+
+
+def _range_id(g: Gen) -> bytes:
+    return g.rng.choice([
+        b"-", b"+", b"0", b"1", b"2-1", b"(1-1", b"(3", b"%d" % g.clock, b"%d-1" % g.clock,
+        b"(%d" % g.clock, b"x", b"(+",
+    ])  # fmt: skip
+
+
+def _stream_trim(g: Gen) -> list[bytes]:
+    how = g.opt(0.5, g.rng.choice([b"~", b"="]))
+    if g.rng.random() < 0.5:
+        trim = [b"MAXLEN", *how, g.rng.choice([b"0", b"1", b"2", b"5", b"-1", b"x"])]
+    else:
+        trim = [b"MINID", *how, g.rng.choice([b"0", b"1-1", b"%d" % g.clock, b"%d-1" % g.clock])]
+    return trim + g.opt(0.15, b"LIMIT", g.rng.choice([b"0", b"1", b"100", b"-1"]))
+
+
+def _streams(g: Gen) -> list[bytes]:
+    k = g.key()
+    fields = g.pairs(g.member, g.value) if g.rng.random() > 0.05 else [g.member()]
+    count = g.opt(0.3, b"COUNT", g.rng.choice([b"0", b"1", b"2", b"-1", b"x"]))
+    return g.rng.choice([
+        lambda: [b"XADD", k, *g.opt(0.1, b"NOMKSTREAM"), _stream_id(g), *fields],
+        lambda: [b"XADD", k, *g.opt(0.2, *_stream_trim(g)), _stream_id(g), *fields],
+        lambda: [b"XRANGE", k, _range_id(g), _range_id(g), *count],
+        lambda: [b"XREVRANGE", k, _range_id(g), _range_id(g), *count],
+        lambda: [b"XLEN", k],
+        lambda: [b"XDEL", k, *[_old_id(g) for _ in range(g.rng.randint(1, 3))]],
+        lambda: [b"XTRIM", k, *_stream_trim(g)],
+    ])()  # fmt: skip
+
+
 def _transactions(g: Gen) -> list[bytes]:
     return g.rng.choice([
         [b"MULTI"], [b"MULTI"], [b"MULTI"], [b"EXEC"], [b"DISCARD"], [b"WATCH", *g.keys(2)],
@@ -383,10 +440,11 @@ def _connection(g: Gen) -> list[bytes]:
     ])()  # fmt: skip
 
 
-# commands not to append a word to: a BLPOP/BRPOP's last word is its timeout; one channel
-LAST_WORD_FIXED = (b"BLPOP", b"BRPOP", b"SUBSCRIBE", b"UNSUBSCRIBE")
+# commands not to append a word to: a BLPOP/BRPOP/BZPOPMIN/BZPOPMAX's last word is its
+# timeout (a word appended would wait that long); one channel
+LAST_WORD_FIXED = (b"BLPOP", b"BRPOP", b"BZPOPMIN", b"BZPOPMAX", b"SUBSCRIBE", b"UNSUBSCRIBE")
 FAMILIES: list[tuple[int, Callable[[Gen], list[bytes]]]] = [
     (5, _strings), (4, _keys), (7, _lists), (3, _hashes), (3, _sets), (4, _zsets),
-    (2, _transactions),
+    (3, _streams), (2, _transactions),
 ]  # fmt: skip
 FAMILIES_RESP3 = [*FAMILIES, (3, _connection)]

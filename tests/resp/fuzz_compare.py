@@ -141,7 +141,8 @@ def run_seed(
     protocol: int = 2,
 ) -> Mismatch | None:
     """Send seed's sequence to both; the first reply that differs (the states part there).
-    `seen` counts redis-server's replies by kind (its first word for an error). With
+    `seen` counts redis-server's replies by kind (its first word for an error), and by
+    command and kind (b"XADD $"). With
     protocol 3 both connections open with HELLO 3 and the sequence has the connection's
     own commands too (HELLO, CLIENT SETNAME/GETNAME, SUBSCRIBE/UNSUBSCRIBE)."""
     seen = Counter() if seen is None else seen
@@ -161,7 +162,9 @@ def run_seed(
             if name == b"SPOP" and (queued is not None or not _small_set(conns, argv)):
                 continue
             want, got = (_ask(c, argv) for c in conns)
-            seen[_kind(name, want)] += 1
+            kind = _kind(name, want)
+            seen[kind] += 1
+            seen[name + b" " + kind] += 1
             if name == b"EXEC" and queued is not None:
                 ok = same_exec(queued, want, got)
             else:

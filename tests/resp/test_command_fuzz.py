@@ -1,5 +1,6 @@
 """The seeded command fuzz (command_fuzz.py, fuzz_compare.py) against redis-server 7.0.15,
-bounded: fixed seeds of random command sequences over six keys, every reply compared with
+bounded: fixed seeds of random command sequences over six keys (strings, keys with COPY,
+lists, hashes, sets, sorted sets, streams, transactions), every reply compared with
 redis-server's (TTLs within a drift, unordered replies sorted). Over RESP2, and over RESP3
 (both connections open with HELLO 3; maps and sets compared order-free, doubles as Redis
 prints them) with the connection's own commands added: HELLO 2/3/4 with AUTH and SETNAME,
@@ -29,6 +30,9 @@ def test_random_commands_answer_as_redis(pair: Pair) -> None:
     for kind, least in {
         b":": 1500, b"$": 400, b"*": 400, b"+": 1000, b"-WRONGTYPE": 2000, b"-ERR": 800,
         b"-EXECABORT": 10, b"EXEC*": 100,
+        # streams and COPY answered (not only refused): XADD's IDs, ranges, counts
+        b"XADD $": 60, b"XRANGE *": 30, b"XREVRANGE *": 30, b"XDEL :": 30, b"XTRIM :": 25,
+        b"XLEN :": 25, b"COPY :": 40,
     }.items():  # fmt: skip
         assert seen[kind] >= least, (kind, seen)
 
@@ -42,6 +46,7 @@ def test_random_commands_answer_as_redis_over_resp3(pair: Pair) -> None:
     # RESP3's types come (nulls, maps, sets, doubles, push frames), and the HELLO paths
     for kind, least in {
         b"_": 400, b"%": 100, b"~": 20, b",": 10, b">": 200, b"*": 400, b"EXEC*": 100,
-        b"-NOPROTO": 30, b"-WRONGPASS": 30, b"-WRONGTYPE": 2000,
+        b"-NOPROTO": 30, b"-WRONGPASS": 30, b"-WRONGTYPE": 2000, b"XADD $": 50,
+        b"XRANGE *": 25, b"COPY :": 40,
     }.items():  # fmt: skip
         assert seen[kind] >= least, (kind, seen)

@@ -54,8 +54,8 @@ def test_replay_of_stream_trims_by_maxlen_and_minid(tmp_path: Path) -> None:
     ks, log = fresh(tmp_path)
     for ms in range(1, 7):
         ks.xadd(b"st", (ms, 0), [b"f", b"%d" % ms])
-    ks.trim_stream(b"st", (b"minid", (3, 0)))  # 1 and 2 go
-    ks.xadd(b"st", (7, 0), [b"f", b"7"], (b"maxlen", 4))  # 3 goes
+    ks.trim_stream(b"st", (b"minid", (3, 0), False, 0))  # 1 and 2 go
+    ks.xadd(b"st", (7, 0), [b"f", b"7"], (b"maxlen", 4, False, 0))  # 3 goes
     log.close()
     again, log2 = fresh(tmp_path)
     assert again.data[b"st"].ids == ks.data[b"st"].ids == [(4, 0), (5, 0), (6, 0), (7, 0)]

@@ -1,7 +1,7 @@
 """redis-py's own tests (6.4.0: tests/test_commands.py, test_hash.py, test_scripting.py,
 unpatched, from its PyPI source distribution) against ours beside redis-server: the ids in
 redis_py_upstream/selected.txt (every test of those files that passes on redis-server and
-needs nothing this front-end lacks: 306 of the 428 that pass there) must pass on both, under
+needs nothing this front-end lacks: 311 of the 428 that pass there) must pass on both, under
 RESP2 and RESP3. Scripts need lupa (the test extra installs it)."""
 
 from __future__ import annotations

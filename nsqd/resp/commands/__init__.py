@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (they register themselves)
     sort,
     stream_claims,
     stream_groups,
+    stream_info,
     stream_read,
     streams,
     strings,

@@ -21,6 +21,7 @@ from .registry import (
     Session,
     command,
     container,
+    int_arg,
     integer_arg,
     wrong_arity,
 )
@@ -42,7 +43,7 @@ def echo(s: Session, argv: list[bytes]) -> bytes:
 
 @command("select", 2)
 def select(s: Session, argv: list[bytes]) -> bytes:
-    db = integer_arg(argv[1])
+    db = int_arg(argv[1])
     dbs = s.fe.ks.dbs
     if not 0 <= db < len(dbs):
         raise ReplyError("ERR DB index is out of range")

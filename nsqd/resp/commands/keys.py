@@ -1,7 +1,7 @@
 """Key commands the queue and expiry models need: DEL/UNLINK, EXISTS, TYPE, KEYS, DBSIZE,
 FLUSHALL/FLUSHDB, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT, TTL/PTTL, PERSIST;
 and (issue 29) RENAME RENAMENX EXPIRETIME PEXPIRETIME SCAN RANDOMKEY, the SCAN family's
-options."""
+options; COPY."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from protocol.resp.codec import OK, ONE, ZERO, array, bulk, integer, raw_array, 
 from .. import glob
 from ..bridge import is_bridged
 from ..keyspace import now_ms, type_name
-from .registry import SYNTAX, ReplyError, Session, command, integer_arg
+from .registry import SYNTAX, ReplyError, Session, command, int_arg, integer_arg
 
 
 @command("del", -2)
@@ -192,6 +192,38 @@ def rename(s: Session, argv: list[bytes]) -> bytes:
 @command("renamenx", 3)
 def renamenx(s: Session, argv: list[bytes]) -> bytes:
     return _rename(s, argv, True) or ONE
+
+
+@command("copy", -3)
+def copy(s: Session, argv: list[bytes]) -> bytes:
+    """copyCommand's order: the options (DB, REPLACE), the same key in the same database,
+    the source (expired: missing), the destination (there: 0, or deleted with REPLACE);
+    every type, a stream with its consumer groups, the expiry with it (Keyspace.copy)."""
+    ks, dst_ks, replace, j = s.ks, s.ks, False, 3
+    while j < len(argv):
+        opt = argv[j].lower()
+        if opt == b"replace":
+            replace = True
+        elif opt == b"db" and j + 1 < len(argv):
+            db, dbs = int_arg(argv[j + 1]), s.fe.ks.dbs
+            if not 0 <= db < len(dbs):
+                raise ReplyError("ERR DB index is out of range")
+            dst_ks, j = dbs[db], j + 1
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    src, dst = argv[1], argv[2]
+    if dst_ks is ks and src == dst:
+        raise ReplyError("ERR source and destination objects are the same")
+    value = ks.get(src)
+    if value is None:
+        return ZERO
+    if dst_ks.get(dst) is not None:
+        if not replace:
+            return ZERO
+        dst_ks.delete([dst])
+    dst_ks.copy(dst, value, ks.expires.get(src))
+    return ONE
 
 
 @command("expiretime", 2)

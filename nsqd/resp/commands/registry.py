@@ -282,6 +282,14 @@ def integer_arg(raw: bytes, message: str = NOT_INTEGER) -> int:
     return value
 
 
+def int_arg(raw: bytes) -> int:
+    """getIntFromObjectOrReply: an integer that fits a C int (SELECT's and COPY's DB)."""
+    value = integer_arg(raw)
+    if not -(2**31) <= value < 2**31:
+        raise ReplyError("ERR value is out of range, value must between -2147483648 and 2147483647")
+    return value
+
+
 def positive_arg(raw: bytes, message: str) -> int:
     """getPositiveLongFromObjectOrReply with a message: used for both kinds of failure."""
     value = string2ll(raw)

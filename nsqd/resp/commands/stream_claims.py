@@ -1,18 +1,17 @@
-"""XCLAIM, XAUTOCLAIM and XINFO GROUPS / CONSUMERS / STREAM, as Redis 7.0 answers them
-(t_stream.c): a claim moves pending entries to a consumer (made when missing) with a delivery
-time and count, and drops from the pending entries list those whose entry was deleted from
-the stream (one XNACK and one XACK record: group_values.py)."""
+"""XCLAIM and XAUTOCLAIM, as Redis 7.0 answers them (t_stream.c): a claim moves pending
+entries to a consumer (made when missing) with a delivery time and count, and drops from the
+pending entries list those whose entry was deleted from the stream (one XNACK and one XACK
+record: group_values.py). XINFO is stream_info.py's."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
 
-from protocol.resp.codec import bulk, integer
-from protocol.resp.replies import Resp2
+from protocol.resp.codec import bulk
 
-from ..stream import Group, Stream, StreamID, format_id, lag
+from ..stream import Group, Stream, StreamID, format_id
 from ..values import now_ms
-from .registry import SYNTAX, ReplyError, Session, command, container, integer_arg
+from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 from .stream_groups import _group_of
 from .streams import bound, entries, parse_id
 
@@ -150,80 +149,3 @@ def xautoclaim(s: Session, argv: list[bytes]) -> bytes:
         b"*3\r\n" + bulk(format_id(cursor)) + b"*%d\r\n" % len(out) + b"".join(out)
         + b"*%d\r\n" % len(gone) + b"".join(bulk(format_id(sid)) for sid in gone)
     )  # fmt: skip
-
-
-# -- XINFO ----------------------------------------------------------------------------------
-
-
-def _fields(enc: Resp2, pairs: list[tuple[bytes, bytes]]) -> bytes:
-    """A field/value reply: an array under RESP2, a map under RESP3."""
-    flat = [x for name, value in pairs for x in (bulk(name), value)]
-    return enc.map(flat) if enc.version == 3 else b"*%d\r\n" % len(flat) + b"".join(flat)
-
-
-def _xinfo_groups(s: Session, argv: list[bytes]) -> bytes:
-    st = s.ks.get_stream(argv[2])
-    if st is None:
-        raise ReplyError("ERR no such key")
-    enc, out = s.enc, []
-    for name, group in sorted(st.groups.items()):
-        behind = lag(st, group)
-        out.append(_fields(enc, [
-            (b"name", bulk(name)),
-            (b"consumers", integer(len(group.consumers))),
-            (b"pending", integer(len(group.pel))),
-            (b"last-delivered-id", bulk(format_id(group.last))),
-            (b"entries-read", enc.null if group.read < 0 else integer(group.read)),
-            (b"lag", enc.null if behind is None else integer(behind)),
-        ]))  # fmt: skip
-    return b"*%d\r\n" % len(out) + b"".join(out)
-
-
-def _xinfo_consumers(s: Session, argv: list[bytes]) -> bytes:
-    st = s.ks.get_stream(argv[2])
-    if st is None:
-        raise ReplyError("ERR no such key")
-    group = st.groups.get(argv[3])
-    if group is None:
-        raise ReplyError(
-            b"NOGROUP No such consumer group '" + argv[3] + b"' for key name '" + argv[2] + b"'"
-        )
-    now, out = now_ms(), []
-    for name, c in sorted(group.consumers.items()):
-        out.append(_fields(s.enc, [
-            (b"name", bulk(name)), (b"pending", integer(len(c.pel))),
-            (b"idle", integer(max(0, now - c.seen))),
-        ]))  # fmt: skip
-    return b"*%d\r\n" % len(out) + b"".join(out)
-
-
-def _xinfo_stream(s: Session, argv: list[bytes]) -> bytes:
-    if len(argv) > 3:  # FULL is not here (docs/redis.md)
-        raise ReplyError(SYNTAX)
-    st = s.ks.get_stream(argv[2])
-    if st is None:
-        raise ReplyError("ERR no such key")
-    enc, n = s.enc, len(st.ids)
-    nodes = -(-n // 100)  # listpacks of 100 entries (stream-node-max-entries), roughly
-    return _fields(enc, [
-        (b"length", integer(n)),
-        (b"radix-tree-keys", integer(nodes)),
-        (b"radix-tree-nodes", integer(nodes + 1)),
-        (b"last-generated-id", bulk(format_id(st.last))),
-        (b"max-deleted-entry-id", bulk(format_id(st.max_deleted))),
-        (b"entries-added", integer(st.added)),
-        (b"recorded-first-entry-id", bulk(format_id(st.ids[0] if n else (0, 0)))),
-        (b"groups", integer(len(st.groups))),
-        (b"first-entry", _one(st, 0) if n else enc.null),
-        (b"last-entry", _one(st, n - 1) if n else enc.null),
-    ])  # fmt: skip
-
-
-container(
-    "xinfo",
-    {
-        "groups": (_xinfo_groups, 3),
-        "consumers": (_xinfo_consumers, 4),
-        "stream": (_xinfo_stream, -3),
-    },
-)

@@ -1,9 +1,8 @@
 """Stream consumer groups as Redis 7.0 answers them (t_stream.c): XGROUP CREATE (MKSTREAM,
 ENTRIESREAD) / SETID / DESTROY / CREATECONSUMER / DELCONSUMER, XACK, XPENDING (the summary,
-and the extended form with IDLE and a consumer), XCLAIM (IDLE, TIME, RETRYCOUNT, FORCE,
-JUSTID, LASTID), XAUTOCLAIM (COUNT, JUSTID), XINFO GROUPS / CONSUMERS / STREAM (not FULL).
-Their changes are the keyspace's (group_values.py: one record each, kept across a restart);
-XREADGROUP is stream_read.py's."""
+and the extended form with IDLE and a consumer). Their changes are the keyspace's
+(group_values.py: one record each, kept across a restart); XCLAIM and XAUTOCLAIM are
+stream_claims.py's, XINFO stream_info.py's, XREADGROUP stream_read.py's."""
 
 from __future__ import annotations
 

@@ -56,7 +56,6 @@ def read_args(s: Session, argv: list[bytes], grouped: bool = False) -> ReadArgs:
     """xreadCommand's option loop, for XREAD or XREADGROUP: an option with no value after
     it, or an unknown one, is a syntax error; STREAMS ends the options."""
     args, j, n = ReadArgs(), 1, len(argv)
-    name, symbol = ("XREADGROUP", ">") if grouped else ("XREAD", "$")
     while j < n:
         opt, more = argv[j].lower(), j < n - 1
         if opt == b"block" and more:
@@ -67,8 +66,9 @@ def read_args(s: Session, argv: list[bytes], grouped: bool = False) -> ReadArgs:
             rest = argv[j + 1 :]
             if len(rest) % 2:
                 raise ReplyError(
-                    f"ERR Unbalanced {name} list of streams: for each stream key an ID or "
-                    f"'{symbol}' must be specified."
+                    # (XREADGROUP's too: Redis 7.0.15 names XREAD and `$` there)
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' "
+                    "must be specified."
                 )
             args.keys, args.ids = rest[: len(rest) // 2], rest[len(rest) // 2 :]
             if grouped and args.group is None:

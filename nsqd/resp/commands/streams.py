@@ -1,14 +1,15 @@
 """Streams, the part python-rq keeps job results in: XADD (auto or explicit IDs, NOMKSTREAM,
-MAXLEN with = or ~, taken as exact), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
-ends), XDEL, XTRIM MAXLEN; Redis 7.0's replies and errors, and the ID parsing the other
-stream commands share. XREAD and XREADGROUP are stream_read.py's."""
+MAXLEN or MINID with = or ~ and LIMIT), XLEN, XRANGE, XREVRANGE (with COUNT and exclusive `(`
+ends), XDEL, XTRIM, XSETID; Redis 7.0's replies and errors, and the ID parsing the
+other stream commands share. XREAD and XREADGROUP are stream_read.py's."""
 
 from __future__ import annotations
 
-from protocol.resp.codec import ZERO, array, bulk, integer, string2ll
+from protocol.resp.codec import OK, ZERO, array, bulk, integer, string2ll
 
 from ..keyspace import now_ms
 from ..stream import MAX_ID, MAX_SEQ, Stream, StreamID, format_id
+from ..stream_nodes import APPROX_LIMIT
 from .registry import SYNTAX, ReplyError, Session, command, integer_arg
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
@@ -93,14 +94,16 @@ def entries(st: Stream, span: range | list[int]) -> bytes:
     return b"*%d\r\n" % len(span) + b"".join(_entry(st, i) for i in span)
 
 
-Trim = tuple[bytes, object] | None  # (b"maxlen", n) or (b"minid", StreamID); None: no trim
+# (b"maxlen", n) or (b"minid", StreamID), then `~` and LIMIT (0: none); None: no trim
+Trim = tuple[bytes, object, bool, int] | None
 
 
 def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
     """Redis 7.0's streamParseAddOrTrimArgsOrReply from j: MAXLEN or MINID [=|~] threshold,
     LIMIT count and (XADD) NOMKSTREAM, in any order, up to XADD's ID. The trim, NOMKSTREAM,
-    and the index where the ID is (len(argv): none). `~` trims exactly here (Redis may trim
-    less, a node at a time), and LIMIT only bounds that in Redis: it is checked, not used."""
+    and the index where the ID is (len(argv): none). `~` trims whole nodes only
+    (stream_nodes.py), at most LIMIT entries (100 nodes' worth when not given, any number for
+    LIMIT 0)."""
     trim: Trim = None
     approx = limit_given = nomk = False
     limit, n = 0, len(argv)
@@ -120,9 +123,9 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
                 maxlen = integer_arg(argv[j + 1])
                 if maxlen < 0:
                     raise ReplyError("ERR The MAXLEN argument must be >= 0.")
-                trim = (opt, maxlen)
+                trim = (opt, maxlen, False, 0)
             else:
-                trim = (opt, parse_id(argv[j + 1], 0))
+                trim = (opt, parse_id(argv[j + 1], 0), False, 0)
             j += 1
         elif opt == b"limit" and more:
             limit, limit_given = integer_arg(argv[j + 1]), True
@@ -145,6 +148,8 @@ def _trim_args(argv: list[bytes], j: int, xadd: bool) -> tuple[Trim, bool, int]:
         raise ReplyError("ERR syntax error, XTRIM must be called with a trimming strategy")
     if limit_given and not approx:
         raise ReplyError("ERR syntax error, LIMIT cannot be used without the special ~ option")
+    if trim is not None and approx:
+        trim = (trim[0], trim[1], True, limit if limit_given else APPROX_LIMIT)
     return trim, nomk, j
 
 
@@ -198,11 +203,12 @@ def xlen(s: Session, argv: list[bytes]) -> bytes:
 def _range(s: Session, argv: list[bytes], rev: bool) -> bytes:
     low, high = (argv[3], argv[2]) if rev else (argv[2], argv[3])
     lo, hi = bound(low, True), bound(high, False)
-    count = None
-    if len(argv) > 4:
-        if len(argv) != 6 or argv[4].lower() != b"count":
+    count, j = None, 4
+    while j < len(argv):  # COUNT n, again and again (the last one counts), as Redis reads it
+        if argv[j].lower() != b"count" or j + 1 == len(argv):
             raise ReplyError(SYNTAX)
-        count = max(0, integer_arg(argv[5]))
+        count = max(0, integer_arg(argv[j + 1]))
+        j += 2
     st = s.ks.get_stream(argv[1])
     if st is None:
         return array([])
@@ -243,3 +249,42 @@ def xtrim(s: Session, argv: list[bytes]) -> bytes:
     if s.ks.get_stream(argv[1]) is None:
         return ZERO
     return integer(s.ks.trim_stream(argv[1], trim))
+
+
+SETID_BELOW = "ERR The ID specified in XSETID is smaller than"
+ADDED_BELOW = "ERR The entries_added specified in XSETID is smaller than the target stream length"
+
+
+@command("xsetid", -3)
+def xsetid(s: Session, argv: list[bytes]) -> bytes:
+    """xsetidCommand: the ID and the options read first (ENTRIESADDED, MAXDELETEDID: not
+    below the ID), then the key (-ERR no such key, WRONGTYPE); a stream with entries takes no
+    ID below its last entry's (its last ID may go down to it, past deleted ones) and no
+    entries-added below its length. One XMETA record, as a rewrite writes the counters."""
+    sid, added, max_deleted, j = parse_id(argv[2], 0), -1, (0, 0), 3
+    while j < len(argv):
+        opt, more = argv[j].lower(), j < len(argv) - 1
+        if opt == b"entriesadded" and more:
+            added = integer_arg(argv[j + 1])
+            if added < 0:
+                raise ReplyError("ERR entries_added must be positive")
+        elif opt == b"maxdeletedid" and more:
+            max_deleted = parse_id(argv[j + 1], 0)
+            if sid < max_deleted:
+                raise ReplyError(f"{SETID_BELOW} the provided max_deleted_entry_id")
+        else:
+            raise ReplyError(SYNTAX)
+        j += 2
+    st = s.ks.get_stream(argv[1])
+    if st is None:
+        raise ReplyError("ERR no such key")
+    if st.ids:
+        if sid < st.ids[-1]:
+            raise ReplyError(f"{SETID_BELOW} the target stream top item")
+        if added != -1 and len(st) > added:
+            raise ReplyError(ADDED_BELOW)
+    s.ks.xmeta(
+        argv[1], sid, st.added if added == -1 else added,
+        st.max_deleted if max_deleted == (0, 0) else max_deleted,
+    )  # fmt: skip
+    return OK
