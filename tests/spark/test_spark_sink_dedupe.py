@@ -29,6 +29,7 @@ from spark_support import (
 )
 
 HERE = Path(__file__).resolve().parent
+CHUNK = 10  # the sink's rows per request in files_to_nsq (its batchSize)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def files_to_nsq(spark: Any, src: Path, nsqd: Proc, topic: str, ckpt: Path, **tr
         .option("nsqd", nsqd.tcp)
         .option("nsqdHttp", nsqd.http)
         .option("topic", topic)
-        .option("batchSize", "10")  # many requests per batch: a wide window for the kill
+        .option("batchSize", str(CHUNK))  # many requests per batch: a wide window for the kill
         .option("checkpointLocation", str(ckpt))
         .trigger(**trigger)
         .start()

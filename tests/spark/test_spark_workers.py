@@ -31,7 +31,7 @@ from spark_support import (
     publish,
     wait_until,
 )
-from test_spark_sink_dedupe import batch_files, depth, files_to_nsq, write_twice_and_again
+from test_spark_sink_dedupe import CHUNK, batch_files, depth, files_to_nsq, write_twice_and_again
 from test_spark_source import bodies, committed_rows, count_rows, source, stop, to_parquet
 
 N = 2000
@@ -243,4 +243,6 @@ def test_a_worker_killed_while_the_sink_writes_keeps_every_committed_row(
     )
     assert not missing
     if window:
-        assert duplicates == 0
+        # the one request unanswered at the kill: a kill -9 between a pass's two writes (its
+        # messages', then their keys', docs/dedupe.md) stores its retry again; never more
+        assert duplicates <= CHUNK
