@@ -4,7 +4,7 @@ after each upgrade (snappy, deflate, TLS), HTTP, HTTPS and, on ours, RESP, with 
 same streams (less RESP): it proves the streams and the checks, not the daemon, decide.
 
 NSQD_FUZZ_SEED replays a run (the seed is printed, and named in every failure);
-NSQD_FUZZ_STREAMS changes how many streams a daemon gets (default 3,000)."""
+NSQD_FUZZ_STREAMS changes how many streams a daemon gets (default 2,000; a new seed each run)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .hostile_wire import (
     wait_accepting,
 )
 
-STREAMS = int(os.environ.get("NSQD_FUZZ_STREAMS", "3000"))
+STREAMS = int(os.environ.get("NSQD_FUZZ_STREAMS", "2000"))
 # one seed per session: both daemons take the same streams
 SEED = int(os.environ.get("NSQD_FUZZ_SEED") or random.randrange(1 << 32))
 LIVENESS_EVERY = 300

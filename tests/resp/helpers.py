@@ -16,6 +16,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import v2client  # noqa: E402
 
+from nsqd.resp.databases import Databases  # noqa: E402
+from nsqd.storage.resp_log import RespLog  # noqa: E402
 from protocol.v2.message import decode_message  # noqa: E402
 
 
@@ -69,3 +71,12 @@ def node_project(here: Path, what: str) -> str:
         assert done.returncode == 0, done.stdout + done.stderr
         stamp.write_text(lock)
     return node
+
+
+def rewrite_offline(data: Path | str) -> None:
+    """The compaction of a stopped daemon's resp.log in `data`, as a rewrite makes it (every
+    key as snapshot records), so that its next start replays those instead of the commands."""
+    log = RespLog(str(data), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
+    log.load(Databases())  # type: ignore[arg-type]
+    log.rewrite()
+    log.close()

@@ -11,10 +11,8 @@ from pathlib import Path
 import redis
 
 from conformance.resp.servers import Pair
-from nsqd.resp.databases import Databases
-from nsqd.storage.resp_log import RespLog
 
-from .helpers import client
+from .helpers import client, rewrite_offline
 
 LATER = 99_999_999_999_999  # an absolute expiry (unix ms) that a test can expect
 
@@ -111,9 +109,6 @@ def test_copies_survive_kill9_and_a_rewrite(ours, pair: Pair, tmp_path: Path) ->
     server = ours.start(data=data)
     assert _state(server.port) == want
     assert server.stop() == 0
-    log = RespLog(str(data), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
-    log.load(Databases())  # type: ignore[arg-type]
-    log.rewrite()  # the compaction: snapshot records now
-    log.close()
+    rewrite_offline(data)  # the compaction: snapshot records now
     server = ours.start(data=data)
     assert _state(server.port) == want

@@ -12,10 +12,8 @@ from pathlib import Path
 import redis
 
 from conformance.resp.servers import Pair
-from nsqd.resp.databases import Databases
-from nsqd.storage.resp_log import RespLog
 
-from .helpers import client, wait_for
+from .helpers import client, rewrite_offline, wait_for
 
 IDLE = 100_000  # XCLAIM ... IDLE: an entry's idle time that a test can expect
 
@@ -162,10 +160,7 @@ def test_group_state_survives_kill9_and_a_rewrite(ours, pair: Pair, tmp_path: Pa
     want = _state(r)
     r.close()
     assert server.stop() == 0
-    log = RespLog(str(data), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
-    log.load(Databases())  # type: ignore[arg-type]
-    log.rewrite()  # the compaction: the groups are snapshot records now
-    log.close()
+    rewrite_offline(data)  # the compaction: the groups are snapshot records now
     server = ours.start(data=data)
     r = client(server.port)
     assert _state(r) == want

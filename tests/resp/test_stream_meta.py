@@ -13,10 +13,8 @@ from pathlib import Path
 import redis
 
 from conformance.resp.servers import Pair
-from nsqd.resp.databases import Databases
-from nsqd.storage.resp_log import RespLog
 
-from .helpers import client
+from .helpers import client, rewrite_offline
 
 CLAIMED_AT = 1_700_000_000_123  # XCLAIM ... TIME: a delivery time a test can expect
 
@@ -98,9 +96,6 @@ def test_full_as_redis_and_kept_across_kill9_and_a_rewrite(
     server = ours.start(data=data)
     assert _full(server.port) == exact  # the times too, to the millisecond
     assert server.stop() == 0
-    log = RespLog(str(data), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
-    log.load(Databases())  # type: ignore[arg-type]
-    log.rewrite()
-    log.close()
+    rewrite_offline(data)
     server = ours.start(data=data)
     assert _full(server.port) == exact

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from conformance.resp.servers import Pair
 from conformance.resp.wire import Conn, encode
-from nsqd.resp.databases import Databases
-from nsqd.storage.resp_log import RespLog
+
+from .helpers import rewrite_offline
 
 NAMES = [[b"a"], [b"a", b"b"], [b"f"], [b"x", b"y", b"z"], [b"1", b"22"]]
 ENTRY = re.compile(rb"\$\d+\r\n(\d+)-(\d+)\r\n\*")
@@ -134,10 +134,7 @@ def test_layout_as_redis_and_kept_across_kill9_and_a_rewrite(
         _holes(both)
         both.conns[1].close()  # (a clean stop waits for its clients)
         assert server.stop() == 0
-        log = RespLog(str(data), sync_every=1, sync_timeout=1.0, sync_due=lambda: None)
-        log.load(Databases())  # type: ignore[arg-type]
-        log.rewrite()
-        log.close()
+        rewrite_offline(data)
         server = ours.start(data=data)
         both.reconnect(server.port)
         _probe(both)
