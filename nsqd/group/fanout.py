@@ -201,8 +201,8 @@ class FanOut(Asker):
 
     def _queue(self, req: Request) -> Topic | Channel | None:
         """The topic or channel a pause word names, if here."""
-        topic = self.broker.topics.get(req.arg("topic") or "")
-        channel = req.arg("channel") if req.path.startswith("/channel/") else None
+        name, channel = _names(req)
+        topic = self.broker.topics.get(name)
         return topic if topic is None or channel is None else topic.channels.get(channel)
 
     def _channel_create(self, admin: Handler) -> Handler:

@@ -17,6 +17,7 @@ layout too (an XNODES record: `encode`, `decode`), as Redis's RDB and COPY keep 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 
 from protocol.resp.codec import string2ll
 
@@ -169,23 +170,14 @@ def trim_length(
     while the rest keeps `maxlen`; exact, then the first entries of the next node marked
     deleted; `~`, nothing more, and (`limit` > 0) no node that takes the count past it. How
     many entries went: the stream's first ones."""
-    gone = i = 0
-    while i < len(nodes) and length - gone > maxlen:
-        node = nodes[i]
-        if limit and gone + node.live > limit:
-            break
-        if length - gone - node.live >= maxlen:
-            gone += node.live
-            i += 1
-            continue
-        if not approx:
-            marked = length - gone - maxlen
-            node.live -= marked
-            node.deleted += marked
-            gone += marked
-        break
-    del nodes[:i]
-    return gone
+    return _trim(
+        nodes,
+        approx,
+        limit,
+        whole=lambda node, gone: length - gone - node.live >= maxlen,
+        marked=lambda gone: length - gone - maxlen,
+        kept=lambda gone: length - gone <= maxlen,
+    )
 
 
 def trim_below(
@@ -194,20 +186,40 @@ def trim_below(
     """streamTrim by MINID: whole nodes whose last entry (deleted or not) is below `minid`;
     exact, then the live entries below it in the next node marked deleted. How many entries
     went (the first ones of `ids`, the stream's live IDs)."""
+    return _trim(
+        nodes,
+        approx,
+        limit,
+        whole=lambda node, gone: node.last < minid,
+        marked=lambda gone: bisect_left(ids, minid, lo=gone) - gone,
+    )
+
+
+def _trim(
+    nodes: list[Node],
+    approx: bool,
+    limit: int,
+    whole: Callable[[Node, int], bool],
+    marked: Callable[[int], int],
+    kept: Callable[[int], bool] = lambda gone: False,
+) -> int:
+    """streamTrim's walk from the head, `gone` entries gone so far: a node goes whole while
+    `whole` says so (and, with `limit`, while the count stays within it); then, exact, the
+    `marked` first live entries of the next are marked deleted. It stops once `kept`."""
     gone = i = 0
-    while i < len(nodes):
+    while i < len(nodes) and not kept(gone):
         node = nodes[i]
         if limit and gone + node.live > limit:
             break
-        if node.last < minid:
+        if whole(node, gone):
             gone += node.live
             i += 1
             continue
         if not approx:
-            marked = bisect_left(ids, minid, lo=gone) - gone
-            node.live -= marked
-            node.deleted += marked
-            gone += marked
+            n = marked(gone)
+            node.live -= n
+            node.deleted += n
+            gone += n
         break
     del nodes[:i]
     return gone
