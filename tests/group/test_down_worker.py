@@ -157,7 +157,24 @@ def _only_in_worker_1(group: Group) -> None:
         pub.pub("solo", b"x")
         pub.pub("t", b"y")
     wait_until(lambda: _on_disk(group, 1) == {"solo": [], "t": ["c"]}, WAIT, "worker 1's nsqd.dat")
+    # topic t handed y to channel c, and says so on disk (--sync-timeout's 2 s at most): a
+    # kill -9 before that reads y again at the next start, into c after an empty made there
+    wait_until(lambda: _handed_on(group, 1, "t"), WAIT, "worker 1's t.diskqueue.meta.dat")
     assert _queues(group.worker_stats(0)) == {"t": []}
+
+
+def _handed_on(group: Group, k: int, topic: str) -> bool:
+    """Worker k's disk queue of `topic` has read all it wrote, as its synced metadata says
+    (or it never wrote: a topic with a channel and no hold hands messages on in memory)."""
+    data = group.data / f"worker-{k}"
+    meta = data / f"{topic}.diskqueue.meta.dat"
+    if not meta.exists():
+        return not any(data.glob(f"{topic}.diskqueue.[0-9]*.dat"))
+    depth, read, write = meta.read_text().split()
+    num, pos = (int(x) for x in write.split(","))
+    written = data / f"{topic}.diskqueue.{num:06d}.dat"
+    size = written.stat().st_size if written.exists() else 0
+    return depth == "0" and read == write and size == pos
 
 
 def test_a_queue_only_a_down_worker_holds_is_deleted_and_stays_deleted(
