@@ -282,6 +282,10 @@ def _xadd(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"XADD", k, g.xid(), b"f", b"v"],
         lambda: [b"XADD", k, b"MAXLEN", b"2", g.xid(), b"f", b"v"],
         lambda: [b"XDEL", k, b"%d-1" % g.serial],
+        lambda: [b"XSETID", k, b"%d-1" % (g.serial + g.rng.choice([0, 5]))],
+        lambda: [b"XTRIM", k, g.rng.choice([b"MAXLEN", b"MINID"]), b"~",
+                 b"%d" % g.rng.randint(0, 3), b"LIMIT", b"%d" % g.rng.randint(0, 2)],
+        lambda: [b"XADD", k, b"MINID", b"=", b"%d" % (g.serial // 2), g.xid(), b"f", b"v"],
         lambda: [b"XREAD", b"STREAMS", k, b"0"],
     ])()  # fmt: skip
 
@@ -370,6 +374,9 @@ def _write(g: Gen, i: int, view: View) -> list[bytes]:
         lambda: [b"LTRIM", k, b"0", b"0"],
         lambda: [b"LSET", k, b"0", b"x"],
         lambda: [b"RENAME", k, g.lst()],
+        lambda: [b"COPY", *g.rng.choice([[k, g.lst()], [g.rng.choice(ZKEYS), g.rng.choice(ZKEYS)],
+                                  [g.rng.choice(XKEYS), g.rng.choice(XKEYS)]]),
+                 *g.rng.choice([[], [b"REPLACE"]])],  # waiters on the copy's key answer
         lambda: [b"SELECT", g.rng.choice([b"0", b"0", b"1"])],
         lambda: [b"EVAL", SCRIPT_PUSH_POP, b"2", k, g.lst(), *g.items()],
         lambda: [b"FLUSHDB"] if g.rng.random() < 0.3 else [b"DBSIZE"],
