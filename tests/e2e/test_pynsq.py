@@ -200,6 +200,9 @@ def test_touch_keeps_message_up_to_max_msg_timeout(warm_daemon: Daemon) -> None:
                 await asyncio.sleep(0.3)
                 if len(capped.deliveries) < 2:
                     held["touch_cap"][0].touch()
+            # gone within 0.3 s of its second delivery, before a third (1 s later) could come:
+            # `c`'s wait below ends later than that where c's first RDY came late (loaded)
+            capped.close()
             await asyncio.sleep(max(0.0, c.deliveries[0].at + 3.0 - time.monotonic()))
         finally:
             pub.close()
