@@ -39,21 +39,35 @@ def kind_of(item: pytest.Item) -> str:
     return "behaviour tests"
 
 
-_kinds: dict[str, str] = {}
+# A test's kind and its summary lines travel in its reports' user_properties: with
+# pytest-xdist (scripts/test.sh) the tests are collected and run in worker processes, and
+# only their reports reach the process that prints the summary.
+KIND = "kind"
+SUMMARY = "summary"  # a line for the "pyspark_nsq delivery" section (tests/spark's `report`)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        _kinds[item.nodeid] = kind_of(item)
+        item.user_properties.append((KIND, kind_of(item)))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     outcomes: dict[str, Counter[str]] = {k: Counter() for k in KINDS}
-    for outcome in ("passed", "failed", "error", "skipped"):
-        for report in terminalreporter.stats.get(outcome, []):
-            nodeid = getattr(report, "nodeid", "")
-            if nodeid in _kinds and getattr(report, "when", "call") in ("call", "setup"):
-                outcomes[_kinds[nodeid]][outcome] += 1
+    lines: dict[tuple[str, str], None] = {}  # in order, once (every phase's report has them)
+    for outcome, reports in terminalreporter.stats.items():
+        for report in reports:
+            props = getattr(report, "user_properties", None) or []
+            for name, value in props:
+                if name == SUMMARY:
+                    lines[(report.nodeid, value)] = None
+            kind = dict(props).get(KIND)
+            counted = outcome in ("passed", "failed", "error", "skipped")
+            if counted and kind in outcomes and getattr(report, "when", "") in ("call", "setup"):
+                outcomes[kind][outcome] += 1
+    if lines:
+        terminalreporter.section("pyspark_nsq delivery")
+        for _, line in lines:
+            terminalreporter.write_line(line)
     if not any(outcomes.values()):
         return
     terminalreporter.section("tests by kind")

@@ -11,6 +11,7 @@ against the reference (the check itself, or this machine, is then at fault).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shlex
@@ -20,8 +21,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -65,6 +67,18 @@ def _digest(*paths: Path, extra: str = "") -> str:
     for p in paths:
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
+
+
+@contextmanager
+def setup_lock(folder: Path) -> Iterator[None]:
+    """One setup (a build, an `npm ci`) of `folder` at a time across processes: the test
+    suite's workers (scripts/test.sh runs two) may reach one client's setup at once, and two
+    `npm ci` in one folder break each other. The lock file lives in the temporary folder, so
+    the checkout stays clean."""
+    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+    with open(os.path.join(tempfile.gettempdir(), f"trio-nsqd-setup-{key}.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def _run_setup(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -111,12 +125,13 @@ def setup_gonsq() -> list[str]:
     sources = [*sorted(GONSQ_DIR.glob("*.go")), GONSQ_DIR / "go.mod", GONSQ_DIR / "go.sum"]
     want = _digest(*sources, extra=version)
     stamp = GONSQ_BIN.with_name(".build-stamp")
-    if not (GONSQ_BIN.exists() and stamp.exists() and stamp.read_text() == want):
-        GONSQ_BIN.parent.mkdir(exist_ok=True)
-        tmp = GONSQ_BIN.with_name(f".gonsq-check.{os.getpid()}")
-        _run_setup([go, "build", "-o", str(tmp), "."], GONSQ_DIR, env)
-        tmp.replace(GONSQ_BIN)
-        stamp.write_text(want)
+    with setup_lock(GONSQ_DIR):
+        if not (GONSQ_BIN.exists() and stamp.exists() and stamp.read_text() == want):
+            GONSQ_BIN.parent.mkdir(exist_ok=True)
+            tmp = GONSQ_BIN.with_name(f".gonsq-check.{os.getpid()}")
+            _run_setup([go, "build", "-o", str(tmp), "."], GONSQ_DIR, env)
+            tmp.replace(GONSQ_BIN)
+            stamp.write_text(want)
     return [str(GONSQ_BIN)]
 
 
@@ -127,9 +142,10 @@ def setup_nsqjs() -> list[str]:
     version = _run_setup([node, "--version"], NSQJS_DIR).strip()
     want = _digest(NSQJS_DIR / "package.json", NSQJS_DIR / "package-lock.json", extra=version)
     stamp = NSQJS_DIR / "node_modules" / ".conformance-stamp"
-    if not (stamp.exists() and stamp.read_text() == want):
-        _run_setup([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], NSQJS_DIR)
-        stamp.write_text(want)
+    with setup_lock(NSQJS_DIR):
+        if not (stamp.exists() and stamp.read_text() == want):
+            _run_setup([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], NSQJS_DIR)
+            stamp.write_text(want)
     return [node, str(NSQJS_DIR / "check.js")]
 
 

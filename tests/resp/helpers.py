@@ -16,6 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import v2client  # noqa: E402
 
+from conformance.clients.runner import setup_lock  # noqa: E402
 from nsqd.resp.databases import Databases  # noqa: E402
 from nsqd.storage.resp_log import RespLog  # noqa: E402
 from protocol.v2.message import decode_message  # noqa: E402
@@ -63,13 +64,14 @@ def node_project(here: Path, what: str) -> str:
         pytest.fail(f"node and npm are needed for the {what} check", pytrace=False)
     stamp = here / "node_modules" / ".stamp"
     lock = (here / "package-lock.json").read_text()
-    if not stamp.exists() or stamp.read_text() != lock:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=here, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        stamp.write_text(lock)
+    with setup_lock(here):
+        if not stamp.exists() or stamp.read_text() != lock:
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=here, capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            stamp.write_text(lock)
     return node
 
 

@@ -29,6 +29,8 @@ if getattr(sys.modules.get("protocol"), "__file__", "") is None:  # a namespace 
 
 from spark_support import Proc, build_session, our_nsqd, spark_env  # noqa: E402
 
+from tests.conftest import SUMMARY  # noqa: E402
+
 _topics = itertools.count()
 
 
@@ -84,20 +86,12 @@ def wait_for_exit(pids: set[int], timeout: float) -> list[int]:
         time.sleep(0.2)
 
 
-REPORT: list[str] = []
-
-
 @pytest.fixture
-def report() -> Any:
-    """Lines shown in the terminal summary (delivery counts: duplicates, timings)."""
-    return REPORT.append
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if REPORT:
-        terminalreporter.section("pyspark_nsq delivery")
-        for line in REPORT:
-            terminalreporter.write_line(line)
+def report(request: pytest.FixtureRequest) -> Any:
+    """Lines shown in the terminal summary (delivery counts: duplicates, timings): kept in
+    the test's report (user_properties), which reaches the summary from a pytest-xdist
+    worker too (tests/conftest.py prints them)."""
+    return lambda line: request.node.user_properties.append((SUMMARY, line))
 
 
 @pytest.fixture(scope="session")
