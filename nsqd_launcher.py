@@ -17,6 +17,12 @@ def _own_path() -> None:
     shadows = {os.path.abspath(p) for p in extra.split(os.pathsep) if p}
     if shadows:
         sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) not in shadows]
+    # Our packages are where this module is. An editable install puts the checkout on
+    # sys.path with a .pth file, which site skips when PYTHONPATH already named the folder
+    # (a developer's PYTHONPATH=. in the checkout): taken out above, it goes back here.
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in {os.path.abspath(p or os.curdir) for p in sys.path}:
+        sys.path.append(here)
     for name in [n for n in sys.modules if n == "nsqd" or n.startswith("nsqd.")]:
         del sys.modules[name]
 

@@ -116,6 +116,22 @@ def console_script(name: str) -> str:
     return found
 
 
+def test_console_command_runs_with_its_own_checkout_on_pythonpath(tmp_path: Path) -> None:
+    """PYTHONPATH naming the folder our packages are in (the checkout, for the editable
+    install scripts/test.sh makes): site then skips the install's own .pth entry for it, and
+    the command took the folder out as a shadow: `No module named 'nsqd'` (found when a
+    test process's Spark session had put the checkout on PYTHONPATH)."""
+    import nsqd_launcher
+
+    ours = os.path.dirname(os.path.abspath(nsqd_launcher.__file__))
+    env = dict(os.environ, PYTHONPATH=ours)
+    for argv in ([console_script("nsqd"), "--version"], [console_script("nsqd-certs"), "--help"]):
+        done = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_console_command_ignores_a_shadowing_pythonpath(tmp_path: Path) -> None:
     # gnsq's test setup: a folder holding its own nsqd.py on PYTHONPATH
     shadow = tmp_path / "pp"
