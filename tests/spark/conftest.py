@@ -42,21 +42,27 @@ def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark(trace_path: Path) -> Iterator[Any]:
     """One session for the run. The environment must be set before the JVM starts: its
-    Python workers inherit it (this interpreter, PYTHONPATH with the repo, loopback)."""
+    Python workers inherit it (this interpreter, PYTHONPATH with the repo, loopback); it is
+    set only while the JVM starts."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.fail(
             "no Java runtime for Spark (Java 17: apt-get install openjdk-17-jre)", pytrace=False
         )
     saved = dict(os.environ)
     os.environ.update(spark_env({"PYSPARK_NSQ_TRACE": str(trace_path)}))
-    session = build_session("pyspark_nsq-tests")
+    try:
+        session = build_session("pyspark_nsq-tests")
+    finally:
+        # The JVM and the Python workers it starts keep the environment they started with;
+        # this process gets its own back, so that a test run after this in the same process
+        # (pytest-xdist puts any file after any other) starts its daemons without Spark's
+        os.environ.clear()
+        os.environ.update(saved)
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:
         session.stop()
-        os.environ.clear()
-        os.environ.update(saved)
     # Every reader process (one per query run, pids from the trace) must be gone: Spark ends
     # them with SIGTERM, and the reader's cleanup on SIGTERM must not keep them alive.
     left = wait_for_exit(trace_pids(trace_path), 15)
