@@ -1,4 +1,4 @@
-"""Replay the byte tables of nsq_cases.py against the real nsqd v1.3.0 and check that it
+"""Replay the byte tables of nsq_cases.py (and negotiate_cases.py, goquote_cases.py) against the real nsqd v1.3.0 and check that it
 answers what the tables say (so the tables, and the parser tests built on them, describe the
 real thing). Skipped when the reference binary is absent (scripts/install_reference.sh).
 
@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from goquote_cases import GO_QUOTE_CASES
+from negotiate_cases import NEGOTIATE_CASES, reply
 from nsq_cases import (
-    GO_QUOTE_CASES,
     IDENTIFY_JSON_CASES,
     LINE_LIMIT_CASES,
     MAGIC_CASES,
-    NEGOTIATE_CASES,
     STATE_CASES,
     STREAM_CASES,
     TLS_CASES,
-    reply,
 )
 from v2wire import MAGIC, Case, Err, identify
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nsq_cases import GO_QUOTE_CASES
+from goquote_cases import GO_QUOTE_CASES
 from v2wire import MAGIC
 
 from protocol.v2 import NSQError, V2Connection, is_valid_name

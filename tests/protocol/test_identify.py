@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from nsq_cases import BOTH_ERROR, NEGOTIATE_CASES, NEGOTIATE_DEFAULT_JSON
+from negotiate_cases import BOTH_ERROR, NEGOTIATE_CASES, NEGOTIATE_DEFAULT_JSON
 from v2wire import EOF, MAGIC, identify, run, settings
 
 from protocol.v2 import (
