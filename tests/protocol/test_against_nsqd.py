@@ -1,6 +1,7 @@
-"""Replay the byte tables of nsq_cases.py (and negotiate_cases.py, goquote_cases.py) against the real nsqd v1.3.0 and check that it
-answers what the tables say (so the tables, and the parser tests built on them, describe the
-real thing). Skipped when the reference binary is absent (scripts/install_reference.sh).
+"""Replay the byte tables of nsq_cases.py (and negotiate_cases.py, goquote_cases.py) against
+the real nsqd v1.3.0 and check that it answers what the tables say (so the tables, and the
+parser tests built on them, describe the real thing). Skipped when the reference binary is
+absent (scripts/install_reference.sh).
 
 Each case is sent on a fresh connection followed by a half-close; nsqd's frames up to its
 close are compared with the frames the case's commands call for: OK for SUB/PUB/MPUB/DPUB and
