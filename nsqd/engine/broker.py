@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -363,10 +364,43 @@ class Broker:
             if len(fresh) < len(bodies):
                 bodies, keys = [bodies[i] for i in fresh], [keys[i] for i in fresh]
             if bodies:
-                self._stored(self.topic(topic).publish, bodies, ttl_ms)
-            self._remember(deduper, topic, keys)  # after the store took them: a refusal is retried
+                self._stored_keyed(deduper, topic, keys, self.topic(topic).publish, bodies, ttl_ms)
             return
         self._stored(self.topic(topic).publish, bodies, ttl_ms)
+
+    def _stored_keyed(
+        self,
+        deduper: Deduper,
+        topic: str,
+        keys: Sequence[str],
+        publish: Callable[..., None],
+        *args: Any,
+    ) -> None:
+        """A keyed publish stored as `_stored` stores one, its keys remembered in the same
+        hold; a refusal forgets them (the publisher retries for real)."""
+        try:
+            self._stored(self._publish_keyed, deduper, topic, keys, publish, *args)
+        except Refused:
+            deduper.forget(topic, keys)
+            raise
+
+    def _publish_keyed(
+        self,
+        deduper: Deduper,
+        topic: str,
+        keys: Sequence[str],
+        publish: Callable[..., None],
+        *args: Any,
+    ) -> None:
+        """The messages and their keys in one hold: the store writes the keys' record first,
+        naming where the messages end in their queues (storage/dedupe.py), so that a kill -9
+        between the two writes costs a key, which the start finds unbacked and forgets, not a
+        key's message stored twice."""
+        publish(*args)
+        deduper.remember(topic, keys)
+        # a write that fails refuses the publish, there or when a reactor's pass writes (its
+        # publisher is closed unanswered): either way it is retried, to be stored
+        self.commit.later(partial(_unless_stored, deduper, topic, keys))
 
     def _store_batch(self, name: str, bodies: list[bytes]) -> None:
         topics = self.topics  # (`topic(name)` inline while it is there: a call a pass saved)
@@ -386,21 +420,12 @@ class Broker:
 
     def publish_deferred(self, topic: str, body: bytes, delay_ms: int, key: str = "") -> None:
         deduper = self.deduper if key else None
-        if deduper is not None and not deduper.fresh(topic, [key]):
-            return
-        self._stored(self.topic(topic).publish_deferred, body, delay_ms)
-        if deduper is not None:
-            self._remember(deduper, topic, [key])
-
-    def _remember(self, deduper: Deduper, topic: str, keys: Sequence[str]) -> None:
-        """The keys of a stored publish kept (written now, or with the reactor's pass); a
-        failed write refuses it as a store's does (/ping NOK; the publisher's retry may store
-        it twice), not as an internal error."""
-        try:
-            deduper.remember(topic, keys)
-        except StoreError as exc:
-            raise self._refused(exc) from exc
-        self._written_now()
+        if deduper is None:
+            self._stored(self.topic(topic).publish_deferred, body, delay_ms)
+        elif deduper.fresh(topic, [key]):
+            self._stored_keyed(
+                deduper, topic, [key], self.topic(topic).publish_deferred, body, delay_ms
+            )
 
     def _written_now(self) -> None:
         """Inside another's hold, for a publisher answered at once: what the publish buffered
@@ -473,3 +498,9 @@ class Broker:
             except Exception as exc:  # a bug in one topic must not cost the others their stop
                 kind = type(exc).__name__
                 log.error("TOPIC(%s): failed to close - %s: %s", topic.name, kind, exc)
+
+
+def _unless_stored(deduper: Deduper, topic: str, keys: Sequence[str], error: str | None) -> None:
+    """After the write of a keyed publish: its keys forgotten if it failed."""
+    if error is not None:
+        deduper.forget(topic, keys)

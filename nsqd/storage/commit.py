@@ -8,6 +8,11 @@ task ever sees a buffered record, and a reader of the queue flushes before it re
 A write that fails is undone (the file truncated to its last whole record) and its reason
 kept for the release to return, so whoever held can refuse what it has not yet answered.
 
+A de-duplication key file (storage/dedupe.py) is written before the queues (`add_first`): its
+record names where the messages it stands for end in their queue files (`write_ends`), so a
+kill -9 between the two writes leaves a key whose messages the start finds missing and forgets,
+not messages stored with their key forgotten (a retry stored them twice).
+
 What must not leave before the stretch's records are on file (a delivery whose journal record
 is buffered: --durable-inflight promises a delivered message back after a kill -9) is handed to
 `later` and runs after the outermost release's write."""
@@ -30,6 +35,7 @@ class GroupCommit:
         "_after",
         "_dirty",
         "_error",
+        "_first",
         "_later",
         "appended",
         "deferring",
@@ -45,6 +51,7 @@ class GroupCommit:
         self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
         self._dirty: list[Buffered] = []
+        self._first: list[Buffered] = []  # written before every queue file (the dedupe keys)
         # journals: written after every queue file, so that a message a journal releases back
         # to a queue (a REQ, a timeout) is in that queue's file before the journal says so
         self._after: list[Buffered] = []
@@ -65,7 +72,7 @@ class GroupCommit:
     @property
     def buffered(self) -> bool:
         """Some record waits for the release's write (held only)."""
-        return bool(self._dirty or self._after)
+        return bool(self._first or self._dirty or self._after)
 
     def release(self) -> str | None:
         """End a hold; the outermost writes what was buffered and returns the first write
@@ -108,6 +115,21 @@ class GroupCommit:
         if owner not in self._dirty:
             self._dirty.append(owner)
 
+    def add_first(self, owner: Buffered, answered: bool) -> None:
+        """As `add`, for a file written before every queue's (the dedupe keys)."""
+        if answered:
+            self.appended += 1
+        if owner not in self._first:
+            self._first.append(owner)
+
+    def write_ends(self) -> list[tuple[str, int, int]] | None:
+        """Where each disk queue's buffered records end: (queue name, file number, position);
+        None while a journal has buffered records (its file's positions move with each
+        compaction: no record can name them)."""
+        if self._after:
+            return None
+        return [end() for q in self._dirty if (end := getattr(q, "write_end", None))]
+
     def add_after(self, owner: Buffered, answered: bool) -> None:
         """As `add`, for a file written after every queue's (a journal)."""
         if answered:
@@ -119,6 +141,9 @@ class GroupCommit:
         """Write what is buffered now (the hold goes on), the queues first, then the journals;
         the first failure since the hold began, or None."""
         self.urgent = False
+        if self._first:
+            first, self._first = self._first, []
+            self._write(first)
         while self._dirty:  # a pending publish's flush appends to the queues it reaches
             dirty, self._dirty = self._dirty, []
             for queue in dirty:  # (`_write`'s loop, inline: a call a pass saved)

@@ -93,6 +93,24 @@ def data_file_nums(data_path: str, name: str) -> list[int]:
     return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
 
 
+def extent(data_path: str, name: str, log: Log) -> tuple[int, int]:
+    """How far queue `name`'s files reach as found, (file number, position): its last data
+    file's end, or the metadata's read or write position where that is further (a queue read
+    to its end, or emptied, keeps no data file). Records written before a kill -9 end within it;
+    a position past it was never written (storage/dedupe.py checks its keys' records so)."""
+    far = (0, 0)
+    meta = load_meta(os.path.join(data_path, f"{name}.diskqueue.meta.dat"), log)
+    if meta is not None:
+        _, read_num, read_pos, write_num, write_pos = meta
+        far = max((read_num, read_pos), (write_num, write_pos))
+    nums = data_file_nums(data_path, name)
+    if nums:
+        last = max(nums)
+        path = os.path.join(data_path, f"{name}.diskqueue.{last:06d}.dat")
+        far = max(far, (last, file_size(path)))
+    return far
+
+
 def count_records(path: str, pos: int, record_sizes: tuple[int, int], log: Log) -> int:
     """Valid records from ``pos`` to the end of the file (stops at a bad one)."""
     lo, hi = record_sizes

@@ -72,6 +72,10 @@ class QueueWriter(QueueState):
         self._depth += count
         self._count += count
 
+    def write_end(self) -> tuple[str, int, int]:
+        """Where the last record ends, buffered ones included: (name, file number, position)."""
+        return self.name, self._write_file_num, self._write_pos
+
     def flush(self) -> None:
         """Write the buffered records (one write); on failure they are dropped, the file
         truncated to its last whole record, and the commit and on_lost told."""

@@ -92,6 +92,8 @@ class Storage:
     def load(self) -> None:
         """Recreate the topics and channels of nsqd.dat; their disk queues reopen themselves."""
         broker = self.broker
+        if broker.deduper is not None:
+            self._open_key_file()  # its records checked against the queue files as found
         written_ns = metadata.written_ns(self.data_path)
         try:
             records = metadata.load(self.data_path)
@@ -111,21 +113,26 @@ class Storage:
             doc = attributes.read(self.data_path)
             self._has_attributes = bool(doc["topics"])
             attributes.restore(self.broker, doc)
-        if broker.deduper is not None:
-            from .dedupe import KeyFile  # --dedupe-window only (start time, memory)
-
-            opts = self.options
-            self._key_file = KeyFile(
-                self.data_path,
-                opts.sync_every,
-                opts.sync_timeout,
-                self.sync_wanted,
-                self.commit,
-                broker,
-            )
-            self._logs.append(self._key_file)
+        if broker.deduper is not None and self._key_file is not None:
             broker.deduper.attach(self._key_file)
         self.persist_now()
+
+    def _open_key_file(self) -> None:
+        """--dedupe-window: the keys' file, read before any disk queue opens (a key whose
+        messages never reached their queue's file is forgotten: storage/dedupe.py)."""
+        from .dedupe import KeyFile  # --dedupe-window only (start time, memory)
+
+        opts = self.options
+        self._key_file = KeyFile(
+            self.data_path,
+            opts.sync_every,
+            opts.sync_timeout,
+            self.sync_wanted,
+            self.commit,
+            self.broker,
+        )
+        self._logs.append(self._key_file)
+        self._key_file.scan()
 
     def _adopt_journals(self, since_ns: int) -> None:
         """The channels of journals nsqd.dat does not list but which were written after it: a

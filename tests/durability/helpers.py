@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,8 +142,15 @@ def answers(port: int) -> bool:
         return False
 
 
-def spawn(kind: str, data_path: Path, *extra: str, log_name: str | None = None) -> Daemon:
-    """Start a daemon without waiting for it (the lock test wants to see it fail)."""
+def spawn(
+    kind: str,
+    data_path: Path,
+    *extra: str,
+    log_name: str | None = None,
+    wrap: Sequence[str] = (),
+) -> Daemon:
+    """Start a daemon without waiting for it (the lock test wants to see it fail); `wrap`:
+    a command that runs it (strace killing it at a chosen system call)."""
     data_path.mkdir(parents=True, exist_ok=True)
     tcp_port, http_port = nsqd_process.free_ports(2)
     args = [*nsqd_process.address_flags(tcp_port, http_port, data_path), *extra]
@@ -151,17 +158,17 @@ def spawn(kind: str, data_path: Path, *extra: str, log_name: str | None = None) 
     logs.mkdir(exist_ok=True)
     log_path = logs / (log_name or f"{kind}-{time.monotonic_ns()}.log")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    proc = nsqd_process.launch([*daemon_command(kind), *args], log_path, env=env)
+    proc = nsqd_process.launch([*wrap, *daemon_command(kind), *args], log_path, env=env)
     daemon = Daemon(kind, data_path, proc, tcp_port, http_port, log_path, args)
     SPAWNED.append(daemon)
     return daemon
 
 
-def start(kind: str, data_path: Path, *extra: str) -> Daemon:
+def start(kind: str, data_path: Path, *extra: str, wrap: Sequence[str] = ()) -> Daemon:
     """Start a daemon and wait (bounded) until it answers on its TCP port."""
     last = ""
     for _ in range(3):  # a free port can be taken by someone else meanwhile
-        daemon = spawn(kind, data_path, *extra)
+        daemon = spawn(kind, data_path, *extra, wrap=wrap)
         ready = functools.partial(answers, daemon.tcp_port)
         if nsqd_process.wait_until_ready(daemon.proc, ready, START_TIMEOUT):
             return daemon

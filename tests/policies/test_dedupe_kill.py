@@ -1,0 +1,158 @@
+"""--dedupe-window across a kill -9 that lands between a keyed publish's two writes (its
+messages to their disk queue's file, its keys to `trio-nsqd.dedupe`): the publisher got no
+answer, so it retries, and the retry must be stored exactly once.
+
+strace kills the daemon with SIGKILL at the first write() to the chosen file after its start
+(syscall fault injection: the signal is delivered as that call begins, so the call never
+runs). The keys are written first and name where their messages end in the queue's file; a
+kill at the messages' write leaves a key whose messages are missing, which the next start
+forgets. Written after the messages (before this change), a kill at the keys' write left the
+messages stored and the key lost, and the retry stored them twice."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from durability import helpers
+
+from .test_policies import call, channel_stats, drain, stats
+
+FLAGS = ("--dedupe-window=60s", "--mem-queue-size=0")  # every message through its disk queue
+
+
+def killed_at_first_write(path: Path) -> list[str]:
+    strace = shutil.which("strace")
+    assert strace, "strace is missing: bash scripts/install_strace.sh"
+    return [
+        strace,
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-P",
+        str(path),
+        "-e",
+        "trace=write",
+        "-e",
+        "inject=write:signal=SIGKILL:when=1",
+    ]
+
+
+def kill_traced(daemon: helpers.Daemon) -> None:
+    """SIGKILL to the daemon strace runs (killed, strace would let it go on untraced)."""
+    pid = daemon.proc.pid
+    with contextlib.suppress(OSError):
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for child in children:
+            os.kill(int(child), signal.SIGKILL)
+    daemon.proc.wait(10)
+
+
+def depth(daemon: helpers.Daemon, channel: bool) -> int:
+    if channel:
+        return channel_stats(daemon, "t", "c")["depth"]
+    return stats(daemon)["t"]["depth"]
+
+
+@pytest.mark.parametrize("mpub", [False, True], ids=["pub", "mpub"])
+@pytest.mark.parametrize("channel", [False, True], ids=["topic_queue", "channel_queue"])
+@pytest.mark.parametrize("kill_at", ["keys", "messages"])
+def test_a_publish_killed_between_its_two_writes_is_stored_once_when_retried(
+    data_dir: Path, kill_at: str, channel: bool, mpub: bool
+) -> None:
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        # the topic (and its channel) in nsqd.dat, so that they come back after the kill, and
+        # a key kept before it
+        assert call(daemon, "POST", "/topic/create?topic=t")[0] == 200
+        if channel:
+            assert call(daemon, "POST", "/channel/create?topic=t&channel=c")[0] == 200
+        assert call(daemon, "POST", "/pub?topic=t&dedupe_key=before", b"before") == (200, "OK")
+    queue_file = data_dir / f"{'t:c' if channel else 't'}.diskqueue.000000.dat"
+    stored = queue_file.stat().st_size
+    target = data_dir / "trio-nsqd.dedupe" if kill_at == "keys" else queue_file
+
+    daemon = helpers.start("ours", data_dir, *FLAGS, wrap=killed_at_first_write(target))
+    path, body, n = (
+        ("/mpub?topic=t&dedupe_key=batch", b"m0\nm1\nm2", 3)
+        if mpub
+        else ("/pub?topic=t&dedupe_key=k", b"once", 1)
+    )
+    with pytest.raises(OSError):  # killed before it answered (the connection reset or closed)
+        daemon.request("POST", path, body)
+    try:
+        assert daemon.proc.wait(10) != 0
+    except subprocess.TimeoutExpired:
+        kill_traced(daemon)
+        pytest.fail(f"not killed at the first write to {target.name}:\n{daemon.log_tail()}")
+    # the kill came before the messages reached their file, in both cases (keys first)
+    assert queue_file.stat().st_size == stored
+
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        assert call(daemon, "POST", path, body) == (200, "OK")  # the retry: stored
+        assert call(daemon, "POST", path, body) == (200, "OK")  # again: now a duplicate
+        assert call(daemon, "POST", "/pub?topic=t&dedupe_key=before", b"before") == (200, "OK")
+        assert depth(daemon, channel) == 1 + n, stats(daemon)
+        log = daemon.log_tail()
+    if kill_at == "messages":  # its key was on file, naming a position its queue never reached
+        assert "forgotten: their messages are not in t" in log, log
+
+
+def test_a_keyed_publish_whose_queue_write_fails_is_stored_when_retried(data_dir: Path) -> None:
+    """The first write() to the queue's file fails (ENOSPC, injected by strace): the publish is
+    not acknowledged (its connection closed unanswered, as the reactor closes every publisher
+    of a pass whose write failed) and its key is forgotten, in memory and in the file, so the
+    retry is stored, and is a duplicate from then on, across a kill -9 too. The key stayed in
+    memory before, and the retry was answered OK as a duplicate of a message never stored."""
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        assert call(daemon, "POST", "/topic/create?topic=t")[0] == 200
+    queue_file = data_dir / "t.diskqueue.000000.dat"
+    strace = killed_at_first_write(queue_file)
+    strace[-1] = "inject=write:error=ENOSPC:when=1"
+    daemon = helpers.start("ours", data_dir, *FLAGS, wrap=strace)
+    try:
+        # on a keep-alive connection's second request: served in the reactor's pass, whose
+        # write fails (a connection's first request is its task's, refused at once)
+        conn = http.client.HTTPConnection(helpers.HOST, daemon.http_port, timeout=5)
+        conn.request("GET", "/ping")
+        assert conn.getresponse().read() == b"OK"
+        conn.request("POST", "/pub?topic=t&dedupe_key=k", b"once")
+        with pytest.raises(OSError):  # closed unanswered
+            conn.getresponse()
+        conn.close()
+        assert call(daemon, "POST", "/pub?topic=t&dedupe_key=k", b"once") == (200, "OK")
+        assert call(daemon, "POST", "/pub?topic=t&dedupe_key=k", b"once") == (200, "OK")
+        assert stats(daemon)["t"]["depth"] == 1
+    finally:
+        kill_traced(daemon)
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        assert call(daemon, "POST", "/pub?topic=t&dedupe_key=k", b"once") == (200, "OK")
+        assert stats(daemon)["t"]["depth"] == 1
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill"])
+def test_keys_of_messages_read_and_gone_with_their_files_are_kept(
+    data_dir: Path, stop: str
+) -> None:
+    """A key names where its messages ended in their queue's file; once they were read and the
+    file removed (small files: two messages each), its queue's files no longer reach that
+    file at all, yet the queue moved past it: the key is kept across a stop or a kill -9."""
+    flags = (*FLAGS, "--max-bytes-per-file=64")
+    daemon = helpers.start("ours", data_dir, *flags)
+    for i in range(5):
+        assert call(daemon, "POST", f"/pub?topic=r&dedupe_key=k{i}", b"m%d" % i) == (200, "OK")
+    assert len(helpers.queue_files(data_dir, "r")) >= 3
+    drain(daemon, "r", 5)
+    assert helpers.wait_for(lambda: len(helpers.queue_files(data_dir, "r")) <= 1, 5)
+    daemon.stop() if stop == "clean" else daemon.kill()
+    with helpers.running("ours", data_dir, *flags) as daemon:
+        for i in range(5):
+            assert call(daemon, "POST", f"/pub?topic=r&dedupe_key=k{i}", b"m%d" % i) == (200, "OK")
+        assert stats(daemon)["r"]["message_count"] == 0
+        assert "forgotten" not in daemon.log_tail()
