@@ -29,7 +29,7 @@ from ..engine.dedupe import KeyRange
 from ..engine.ports import StoreError
 from ..log import log
 from .commit import GroupCommit
-from .diskqueue_files import extent
+from .diskqueue_files import extents
 from .health import wrote
 from .records import RecordLog, legacy_framing
 
@@ -89,17 +89,8 @@ def _keys(payload: bytes) -> tuple[str, Iterable[str], int, list[End]]:
     return topic, KeyRange(prefix, first, count), seen_at, ends
 
 
-def _extent(known: dict[str, tuple[int, int]], data_path: str, name: str) -> tuple[int, int]:
-    if name not in known:
-        known[name] = extent(data_path, name, _queue_log(name))
-    return known[name]
-
-
-def _queue_log(name: str) -> Callable[..., None]:
-    def logf(level: int, msg: str, *args: object) -> None:
-        log.log(level, "DEDUPE: DISKQUEUE(%s) " + msg, name, *args)
-
-    return logf
+def _queue_log(level: int, msg: str, *args: object) -> None:
+    log.log(level, "DEDUPE: a disk queue's metadata: " + msg, *args)
 
 
 class KeyFile:
@@ -130,33 +121,27 @@ class KeyFile:
         """Read the kept keys, before any disk queue opens: a key whose record names queue
         positions that its queue's files do not reach is forgotten (its messages were never
         written), with a log line."""
-        data_path = os.path.dirname(self.path)
-        extents: dict[str, tuple[int, int]] = {}
-        found: list[tuple[str, str, int]] = []
+        records = []
         for payload in self._log.load().payloads:
             try:
-                topic, keys, seen_at, ends = _keys(payload)
-                missing = [
-                    (name, num, pos)
-                    for name, num, pos in ends
-                    if (num, pos) > _extent(extents, data_path, name)
-                ]
-                if missing:
-                    name, num, pos = missing[0]
-                    log.info(
-                        "DEDUPE: %d key(s) of topic %s forgotten: their messages are not in "
-                        "%s.diskqueue up to %d,%d (a kill -9 before they were written, or "
-                        "the queue was deleted)",
-                        len(keys) if isinstance(keys, KeyRange) else 1,
-                        topic,
-                        name,
-                        num,
-                        pos,
-                    )
-                    continue
-                found += ((topic, key, seen_at) for key in keys)
+                records.append(_keys(payload))
             except (struct.error, UnicodeDecodeError, IndexError) as exc:
                 log.error("DEDUPE: malformed record in %s skipped - %s", self.path, exc)
+        names = {name for *_, ends in records for name, _, _ in ends}
+        reach = extents(os.path.dirname(self.path), names, _queue_log)
+        found: list[tuple[str, str, int]] = []
+        for topic, keys, seen_at, ends in records:
+            short = [(name, at) for name, *at in ends if tuple(at) > reach[name]]
+            if short:
+                (name, (num, pos)), n = short[0], len(keys)
+                log.info(
+                    "DEDUPE: %d key(s) of topic %s forgotten: their messages are not in "
+                    "%s.diskqueue up to %d,%d (a kill -9 before they were written, or the "
+                    "queue was deleted)",
+                    *(n, topic, name, num, pos),
+                )
+                continue
+            found += ((topic, key, seen_at) for key in keys)
         self._found = found
 
     def load(self) -> Iterator[tuple[str, str, int]]:

@@ -10,12 +10,13 @@ import logging
 import os
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 HEADER: Final = struct.Struct(">i")  # a record's frame: its size, then the record
 READ_BUFFER: Final = 64 * 1024
+_DATA_FILE: Final = re.compile(r"(.+)\.diskqueue\.(\d{6,})\.dat")
 _META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
 
 Log = Callable[..., None]  # (level, message, *args): the queue's own, which names it
@@ -93,22 +94,34 @@ def data_file_nums(data_path: str, name: str) -> list[int]:
     return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
 
 
-def extent(data_path: str, name: str, log: Log) -> tuple[int, int]:
-    """How far queue `name`'s files reach as found, (file number, position): its last data
+def extents(data_path: str, names: Iterable[str], log: Log) -> dict[str, tuple[int, int]]:
+    """How far each queue's files reach as found, (file number, position): its last data
     file's end, or the metadata's read or write position where that is further (a queue read
     to its end, or emptied, keeps no data file). Records written before a kill -9 end within it;
     a position past it was never written (storage/dedupe.py checks its keys' records so)."""
-    far = (0, 0)
-    meta = load_meta(os.path.join(data_path, f"{name}.diskqueue.meta.dat"), log)
-    if meta is not None:
-        _, read_num, read_pos, write_num, write_pos = meta
-        far = max((read_num, read_pos), (write_num, write_pos))
-    nums = data_file_nums(data_path, name)
-    if nums:
-        last = max(nums)
-        path = os.path.join(data_path, f"{name}.diskqueue.{last:06d}.dat")
-        far = max(far, (last, file_size(path)))
-    return far
+    wanted = set(names)
+    last: dict[str, int] = {}
+    try:
+        listing = os.listdir(data_path) if wanted else []
+    except FileNotFoundError:
+        listing = []
+    for entry in listing:  # one listing for every queue (a start with thousands of them)
+        if (m := _DATA_FILE.fullmatch(entry)) and m.group(1) in wanted:
+            name, num = m.group(1), int(m.group(2))
+            last[name] = max(last.get(name, num), num)
+    out = {}
+    for name in wanted:
+        far = (0, 0)
+        meta = load_meta(os.path.join(data_path, f"{name}.diskqueue.meta.dat"), log)
+        if meta is not None:
+            _, read_num, read_pos, write_num, write_pos = meta
+            far = max((read_num, read_pos), (write_num, write_pos))
+        if name in last:
+            num = last[name]
+            path = os.path.join(data_path, f"{name}.diskqueue.{num:06d}.dat")
+            far = max(far, (num, file_size(path)))
+        out[name] = far
+    return out
 
 
 def count_records(path: str, pos: int, record_sizes: tuple[int, int], log: Log) -> int:
