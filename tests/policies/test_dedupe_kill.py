@@ -16,11 +16,15 @@ import http.client
 import os
 import shutil
 import signal
+import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from durability import helpers
+
+from nsqd.storage import records
 
 from .test_policies import call, channel_stats, drain, stats
 
@@ -156,3 +160,44 @@ def test_keys_of_messages_read_and_gone_with_their_files_are_kept(
             assert call(daemon, "POST", f"/pub?topic=r&dedupe_key=k{i}", b"m%d" % i) == (200, "OK")
         assert stats(daemon)["r"]["message_count"] == 0
         assert "forgotten" not in daemon.log_tail()
+
+
+def _key_record(topic: str, key: str, ends: list[tuple[str, int, int]]) -> bytes:
+    """A key's record as docs/dedupe.md's file format has it (the queue positions its
+    messages end at after the topic: the topic length's second bit)."""
+    t = topic.encode()
+    head = struct.pack(">qH", time.time_ns(), len(t) | (0x4000 if ends else 0)) + t
+    if ends:
+        head += bytes((len(ends),))
+        for name, num, pos in ends:
+            head += bytes((len(name),)) + name.encode() + struct.pack(">IQ", num, pos)
+    return head + key.encode()
+
+
+def test_key_records_naming_queue_positions_are_checked_one_by_one(data_dir: Path) -> None:
+    """Records written by hand: a key whose queue's file reaches its position is kept, one
+    past the file's end is forgotten, one naming a queue with no file at all is forgotten, a
+    record without positions is kept, and a record cut short inside its positions (its frame
+    intact) is skipped alone with a log line."""
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        assert call(daemon, "POST", "/pub?topic=p", b"on file") == (200, "OK")
+    size = (data_dir / "p.diskqueue.000000.dat").stat().st_size
+    cut = _key_record("p", "cut", [("p", 0, size)])
+    payloads = [
+        _key_record("p", "reached", [("p", 0, size)]),
+        _key_record("p", "past", [("p", 0, size + 1)]),
+        _key_record("p", "no-file", [("p", 0, size), ("p:gone", 0, 10)]),
+        _key_record("p", "plain", []),
+        cut[: cut.index(b"p", 12) + 3],
+    ]
+    (data_dir / "trio-nsqd.dedupe").write_bytes(
+        records.FILE_MAGIC + b"".join(map(records.frame, payloads))
+    )
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        for key in ("reached", "past", "no-file", "plain", "cut"):
+            assert call(daemon, "POST", f"/pub?topic=p&dedupe_key={key}", b"x") == (200, "OK")
+        assert stats(daemon)["p"]["depth"] == 1 + 3  # past, no-file, cut stored
+        log = daemon.log_tail()
+    assert log.count("forgotten: their messages are not in p.diskqueue up to 0,") == 1, log
+    assert "forgotten: their messages are not in p:gone.diskqueue up to 0,10" in log, log
+    assert "DEDUPE: malformed record" in log, log
