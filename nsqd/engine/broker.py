@@ -400,7 +400,7 @@ class Broker:
         deduper.remember(topic, keys)
         # a write that fails refuses the publish, there or when a reactor's pass writes (its
         # publisher is closed unanswered): either way it is retried, to be stored
-        self.commit.later(partial(_unless_stored, deduper, topic, keys))
+        self.commit.later(partial(deduper.written, topic, keys))
 
     def _store_batch(self, name: str, bodies: list[bytes]) -> None:
         topics = self.topics  # (`topic(name)` inline while it is there: a call a pass saved)
@@ -498,9 +498,3 @@ class Broker:
             except Exception as exc:  # a bug in one topic must not cost the others their stop
                 kind = type(exc).__name__
                 log.error("TOPIC(%s): failed to close - %s: %s", topic.name, kind, exc)
-
-
-def _unless_stored(deduper: Deduper, topic: str, keys: Sequence[str], error: str | None) -> None:
-    """After the write of a keyed publish: its keys forgotten if it failed."""
-    if error is not None:
-        deduper.forget(topic, keys)

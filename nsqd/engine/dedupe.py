@@ -119,17 +119,23 @@ class Deduper:
         if not keys:
             return
         now = time.time_ns()
-        log = self._log
-        if log is not None and self._logged > 4 * len(self._seen) + 100_000:
-            # before these keys join: a rewrite holds no key whose messages are not yet written
-            self._compact()
         self._seen.update(zip(zip(repeat(topic), keys), repeat(now)))
-        if log is not None:
-            log.remembered(topic, keys, now)
+        if self._log is not None:
+            self._log.remembered(topic, keys, now)
             self._logged += 1 if isinstance(keys, KeyRange) else len(keys)
 
+    def written(self, topic: str, keys: Sequence[str], error: str | None) -> None:
+        """After the write that held a publish's keys and messages (`error`: why it failed).
+        A mostly stale log is compacted here, where none of its records waits for a write (a
+        rewrite from memory holds no position: one made while a pass's keys waited would put
+        them on file before their messages, unchecked)."""
+        if error is not None:
+            self.forget(topic, keys)
+        elif self._logged > 4 * len(self._seen) + 100_000:
+            self._compact()
+
     def forget(self, topic: str, keys: Sequence[str]) -> None:
-        """Keys `remember`ed for a publish whose write then failed (its retry is stored): out
+        """Keys `remember`ed for a publish that was then refused (its retry is stored): out
         of the window, and out of the log, whose record of them may be on file already and
         would name positions that later messages fill."""
         seen = self._seen

@@ -201,3 +201,41 @@ def test_key_records_naming_queue_positions_are_checked_one_by_one(data_dir: Pat
     assert log.count("forgotten: their messages are not in p.diskqueue up to 0,") == 1, log
     assert "forgotten: their messages are not in p:gone.diskqueue up to 0,10" in log, log
     assert "DEDUPE: malformed record" in log, log
+
+
+def test_a_mostly_stale_key_file_is_compacted_after_a_write_and_keeps_the_live_keys(
+    data_dir: Path,
+) -> None:
+    """Keys logged past 4x the live ones and 100,000 more: the file is rewritten from memory
+    after a publish's write (not while a pass's keys wait to be written), and the live keys
+    are in the file after a kill -9, the expired ones not."""
+    flags = ("--dedupe-window=1s", "--mem-queue-size=0")
+    path = data_dir / "trio-nsqd.dedupe"
+    body = b"\n".join(b"m" for _ in range(1000))
+    with helpers.running("ours", data_dir, *flags) as daemon:
+        conn = http.client.HTTPConnection(helpers.HOST, daemon.http_port, timeout=10)
+        largest, offset = 0, 0
+        for _ in range(12):  # each round's keys expire before the next
+            for _ in range(30):  # each /mpub's first key repeats the last: a list, not a range
+                conn.request("POST", f"/mpub?topic=c&dedupe_key=p&dedupe_offset={offset}", body)
+                assert conn.getresponse().read() == b"OK"
+                offset += 999
+            size = path.stat().st_size
+            if size < largest:
+                break
+            largest = size
+            time.sleep(1.05)
+        else:
+            pytest.fail(f"never compacted: {largest} bytes")
+        conn.close()
+        daemon.kill()
+    # a longer window now: what the file holds is live again, what compaction dropped is gone
+    daemon = helpers.start("ours", data_dir, "--dedupe-window=60s", "--mem-queue-size=0")
+    try:
+        last = offset - 1  # the last key of the last /mpub: written after the compaction
+        stored = stats(daemon)["c"]["depth"]
+        assert call(daemon, "POST", f"/pub?topic=c&dedupe_key=p/{last}", b"m") == (200, "OK")
+        assert call(daemon, "POST", "/pub?topic=c&dedupe_key=p/0", b"m") == (200, "OK")
+        assert stats(daemon)["c"]["depth"] == stored + 1  # p/0 expired, compacted away
+    finally:
+        daemon.stop()
