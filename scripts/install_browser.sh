@@ -5,14 +5,5 @@ set -euo pipefail
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else
-        echo "install_browser.sh: need root (or sudo) to apt-get install chromium" >&2
-        exit 1
-    fi
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq </dev/null
-$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver </dev/null >/dev/null
+bash "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh" install_browser.sh chromium chromium-driver
 command -v chromium >/dev/null

@@ -13,17 +13,7 @@ have_redis7() {
 if have_redis7; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else
-        echo "install_redis.sh: need root (or sudo) to apt-get install redis-server" >&2
-        exit 1
-    fi
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq </dev/null
-# --no-install-recommends: no init scripts start a system-wide server we did not ask for
-$SUDO apt-get install -y -qq --no-install-recommends redis-server redis-tools tcl </dev/null >/dev/null
+bash "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh" install_redis.sh redis-server redis-tools tcl
 if ! have_redis7; then
     echo "install_redis.sh: redis-server 7 or tclsh not available after apt-get install" \
         "(got: $(redis-server --version 2>&1 || echo none), tclsh: $(command -v tclsh || echo none))" >&2

@@ -6,14 +6,5 @@ set -euo pipefail
 if command -v strace >/dev/null 2>&1; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else
-        echo "install_strace.sh: need root (or sudo) to apt-get install strace" >&2
-        exit 1
-    fi
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq </dev/null
-$SUDO apt-get install -y -qq --no-install-recommends strace </dev/null >/dev/null
+bash "$(dirname "${BASH_SOURCE[0]}")/apt_install.sh" install_strace.sh strace
 command -v strace >/dev/null
