@@ -239,3 +239,35 @@ def test_a_mostly_stale_key_file_is_compacted_after_a_write_and_keeps_the_live_k
         assert stats(daemon)["c"]["depth"] == stored + 1  # p/0 expired, compacted away
     finally:
         daemon.stop()
+
+
+@pytest.mark.parametrize("kill_at", ["journal", "keys"])
+def test_a_keyed_message_handed_straight_to_a_consumer_is_never_lost_to_a_kill(
+    data_dir: Path, kill_at: str
+) -> None:
+    """--durable-inflight, messages in memory: a keyed publish is handed straight to the
+    connected consumer, and the in-flight journal's record is its only copy on disk, so its key
+    is written after that record (no queue position names it). A kill at the journal's write:
+    nothing of it is on file, and the retry stores it once. A kill at the keys' write (after
+    the journal's): the journal gives the message back and the retry stores it again, two
+    copies, never none (docs/dedupe.md)."""
+    flags = ("--dedupe-window=60s", "--durable-inflight")
+    with helpers.running("ours", data_dir, *flags) as daemon:
+        assert call(daemon, "POST", "/topic/create?topic=t")[0] == 200
+        assert call(daemon, "POST", "/channel/create?topic=t&channel=c")[0] == 200
+    target = data_dir / ("t:c.inflight.journal" if kill_at == "journal" else "trio-nsqd.dedupe")
+    daemon = helpers.start("ours", data_dir, *flags, wrap=killed_at_first_write(target))
+    try:
+        with daemon.client() as conn:
+            conn.sub("t", "c", rdy=10)
+            with pytest.raises(OSError):  # killed before it answered
+                daemon.request("POST", "/pub?topic=t&dedupe_key=k", b"once")
+        assert daemon.proc.wait(10) != 0
+    finally:
+        kill_traced(daemon)
+    with helpers.running("ours", data_dir, *flags) as daemon:
+        assert call(daemon, "POST", "/pub?topic=t&dedupe_key=k", b"once") == (200, "OK")
+        with daemon.client() as conn:
+            conn.sub("t", "c", rdy=10)
+            got = conn.consume(1, quiet=0.5, idle=2.0)
+    assert [m.body for m in got] == [b"once"] * (1 if kill_at == "journal" else 2)
