@@ -140,7 +140,12 @@ class FanOut(Asker):
             stamp = stamp_of(req) if req.path in STAMPED else None
             word = stamp if req.path in WORDS else None
             if stamp is not None and req.peer and await self._overruled(req, stamp, word):
-                return None  # served, and overruled here by a newer change: one nsqd's 200
+                # served, and overruled here by a newer change: one nsqd's 200; a line its
+                # asker wrote here for it meanwhile (its wait ran out) is as moot as the word,
+                # and left, this worker's next start made the word again
+                if (change := change_of(req)) is not None and self.missed is not None:
+                    await self.missed.served(change)
+                return None
             token, stamped = ASKED.set(True), WORD.set(word)
             try:
                 answer, failed = await made_here(local, req)

@@ -25,7 +25,8 @@ applies. Every access holds the file's flock: a peer appends under it (after che
 worker is still down: a worker opens its private listener before it reads its file, so a
 line written under the lock while nothing listens there is read at that start); the worker's
 start makes the lines, writes nsqd.dat and removes the file under it; a worker that serves a
-peer's request late drops the pending lines that request supersedes (the same change, or an
+peer's request late (or answers it as overruled by a newer change here: pause_clock.py) drops
+the pending lines that request supersedes (the same change, or an
 older one of the same kind on that queue: one left would be made again at its next start,
 over what came since); and one that makes a topic or channel anew drops the pending deletion
 of it, which it made already (the peer wrote the line after the late serve: `remade`). A

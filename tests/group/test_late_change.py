@@ -17,6 +17,7 @@ from contextlib import closing
 
 import pytest
 
+from nsqd.group import missed
 from tests.ops.conftest import START_TIMEOUT, http_json, http_post, wait_until
 
 from .conftest import Group
@@ -191,3 +192,31 @@ def test_a_pause_older_than_a_delete_leaves_the_queue_made_since_alone(group: Gr
     assert group.post(1, "channel/pause?topic=t&channel=c", stamp=asked) == 200
     (topic,) = group.worker_stats(1)["topics"]
     assert [c["paused"] for c in topic["channels"]] == [False]
+    assert "pause made while this worker was down" not in group.log_text()
+
+
+def test_a_stale_pause_word_takes_its_pending_line_with_it(group: Group) -> None:
+    """A pause asked while worker 1 hung: its asker's wait ran out and it wrote the word down
+    in worker-1.missed, but worker 1, woken, had served an unpause asked after it first (its
+    requests run in any order), so the line came after that unpause dropped the lines of its
+    kind. The pause's request then reaches worker 1: older than its last change, it is answered
+    as served and changes nothing, and its line must go with it: left, worker 1's next start
+    (here after a kill -9) paused the channel again in that worker alone, holding its
+    messages there while the group said unpaused."""
+    group.start("--mem-queue-size=0")
+    url = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{url}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{url}/channel/create?topic=t&channel=c")[0] == 200
+    asked = time.monotonic()  # when the pause was asked
+    assert http_post(f"{url}/channel/unpause?topic=t&channel=c")[0] == 200  # later, served
+    line = group.data / "worker-1.missed"
+    missed.record(str(line), ("pause", "t", "c"))  # the pause's asker, its wait run out
+    assert group.post(1, "channel/pause?topic=t&channel=c", stamp=asked) == 200  # overruled
+    assert not line.exists(), missed.read(str(line))
+    wait_until(lambda: _on_disk(group, 1) == {"t": ["c"]}, WAIT, "worker 1's nsqd.dat")
+    listened = group.listened(1)
+    os.kill(group.pids()[1], signal.SIGKILL)
+    wait_until(lambda: group.listened(1) > listened, START_TIMEOUT, "worker 1 back")
+    (topic,) = group.worker_stats(1)["topics"]
+    assert [c["paused"] for c in topic["channels"]] == [False]
+    assert "pause made while this worker was down" not in group.log_text()
