@@ -16,6 +16,7 @@ import http.client
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import time
@@ -271,3 +272,38 @@ def test_a_keyed_message_handed_straight_to_a_consumer_is_never_lost_to_a_kill(
             conn.sub("t", "c", rdy=10)
             got = conn.consume(1, quiet=0.5, idle=2.0)
     assert [m.body for m in got] == [b"once"] * (1 if kill_at == "journal" else 2)
+
+
+@pytest.mark.parametrize("kill_at", ["keys", "messages"])
+def test_pipelined_keyed_publishes_killed_in_their_pass_are_each_stored_once(
+    data_dir: Path, kill_at: str
+) -> None:
+    """20 keyed /pub requests pipelined on one connection, served together in the reactor's
+    passes (one write per file a pass, each key's record naming where its own message ends),
+    killed at the first write to the key file or to the queue file: none was answered, so the
+    client sends all 20 again, and each message is stored once."""
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        assert call(daemon, "POST", "/topic/create?topic=t")[0] == 200
+    target = data_dir / ("trio-nsqd.dedupe" if kill_at == "keys" else "t.diskqueue.000000.dat")
+    requests = [
+        b"POST /pub?topic=t&dedupe_key=k%d HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nbody%02d"
+        % (i, i)
+        for i in range(20)
+    ]
+    daemon = helpers.start("ours", data_dir, *FLAGS, wrap=killed_at_first_write(target))
+    try:
+        with socket.create_connection((helpers.HOST, daemon.http_port), timeout=10) as sock:
+            sock.sendall(b"".join(requests))
+            answers = b""
+            with contextlib.suppress(OSError):
+                while chunk := sock.recv(65536):
+                    answers += chunk
+        assert answers.count(b"200 OK") == 0, answers
+        assert daemon.proc.wait(10) != 0
+    finally:
+        kill_traced(daemon)
+    with helpers.running("ours", data_dir, *FLAGS) as daemon:
+        for i in range(20):
+            path = f"/pub?topic=t&dedupe_key=k{i}"
+            assert call(daemon, "POST", path, b"body%02d" % i) == (200, "OK")
+        assert stats(daemon)["t"]["depth"] == 20
