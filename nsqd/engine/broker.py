@@ -396,11 +396,15 @@ class Broker:
         naming where the messages end in their queues (storage/dedupe.py), so that a kill -9
         between the two writes costs a key, which the start finds unbacked and forgets, not a
         key's message stored twice."""
+        commit = self.commit
+        journaled = commit.journaled
         publish(*args)
-        deduper.remember(topic, keys)
+        # a message handed straight to a consumer under --durable-inflight has its journal's
+        # record as its copy on disk: no queue position names it, so its keys follow it
+        deduper.remember(topic, keys, after=commit.journaled != journaled)
         # a write that fails refuses the publish, there or when a reactor's pass writes (its
         # publisher is closed unanswered): either way it is retried, to be stored
-        self.commit.later(partial(deduper.written, topic, keys))
+        commit.later(partial(deduper.written, topic, keys))
 
     def _store_batch(self, name: str, bodies: list[bytes]) -> None:
         topics = self.topics  # (`topic(name)` inline while it is there: a call a pass saved)

@@ -47,9 +47,10 @@ class KeyRange(Sequence[str]):
 class KeyLog(Protocol):
     """Where remembered keys are kept (a file in --data-path)."""
 
-    def remembered(self, topic: str, keys: Sequence[str], seen_at: int) -> None:
+    def remembered(self, topic: str, keys: Sequence[str], seen_at: int, after: bool) -> None:
         """Keys of `topic` seen at `seen_at` (unix ns; a KeyRange may be kept as one record),
-        written before the publish is acknowledged."""
+        written before the publish is acknowledged; `after`: the publish put records in a
+        file written after the queues' (a journal), so its keys go after them too."""
         ...
 
     def load(self) -> Iterable[tuple[str, str, int]]: ...
@@ -111,7 +112,7 @@ class Deduper:
         job) keeps no count for every topic it ever had. Its keys stay to the window's end."""
         self.duplicates_by_topic.pop(topic, None)
 
-    def remember(self, topic: str, keys: Sequence[str]) -> None:
+    def remember(self, topic: str, keys: Sequence[str], after: bool = False) -> None:
         """Keys `fresh` let through and the store took (so none is in the window: each goes
         to the end of the oldest-first order by insertion alone)."""
         if not isinstance(keys, KeyRange):
@@ -121,7 +122,7 @@ class Deduper:
         now = time.time_ns()
         self._seen.update(zip(zip(repeat(topic), keys), repeat(now)))
         if self._log is not None:
-            self._log.remembered(topic, keys, now)
+            self._log.remembered(topic, keys, now, after)
             self._logged += 1 if isinstance(keys, KeyRange) else len(keys)
 
     def written(self, topic: str, keys: Sequence[str], error: str | None) -> None:

@@ -75,6 +75,7 @@ class WriteBatch(Protocol):
     per file. Hold and release in one synchronous stretch, and answer after the release."""
 
     appended: int  # records buffered so far: a holder compares it before and after a client
+    journaled: int  # of them, those for files written after the queues' (in-flight journals)
     deferring: bool  # the publisher now answers after the outermost release, not at once
     depth: int  # nested holds; 0: nothing is buffered
     through: bool  # held, the queues' appends are written at once (a refusal raises at once)
@@ -117,10 +118,11 @@ def held(commit: WriteBatch, fn: Callable[..., T], *args: Any) -> tuple[T, str |
 class NoBatch:
     """No store behind the queues: nothing is ever buffered."""
 
-    __slots__ = ("appended", "buffered", "deferring", "depth", "through")
+    __slots__ = ("appended", "buffered", "deferring", "depth", "journaled", "through")
 
     def __init__(self) -> None:
         self.appended = 0
+        self.journaled = 0
         self.buffered = False
         self.deferring = False
         self.depth = 0

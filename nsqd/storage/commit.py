@@ -40,6 +40,7 @@ class GroupCommit:
         "appended",
         "deferring",
         "depth",
+        "journaled",
         "through",
         "urgent",
     )
@@ -50,6 +51,7 @@ class GroupCommit:
         # clients); any other publisher inside a hold has its records written before it answers
         self.deferring = False
         self.appended = 0  # records buffered so far (a holder compares it before and after)
+        self.journaled = 0  # records buffered for the files written after the queues' (as that)
         self._dirty: list[Buffered] = []
         self._first: list[Buffered] = []  # written before every queue file (the dedupe keys)
         # journals: written after every queue file, so that a message a journal releases back
@@ -122,16 +124,13 @@ class GroupCommit:
         if owner not in self._first:
             self._first.append(owner)
 
-    def write_ends(self) -> list[tuple[str, int, int]] | None:
-        """Where each disk queue's buffered records end: (queue name, file number, position);
-        None while a journal has buffered records (its file's positions move with each
-        compaction: no record can name them)."""
-        if self._after:
-            return None
+    def write_ends(self) -> list[tuple[str, int, int]]:
+        """Where each disk queue's buffered records end: (queue name, file number, position)."""
         return [end() for q in self._dirty if (end := getattr(q, "write_end", None))]
 
     def add_after(self, owner: Buffered, answered: bool) -> None:
         """As `add`, for a file written after every queue's (a journal)."""
+        self.journaled += 1
         if answered:
             self.appended += 1
         if owner not in self._after:

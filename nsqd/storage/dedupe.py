@@ -15,8 +15,10 @@ The start keeps such a key only where every named queue's files reach that far
 (diskqueue_files.extent), before any queue opens: a kill -9 between the two writes leaves a key
 whose messages were never stored, and it is forgotten, so the publisher's retry stores them
 once. (Written after the messages, the key was lost instead, and the retry stored them twice.)
-Where a journal holds a publish's records too (a message handed straight to a consumer under
---durable-inflight) the key is written after every file."""
+Where the publish put records in a journal (a message handed straight to a consumer under
+--durable-inflight: that record is its copy on disk, and a journal's positions move with its
+compactions) its keys are written after every file instead; another connection's journal
+records in the same pass change nothing here."""
 
 from __future__ import annotations
 
@@ -152,14 +154,14 @@ class KeyFile:
         found, self._found = self._found or [], []
         return iter(found)
 
-    def remembered(self, topic: str, keys: Sequence[str], seen_at: int) -> None:
+    def remembered(self, topic: str, keys: Sequence[str], seen_at: int, after: bool) -> None:
         commit = self._commit
         if not commit.depth:  # the messages are on file already: one write(), before the answer
             self._append(topic, keys, seen_at, ())
             self.flush()
             return
         ends = commit.write_ends()
-        if ends is None:  # a journal's records too: written after every file
+        if after:  # a journal's records too: written after every file
             self._append(topic, keys, seen_at, ())
             commit.add_after(self, answered=True)
         elif ends:  # the messages wait in queue buffers: the key first, naming where they end
