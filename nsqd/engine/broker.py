@@ -377,34 +377,28 @@ class Broker:
         *args: Any,
     ) -> None:
         """A keyed publish stored as `_stored` stores one, its keys remembered in the same
-        hold; a refusal forgets them (the publisher retries for real)."""
+        hold: the store writes the keys' record first, naming where the messages end in
+        their queues (storage/dedupe.py), so that a kill -9 between the two writes costs a
+        key, which the start finds unbacked and forgets, not a key's message stored twice. A
+        refusal forgets them (the publisher retries for real)."""
+        commit = self.commit
+
+        def stored_and_remembered() -> None:
+            journaled = commit.journaled
+            publish(*args)
+            # a message handed straight to a consumer under --durable-inflight has its
+            # journal's record as its copy on disk: no queue position names it, so its keys
+            # follow it
+            deduper.remember(topic, keys, after=commit.journaled != journaled)
+            # a write that fails refuses the publish, there or when a reactor's pass writes
+            # (its publisher is closed unanswered): either way it is retried, to be stored
+            commit.later(partial(deduper.written, topic, keys))
+
         try:
-            self._stored(self._publish_keyed, deduper, topic, keys, publish, *args)
+            self._stored(stored_and_remembered)
         except Refused:
             deduper.forget(topic, keys)
             raise
-
-    def _publish_keyed(
-        self,
-        deduper: Deduper,
-        topic: str,
-        keys: Sequence[str],
-        publish: Callable[..., None],
-        *args: Any,
-    ) -> None:
-        """The messages and their keys in one hold: the store writes the keys' record first,
-        naming where the messages end in their queues (storage/dedupe.py), so that a kill -9
-        between the two writes costs a key, which the start finds unbacked and forgets, not a
-        key's message stored twice."""
-        commit = self.commit
-        journaled = commit.journaled
-        publish(*args)
-        # a message handed straight to a consumer under --durable-inflight has its journal's
-        # record as its copy on disk: no queue position names it, so its keys follow it
-        deduper.remember(topic, keys, after=commit.journaled != journaled)
-        # a write that fails refuses the publish, there or when a reactor's pass writes (its
-        # publisher is closed unanswered): either way it is retried, to be stored
-        commit.later(partial(deduper.written, topic, keys))
 
     def _store_batch(self, name: str, bodies: list[bytes]) -> None:
         topics = self.topics  # (`topic(name)` inline while it is there: a call a pass saved)

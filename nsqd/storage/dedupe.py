@@ -12,7 +12,7 @@ Where a publish's messages wait in disk queues' buffers, its keys' record is wri
 and names where they will end: the topic length's second bit set, then after the topic
 [uint8 n] and n times [uint8 name length][queue name][uint32 file number][uint64 position].
 The start keeps such a key only where every named queue's files reach that far
-(diskqueue_files.extent), before any queue opens: a kill -9 between the two writes leaves a key
+(diskqueue_files.extents), before any queue opens: a kill -9 between the two writes leaves a key
 whose messages were never stored, and it is forgotten, so the publisher's retry stores them
 once. (Written after the messages, the key was lost instead, and the retry stored them twice.)
 Where the publish put records in a journal (a message handed straight to a consumer under
@@ -160,11 +160,10 @@ class KeyFile:
             self._append(topic, keys, seen_at, ())
             self.flush()
             return
-        ends = commit.write_ends()
         if after:  # a journal's records too: written after every file
             self._append(topic, keys, seen_at, ())
             commit.add_after(self, answered=True)
-        elif ends:  # the messages wait in queue buffers: the key first, naming where they end
+        elif ends := commit.write_ends():  # in queue buffers: the key first, naming their ends
             self._append(topic, keys, seen_at, ends)
             commit.add_first(self, answered=True)
         else:  # in memory only: no order to keep

@@ -10,7 +10,7 @@ import logging
 import os
 import re
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -85,13 +85,27 @@ def load_meta(path: str, log: Log) -> tuple[int, int, int, int, int] | None:
     return depth, read_num, read_pos, write_num, write_pos
 
 
-def data_file_nums(data_path: str, name: str) -> list[int]:
-    pattern = re.compile(re.escape(name) + r"\.diskqueue\.(\d{6,})\.dat")
+def data_file(data_path: str, name: str, num: int) -> str:
+    return os.path.join(data_path, f"{name}.diskqueue.{num:06d}.dat")
+
+
+def meta_file(data_path: str, name: str) -> str:
+    return os.path.join(data_path, f"{name}.diskqueue.meta.dat")
+
+
+def _data_files(data_path: str) -> Iterator[tuple[str, int]]:
+    """Every queue data file in `data_path`: its queue's name and its number."""
     try:
-        names = os.listdir(data_path)
+        entries = os.listdir(data_path)
     except FileNotFoundError:
-        return []
-    return [int(m.group(1)) for n in names if (m := pattern.fullmatch(n))]
+        return
+    for entry in entries:
+        if m := _DATA_FILE.fullmatch(entry):
+            yield m.group(1), int(m.group(2))
+
+
+def data_file_nums(data_path: str, name: str) -> list[int]:
+    return [num for queue, num in _data_files(data_path) if queue == name]
 
 
 def extents(data_path: str, names: Iterable[str], log: Log) -> dict[str, tuple[int, int]]:
@@ -100,26 +114,22 @@ def extents(data_path: str, names: Iterable[str], log: Log) -> dict[str, tuple[i
     to its end, or emptied, keeps no data file). Records written before a kill -9 end within it;
     a position past it was never written (storage/dedupe.py checks its keys' records so)."""
     wanted = set(names)
+    if not wanted:
+        return {}
     last: dict[str, int] = {}
-    try:
-        listing = os.listdir(data_path) if wanted else []
-    except FileNotFoundError:
-        listing = []
-    for entry in listing:  # one listing for every queue (a start with thousands of them)
-        if (m := _DATA_FILE.fullmatch(entry)) and m.group(1) in wanted:
-            name, num = m.group(1), int(m.group(2))
+    for name, num in _data_files(data_path):  # one listing for every queue (thousands at start)
+        if name in wanted:
             last[name] = max(last.get(name, num), num)
     out = {}
     for name in wanted:
         far = (0, 0)
-        meta = load_meta(os.path.join(data_path, f"{name}.diskqueue.meta.dat"), log)
+        meta = load_meta(meta_file(data_path, name), log)
         if meta is not None:
             _, read_num, read_pos, write_num, write_pos = meta
             far = max((read_num, read_pos), (write_num, write_pos))
         if name in last:
             num = last[name]
-            path = os.path.join(data_path, f"{name}.diskqueue.{num:06d}.dat")
-            far = max(far, (num, file_size(path)))
+            far = max(far, (num, file_size(data_file(data_path, name, num))))
         out[name] = far
     return out
 

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING
 
 from ..engine.ports import StoreError
 from .commit import GroupCommit
-from .diskqueue_files import recover, remove
+from .diskqueue_files import data_file, meta_file, recover, remove
 
 
 class DiskQueueError(StoreError):
@@ -68,7 +68,7 @@ class QueueState:
         self._sync_every = sync_every
         self._sync_timeout = sync_timeout
         self._log = logger or logging.getLogger(LOGGER)
-        self._meta_path = os.path.join(self._dir, f"{name}.diskqueue.meta.dat")
+        self._meta_path = meta_file(self._dir, name)
         self._lock = threading.Lock()
         self._meta_lock = threading.Lock()  # orders metadata renames of concurrent syncs
         self._depth = 0
@@ -147,7 +147,7 @@ class QueueState:
         self._log.log(level, "DISKQUEUE(%s) " + msg, self.name, *args)
 
     def _file_name(self, num: int) -> str:
-        return os.path.join(self._dir, f"{self.name}.diskqueue.{num:06d}.dat")
+        return data_file(self._dir, self.name, num)
 
     def _check_open(self) -> None:
         if self._closed:

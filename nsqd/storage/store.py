@@ -113,7 +113,8 @@ class Storage:
             doc = attributes.read(self.data_path)
             self._has_attributes = bool(doc["topics"])
             attributes.restore(self.broker, doc)
-        if broker.deduper is not None and self._key_file is not None:
+        if self._key_file is not None:  # (made above exactly when there is a deduper)
+            assert broker.deduper is not None
             broker.deduper.attach(self._key_file)
         self.persist_now()
 
