@@ -60,3 +60,39 @@ def test_a_finished_message_is_let_go_soon_one_at_a_time_or_in_batches() -> None
         assert len(q) == live + held
         assert q.pop_expired(1.0) == stuck
         assert sorted(q.pop_expired(60.0), key=lambda m: m.id) == flying
+
+
+class Counted(TimeoutQueue):
+    """Counts its rebuilds."""
+
+    rebuilds = 0
+
+    def _compact(self) -> None:
+        self.rebuilds += 1
+        super()._compact()
+
+
+def test_a_rebuild_keeps_each_hand_outs_messages_in_one_entry() -> None:
+    """A message held long at the heap's top forces rebuilds; once it is finished, FINs in
+    the order delivered let finished entries go as they come again, with no more rebuilds
+    (a rebuild into one entry per message left `_trim` two messages a push to drop, so the
+    heap filled again and was rebuilt every few thousand messages)."""
+    q = Counted()
+    stuck = message(-1)
+    q.deliver([stuck], None, 0.0, 1.0)
+    flying: list[Tracked] = []
+    deadline = 60.0
+    for start in range(0, 60_000, 100):
+        if start == 20_000:
+            del q.by_id[stuck.id]
+            before = q.rebuilds
+            assert before >= 2  # the held message made the heap fill
+        deadline += 0.001
+        msgs = [message(i) for i in range(start, start + 100)]
+        q.deliver(msgs, None, 0.0, deadline)
+        flying += msgs
+        while len(flying) > 2500:
+            del q.by_id[flying.pop(0).id]
+    assert q.rebuilds - before <= 1
+    assert len(q._heap) <= 2500 // 100 + 3  # entries of 100, not of one
+    assert sorted(q.pop_expired(deadline), key=lambda m: m.id) == sorted(flying, key=lambda m: m.id)
