@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 # at RDY 2500 on a disk backlog held each pass ~6 ms, and the publishers waited for it: an MPUB
 # 200 writer beside bench_reader got 25-50k msgs/s to the reader's 290k; with shares of 128,
 # 158-177k to 190-209k (the Go nsqd ~205k each), of 256 87-105k, of 64 215k to 115k.
-REFILL_BUDGET = 128
+# 64 since 12-05 (2 cores, bench_writer MPUB 200 beside bench_reader at nsqd's defaults, a
+# disk backlog): the clients share the second core, so what the reader is handed sets how much CPU
+# the writer's client gets; at 128 325k written to 547k read, the Go nsqd ~390-420k to
+# 425-490k; at 64 417-441k to 448-507k, and more in all, a written message costing the
+# daemon less than a read one; at 32 557k to 274k.
+REFILL_BUDGET = 64
 # where nobody else waits the refill goes on at once, in larger shares (each share's look for
 # a waiting publisher, and the hand-out's own setup, cost a lone bench_reader ~10% at 128)
 REFILL_ALONE = 1024
