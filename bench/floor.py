@@ -1,0 +1,157 @@
+"""The floor of a Python loop for PUB round trips: what a server that does nothing but read,
+find each whole PUB and answer OK costs per request, driven by the bench's own round-trip
+clients (bench/loops.py, as the `rt` rows). No engine, no storage, no topic: set beside the
+`rt` rows of bench/run.py (ours and the Go nsqd), it says how much of a row is our daemon's
+Python and how much is the loop, the kernel and the clients.
+
+    python bench/floor.py [--conns 1,32] [--runfor 2s] [--repeat 3] [--spin-us 100]
+
+The server is one epoll set served pass after pass as nsqd/net/reactor.py serves its own:
+every ready socket read, its PUBs answered in one write, then a spin of up to --spin-us
+(poll, sched_yield) before it sleeps. Prints messages a second, the server's CPU per PUB
+(utime + stime from /proc) and the clients' CPU, per repeat."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+from loops import closed_loop
+from nsqv2 import pub_command
+from run import parse_duration
+from workloads import BODY, client_processes
+
+OK_FRAME = struct.pack(">ii", 6, 0) + b"OK"
+
+
+def serve(port: int, spin_s: float) -> None:
+    """The floor server, until killed."""
+    listener = socket.create_server(("127.0.0.1", port), backlog=256)
+    listener.setblocking(False)
+    ep = select.epoll()
+    ep.register(listener.fileno(), select.EPOLLIN)
+    pending: dict[int, tuple[socket.socket, bytes]] = {}  # fd -> (socket, bytes not parsed)
+    poll, clock = ep.poll, time.perf_counter
+    events: list[tuple[int, int]] = []
+    while True:
+        if not events:
+            events = poll()
+        for fd, _ in events:
+            if fd == listener.fileno():
+                _accept(listener, ep, pending)
+                continue
+            sock, rest = pending[fd]
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not data:
+                ep.unregister(fd)
+                sock.close()
+                del pending[fd]
+                continue
+            buf = rest + data if rest else data
+            pos, count = _pubs(buf)
+            pending[fd] = (sock, buf[pos:])
+            if count:
+                os.write(fd, OK_FRAME * count)
+        end = clock() + spin_s
+        while True:
+            events = poll(0)
+            if events or clock() >= end:
+                break
+            os.sched_yield()
+
+
+def _accept(
+    listener: socket.socket, ep: select.epoll, pending: dict[int, tuple[socket.socket, bytes]]
+) -> None:
+    try:
+        sock, _ = listener.accept()
+    except BlockingIOError:
+        return
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    pending[sock.fileno()] = (sock, b"")
+    ep.register(sock.fileno(), select.EPOLLIN)
+
+
+def _pubs(buf: bytes) -> tuple[int, int]:
+    """Where the whole commands in `buf` end (the magic skipped), and how many were PUBs."""
+    pos = 4 if buf.startswith(b"  V2") else 0
+    count, end = 0, len(buf)
+    while pos < end:
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            break
+        if not buf.startswith(b"PUB ", pos):
+            pos = nl + 1
+            continue
+        if nl + 5 > end:
+            break
+        body_end = nl + 5 + int.from_bytes(buf[nl + 1 : nl + 5], "big")
+        if body_end > end:
+            break
+        pos, count = body_end, count + 1
+    return pos, count
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conns", default="1,32")
+    parser.add_argument("--runfor", type=parse_duration, default=2.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--spin-us", type=float, default=100.0)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server process
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.spin_us * 1e-6)
+        return
+    port = _free_port()
+    argv = [sys.executable, __file__, "--serve", str(port), "--spin-us", str(args.spin_us)]
+    server = subprocess.Popen(argv)
+    try:
+        for _ in range(100):  # up to 5 s for it to listen
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        request = pub_command("floor", BODY)
+        for conns in (int(n) for n in args.conns.split(",")):
+            procs = client_processes(conns, os.cpu_count() or 1)
+            for _ in range(args.repeat):
+                cpu = _cpu_s(server.pid)
+                r = closed_loop(("127.0.0.1", port), "v2", request, conns, procs, args.runfor)
+                cpu = _cpu_s(server.pid) - cpu
+                print(
+                    f"{conns} connection(s): {r.completed / r.seconds:,.0f} PUBs/s, "
+                    f"{cpu / max(r.completed, 1) * 1e6:.1f} us of server CPU a PUB, "
+                    f"clients {r.client_cpu_s:.2f} CPU-s",
+                    flush=True,
+                )
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
