@@ -160,6 +160,17 @@ def test_across_workers_measures_both_paths(tmp_path: Path) -> None:
     assert medians["read_per_s"] > 0 and medians["read_cpu_us"] > 0
 
 
+def test_floor_answers_every_pub_of_both_loops() -> None:
+    """bench/floor.py, kept short: the bare loop answers the round-trip clients (which count
+    only OKs and fail on anything else) at 1 and 3 connections, a line per repeat."""
+    proc = _bench_script("floor.py", "--conns=1,3", "--runfor=300ms", "--repeat=1")
+    lines = proc.stdout.splitlines()
+    assert [line.split(" connection")[0] for line in lines] == ["1", "3"], proc.stdout
+    for line in lines:
+        rate = float(line.split(": ")[1].split(" PUBs/s")[0].replace(",", ""))
+        assert rate > 0, line
+
+
 def test_merge_takes_the_median_over_every_file_s_runs(bench: ModuleType) -> None:
     """bench/merge.py: the 16-core table's medians are over the runs of all four files, and each
     file's own ratio follows (the committed results of a lent machine's calls)."""
