@@ -148,6 +148,7 @@ WORKLOADS: Final = (
         (
             Metric("latency_p50_us", "PUB→deliver p50 @ {rate} msgs/s", "us", False),
             Metric("latency_p99_us", "PUB→deliver p99 @ {rate} msgs/s", "us", False),
+            Metric("latency_cpu_us", "PUB→deliver @ {rate} msgs/s: daemon CPU", "us/msg", False),
         ),
         on_daemon=latency,
     ),

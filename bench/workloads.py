@@ -350,6 +350,7 @@ def latency(daemon: Daemon, settings: Settings) -> Metrics:
         conn.subscribe("lat_bench", "ch", RDY, deadline)
         args = (daemon.tcp_addr, "lat_bench", rate, seconds, MSG_SIZE, results)
         publisher = ctx.Process(target=paced_publisher_process, args=args, daemon=True)
+        cpu = daemon.cpu_seconds()
         publisher.start()
         try:
             received = consume(conn, total, deadline, recorder)
@@ -357,6 +358,7 @@ def latency(daemon: Daemon, settings: Settings) -> Metrics:
             publisher.join(timeout=10.0)
             if publisher.is_alive():
                 publisher.kill()
+        cpu = daemon.cpu_seconds() - cpu
     try:
         sent, acked, error = results.get(timeout=5.0)
     except queue.Empty:
@@ -371,6 +373,8 @@ def latency(daemon: Daemon, settings: Settings) -> Metrics:
     return {
         "latency_p50_us": percentile(samples, 0.50) / 1e3,
         "latency_p99_us": percentile(samples, 0.99) / 1e3,
+        # a light steady load: what the loop's spin costs where each message comes alone
+        "latency_cpu_us": cpu / max(received, 1) * 1e6,
         "latency_delivered": received,
         "latency_published": sent,
     }
