@@ -1,14 +1,16 @@
-"""The floor of a Python loop for PUB round trips: what a server that does nothing but read,
-find each whole PUB and answer OK costs per request, driven by the bench's own round-trip
-clients (bench/loops.py, as the `rt` rows). No engine, no storage, no topic: set beside the
-`rt` rows of bench/run.py (ours and the Go nsqd), it says how much of a row is our daemon's
-Python and how much is the loop, the kernel and the clients.
+"""The floor of a loop for PUB round trips: what a server that does nothing but read, find
+each whole PUB and answer OK costs per request, driven by the bench's own round-trip clients
+(bench/loops.py, as the `rt` rows). No engine, no storage, no topic: set beside the `rt` rows
+of bench/run.py (ours and the Go nsqd), it says how much of a row is our daemon's Python, how
+much the loop, the kernel and the clients, and what a compiled front-end could at most gain.
 
-    python bench/floor.py [--conns 1,32] [--runfor 2s] [--repeat 3] [--spin-us 100]
+    python bench/floor.py [--server python|c] [--conns 1,32] [--runfor 2s] [--repeat 3]
+                          [--spin-us 100]
 
 The server is one epoll set served pass after pass as nsqd/net/reactor.py serves its own:
 every ready socket read, its PUBs answered in one write, then a spin of up to --spin-us
-(poll, sched_yield) before it sleeps. Prints messages a second, the server's CPU per PUB
+(poll, sched_yield) before it sleeps; in Python (this file) or in C (bench/floor.c, built
+with cc -O2 into a temporary folder). Prints messages a second, the server's CPU per PUB
 (utime + stime from /proc) and the clients' CPU, per repeat."""
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from loops import closed_loop
 from nsqv2 import pub_command
@@ -116,6 +120,7 @@ def _free_port() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server", choices=("python", "c"), default="python")
     parser.add_argument("--conns", default="1,32")
     parser.add_argument("--runfor", type=parse_duration, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)
@@ -125,9 +130,24 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.spin_us * 1e-6)
         return
+    with tempfile.TemporaryDirectory() as tmp:
+        drive(args, _server_argv(args.server, args.spin_us, Path(tmp)))
+
+
+def _server_argv(server: str, spin_us: float, tmp: Path) -> list[str]:
+    """The server's command line, "PORT" where its port goes."""
+    if server == "python":
+        return [sys.executable, __file__, "--spin-us", str(spin_us), "--serve", "PORT"]
+    binary = tmp / "floor"
+    source = Path(__file__).with_name("floor.c")
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(source)], check=True)
+    return [str(binary), "PORT", str(spin_us)]
+
+
+def drive(args: argparse.Namespace, argv: list[str]) -> None:
+    """Start the server, wait until it listens, run the clients, print a line a repeat."""
     port = _free_port()
-    argv = [sys.executable, __file__, "--serve", str(port), "--spin-us", str(args.spin_us)]
-    server = subprocess.Popen(argv)
+    server = subprocess.Popen([str(port) if a == "PORT" else a for a in argv])
     try:
         for _ in range(100):  # up to 5 s for it to listen
             try:

@@ -160,12 +160,14 @@ def test_across_workers_measures_both_paths(tmp_path: Path) -> None:
     assert medians["read_per_s"] > 0 and medians["read_cpu_us"] > 0
 
 
-def test_floor_answers_every_pub_of_both_loops() -> None:
-    """bench/floor.py, kept short: the bare loop answers the round-trip clients (which count
-    only OKs and fail on anything else) at 1 and 3 connections, a line per repeat."""
-    proc = _bench_script("floor.py", "--conns=1,3", "--runfor=300ms", "--repeat=1")
-    lines = proc.stdout.splitlines()
-    assert [line.split(" connection")[0] for line in lines] == ["1", "3"], proc.stdout
+@pytest.mark.parametrize("server", ["python", "c"])
+def test_floor_answers_every_pub_of_both_loops(server: str) -> None:
+    """bench/floor.py, kept short: the bare loop (Python, or bench/floor.c built with cc)
+    answers the round-trip clients (which count only OKs and fail on anything else) at 1 and
+    3 connections, a line per repeat."""
+    args = (f"--server={server}", "--conns=1,3", "--runfor=300ms", "--repeat=1")
+    lines = _bench_script("floor.py", *args).stdout.splitlines()
+    assert [line.split(" connection")[0] for line in lines] == ["1", "3"], lines
     for line in lines:
         rate = float(line.split(": ")[1].split(" PUBs/s")[0].replace(",", ""))
         assert rate > 0, line
