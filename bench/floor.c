@@ -1,7 +1,7 @@
 /* The floor of a compiled loop for PUB round trips: bench/floor.py's server in C (its
  * --server c builds it with cc -O2). One epoll set served pass after pass: every ready socket
- * read, its whole PUBs answered OK in one write, then a spin of up to argv[2] microseconds
- * (epoll_wait(0), sched_yield) before it sleeps. No engine, no storage.
+ * read, its whole PUBs, MPUBs and IDENTIFYs answered OK in one write, then a spin of up to argv[2]
+ * microseconds (epoll_wait(0), sched_yield) before it sleeps. No engine, no storage.
  *     floor <port> [spin-us] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -36,7 +36,10 @@ static size_t pubs(const char *b, size_t end, int *count) {
         const char *nl = memchr(b + pos, '\n', end - pos);
         if (!nl) break;
         size_t n = nl - b;
-        if (end - pos < 4 || memcmp(b + pos, "PUB ", 4) != 0) { pos = n + 1; continue; }
+        int pub = end - pos >= 4 && memcmp(b + pos, "PUB ", 4) == 0;
+        int mpub = end - pos >= 5 && memcmp(b + pos, "MPUB ", 5) == 0;
+        int identify = end - pos >= 8 && memcmp(b + pos, "IDENTIFY", 8) == 0;
+        if (!pub && !mpub && !identify) { pos = n + 1; continue; }
         if (n + 5 > end) break;
         uint32_t size = ((uint8_t)b[n + 1] << 24) | ((uint8_t)b[n + 2] << 16) | ((uint8_t)b[n + 3] << 8) | (uint8_t)b[n + 4];
         if (n + 5 + size > end) break;

@@ -5,13 +5,15 @@ of bench/run.py (ours and the Go nsqd), it says how much of a row is our daemon'
 much the loop, the kernel and the clients, and what a compiled front-end could at most gain.
 
     python bench/floor.py [--server python|c] [--conns 1,32] [--runfor 2s] [--repeat 3]
-                          [--spin-us 100]
+                          [--spin-us 100] [--bench-writer]
 
 The server is one epoll set served pass after pass as nsqd/net/reactor.py serves its own:
 every ready socket read, its PUBs answered in one write, then a spin of up to --spin-us
 (poll, sched_yield) before it sleeps; in Python (this file) or in C (bench/floor.c, built
 with cc -O2 into a temporary folder). Prints messages a second, the server's CPU per PUB
-(utime + stime from /proc) and the clients' CPU, per repeat."""
+(utime + stime from /proc) and the clients' CPU, per repeat. --bench-writer adds the Go
+bench_writer at batch 1 (MPUBs of one message, one connection per core, as the `writer` rows),
+each repeat printing its rate and the server's CPU per message."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from pathlib import Path
 from loops import closed_loop
 from nsqv2 import pub_command
 from run import parse_duration
-from workloads import BODY, client_processes
+from workloads import BODY, MSG_SIZE, client_processes, parse_tool_output
 
 OK_FRAME = struct.pack(">ii", 6, 0) + b"OK"
 
@@ -87,14 +89,16 @@ def _accept(
 
 
 def _pubs(buf: bytes) -> tuple[int, int]:
-    """Where the whole commands in `buf` end (the magic skipped), and how many were PUBs."""
+    """Where the whole commands in `buf` end (the magic skipped), and how many were PUBs,
+    MPUBs or IDENTIFYs (commands with a body, each answered OK; another command's line is
+    skipped)."""
     pos = 4 if buf.startswith(b"  V2") else 0
     count, end = 0, len(buf)
     while pos < end:
         nl = buf.find(b"\n", pos)
         if nl < 0:
             break
-        if not buf.startswith(b"PUB ", pos):
+        if not buf.startswith((b"PUB ", b"MPUB ", b"IDENTIFY"), pos):
             pos = nl + 1
             continue
         if nl + 5 > end:
@@ -125,6 +129,7 @@ def main() -> None:
     parser.add_argument("--runfor", type=parse_duration, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--spin-us", type=float, default=100.0)
+    parser.add_argument("--bench-writer", action="store_true")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the server process
     args = parser.parse_args()
     if args.serve:
@@ -168,9 +173,30 @@ def drive(args: argparse.Namespace, argv: list[str]) -> None:
                     f"clients {r.client_cpu_s:.2f} CPU-s",
                     flush=True,
                 )
+        if args.bench_writer:
+            _bench_writer(args, port, server.pid)
     finally:
         server.kill()
         server.wait()
+
+
+def _bench_writer(args: argparse.Namespace, port: int, pid: int) -> None:
+    """The Go bench_writer at batch 1 against the floor, --repeat times."""
+    from reference import ensure_reference  # scripts/, which importing run put on sys.path
+
+    tool = str(ensure_reference() / "bench_writer")
+    argv = [tool, f"--nsqd-tcp-address=127.0.0.1:{port}", f"--runfor={args.runfor}s"]
+    argv += [f"--size={MSG_SIZE}", "--batch-size=1", "--topic=floor"]
+    for _ in range(args.repeat):
+        cpu = _cpu_s(pid)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.runfor + 60)
+        cpu = _cpu_s(pid) - cpu
+        run = parse_tool_output("bench_writer", proc.returncode, proc.stderr)
+        print(
+            f"bench_writer batch 1: {run.ops:,.0f} msgs/s, "
+            f"{cpu / max(run.count, 1) * 1e6:.1f} us of server CPU a message",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
