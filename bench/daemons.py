@@ -105,14 +105,7 @@ class Daemon:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the daemon's processes, in seconds."""
-        total = 0
-        for pid in self.pids():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # a child that ended meanwhile
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        return total / _TICK
+        return sum(process_cpu_seconds(pid) for pid in self.pids())
 
     def rss_kib(self) -> int:
         """Resident set size (VmRSS) of the daemon's processes, in KiB."""
@@ -193,6 +186,15 @@ def read_status_kib(pid: int, key: str) -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1])
     raise DaemonError(f"no {key} in /proc/{pid}/status")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of one process, in seconds (0 for one that ended meanwhile)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15)
 
 
 def wait_for_port(daemon: Daemon, timeout: float) -> None:

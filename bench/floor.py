@@ -28,7 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from daemons import process_cpu_seconds
 from loops import closed_loop
+from nsqd_process import free_ports, wait_accepting
 from nsqv2 import pub_command
 from run import parse_duration
 from workloads import BODY, MSG_SIZE, client_processes, parse_tool_output
@@ -110,18 +112,6 @@ def _pubs(buf: bytes) -> tuple[int, int]:
     return pos, count
 
 
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", choices=("python", "c"), default="python")
@@ -151,22 +141,18 @@ def _server_argv(server: str, spin_us: float, tmp: Path) -> list[str]:
 
 def drive(args: argparse.Namespace, argv: list[str]) -> None:
     """Start the server, wait until it listens, run the clients, print a line a repeat."""
-    port = _free_port()
+    (port,) = free_ports(1)
     server = subprocess.Popen([str(port) if a == "PORT" else a for a in argv])
     try:
-        for _ in range(100):  # up to 5 s for it to listen
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        if not wait_accepting(server, port, 5.0):
+            raise SystemExit(f"the floor server did not listen on {port} (exit {server.poll()})")
         request = pub_command("floor", BODY)
         for conns in (int(n) for n in args.conns.split(",")):
             procs = client_processes(conns, os.cpu_count() or 1)
             for _ in range(args.repeat):
-                cpu = _cpu_s(server.pid)
+                cpu = process_cpu_seconds(server.pid)
                 r = closed_loop(("127.0.0.1", port), "v2", request, conns, procs, args.runfor)
-                cpu = _cpu_s(server.pid) - cpu
+                cpu = process_cpu_seconds(server.pid) - cpu
                 print(
                     f"{conns} connection(s): {r.completed / r.seconds:,.0f} PUBs/s, "
                     f"{cpu / max(r.completed, 1) * 1e6:.1f} us of server CPU a PUB, "
@@ -188,9 +174,9 @@ def _bench_writer(args: argparse.Namespace, port: int, pid: int) -> None:
     argv = [tool, f"--nsqd-tcp-address=127.0.0.1:{port}", f"--runfor={args.runfor}s"]
     argv += [f"--size={MSG_SIZE}", "--batch-size=1", "--topic=floor"]
     for _ in range(args.repeat):
-        cpu = _cpu_s(pid)
+        cpu = process_cpu_seconds(pid)
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.runfor + 60)
-        cpu = _cpu_s(pid) - cpu
+        cpu = process_cpu_seconds(pid) - cpu
         run = parse_tool_output("bench_writer", proc.returncode, proc.stderr)
         print(
             f"bench_writer batch 1: {run.ops:,.0f} msgs/s, "
