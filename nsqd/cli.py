@@ -4,13 +4,14 @@ TOML config file with nsqd's keys, flags overriding the file."""
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import Any
 
 from . import malloc
 from .config.argv import go_command_line, read_plain
 from .config.flags import FLAGS, FLAGS_BY_CFG
-from .config.options import Options, convert
+from .config.options import WORKER_ENV, Options, convert
 from .gocompat.strconv import OptionError
 from .log import log, setup
 from .version import BUILD
@@ -97,15 +98,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     setup(opts.log_level, opts.log_prefix)
     log.info("%s", BUILD)  # nsqd's first two lines
-    if opts.workers > 1:  # every core behind one address: nsqd.group only then
+    if opts.workers > 1 or _group_folder(opts):  # nsqd.group only then
         from .group import identity
 
         me = identity.from_environment(opts)
-        if me is None:  # the process started by the user: it supervises the workers
-            from .group import supervisor
+        if me is None:  # the process started by the user: settles --data-path, then runs
+            from .group import resize
 
-            return supervisor.run(argv, opts)
-        identity.become(me, opts)
+            refused = resize.settle(opts)  # (a count of auto may rise)
+            if refused:
+                log.critical("%s", refused)
+                return 1
+            if opts.workers > 1:  # the workers' supervisor
+                from .group import supervisor
+
+                return supervisor.run(argv, opts)
+        else:
+            identity.become(me, opts)
     log.info("ID: %d", opts.node_id)
     from .daemon import NSQD
 
@@ -134,6 +143,15 @@ def main(argv: list[str] | None = None) -> int:
             log.critical("failed to instantiate nsqd - %s", text or refusal)
         return 1
     return 0
+
+
+def _group_folder(opts: Options) -> bool:
+    """Whether this is a group's worker, or --data-path holds a group's partitions (a lookup
+    and two stats of one nsqd's start)."""
+    if os.environ.get(WORKER_ENV):
+        return True
+    top = opts.data_path or os.getcwd()
+    return any(os.path.isdir(os.path.join(top, f"worker-{k}")) for k in (0, 1))
 
 
 def _refusal(exc: BaseException, kinds: tuple[type[Exception], ...]) -> BaseException | None:

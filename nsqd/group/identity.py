@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..config.options import Options
+from ..config.options import WORKER_ENV, Options
 
-ENV = "NSQD_GROUP_WORKER"  # "index/count", set by the supervisor for each worker it starts
+ENV = WORKER_ENV  # "index/count", set by the supervisor for each worker it starts
 # the group's link secret, drawn by the supervisor once: a worker's links AUTH with it at its
 # peers (with --auth-http-address), which grant it everything without asking an auth server
 SECRET_ENV = "NSQD_GROUP_SECRET"
@@ -74,44 +74,18 @@ def become(identity: Identity, opts: Options) -> None:
     opts.given.update(data_path=opts.data_path, node_id=opts.node_id)
     opts.values["data_path"] = identity.data_path
     opts.values["node_id"] = (opts.node_id + identity.index) % 1024
+    # the supervisor's count, which an auto count may have raised (resize.py)
+    opts.values["workers"] = identity.count
 
 
 def refusal(opts: Options) -> str:
     """Why these options cannot run as a group ("" when they can)."""
-    stranded = _stranded(os.path.abspath(opts.data_path or os.getcwd()), opts.workers)
-    if stranded:
-        return stranded
     # a kernel's port: each worker would bind another (worker 0's Redis one, each restart)
     for name in ("tcp_address", "http_address", "https_address", "resp_address"):
         address = opts.values[name]
         if address and address.rpartition(":")[2] in ("", "0"):
             flag = "--" + name.replace("_", "-")
             return f"--workers={opts.workers} needs a fixed port for {flag}, not {address}"
-    return ""
-
-
-def _stranded(group_path: str, count: int) -> str:
-    """What in --data-path no worker of `count` would read: a lone nsqd's files at the top, or
-    the partition of a worker beyond the count (a group started before with more)."""
-    try:
-        names = os.listdir(group_path)
-    except OSError:
-        return ""
-    if "nsqd.dat" in names:
-        return (
-            f"--workers={count}: {group_path} holds a lone nsqd's data (nsqd.dat); "
-            "drain it with --workers=1 first, or give another --data-path"
-        )
-    beyond = sorted(
-        int(n[7:])
-        for n in names
-        if n.startswith("worker-") and n[7:].isdigit() and int(n[7:]) >= count
-    )
-    if beyond:
-        return (
-            f"--workers={count}: {group_path} holds the partition of worker {beyond[0]} "
-            f"(a group of {beyond[-1] + 1} or more ran here); start it with that many workers"
-        )
     return ""
 
 

@@ -40,7 +40,7 @@ from ..engine.ports import StoreError
 from ..log import log
 from .commit import GroupCommit
 from .health import wrote
-from .records import RecordLog, legacy_framing
+from .records import RecordLog, legacy_framing, read
 
 if TYPE_CHECKING:
     from .health import Health
@@ -112,6 +112,15 @@ def replay(records: list[bytes], name: str) -> dict[bytes, tuple[Message, int | 
         except (struct.error, ValueError) as exc:
             log.error("JOURNAL(%s): malformed record - skipped (%s)", name, exc)
     return live
+
+
+def live_count(path: str) -> int:
+    """How many messages a journal file holds in flight or deferred, as a start would find them
+    (its replay): what a partition beyond a group's new count still holds (group/resize.py)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    scan = read(data, path, legacy_framing(_LEGACY_HEAD))
+    return len(replay(scan.payloads, os.path.basename(path)[: -len(SUFFIX)]))
 
 
 def written_after(data_path: str, since_ns: int) -> list[tuple[str, str]]:

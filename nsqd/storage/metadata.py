@@ -37,14 +37,26 @@ class TopicRecord:
 
 def snapshot(all_topics: Iterable[Topic], version: str) -> bytes:
     """The file's bytes for the daemon's current state (ephemeral ones left out)."""
+    return encode(
+        (
+            TopicRecord(
+                topic.name,
+                topic.paused,
+                [(c.name, c.paused) for c in topic.channels.values() if not c.ephemeral],
+            )
+            for topic in all_topics
+            if not topic.ephemeral
+        ),
+        version,
+    )
+
+
+def encode(records: Iterable[TopicRecord], version: str) -> bytes:
+    """The file's bytes for these topics and channels, as nsqd writes them."""
     topics: list[dict[str, Any]] = []
-    for topic in all_topics:
-        if topic.ephemeral:
-            continue
-        channels = [
-            {"name": c.name, "paused": c.paused} for c in topic.channels.values() if not c.ephemeral
-        ]
-        topics.append({"name": topic.name, "paused": topic.paused, "channels": channels or None})
+    for rec in records:
+        channels = [{"name": name, "paused": paused} for name, paused in rec.channels]
+        topics.append({"name": rec.name, "paused": rec.paused, "channels": channels or None})
     doc = {"topics": topics or None, "version": version}
     return json.dumps(doc, separators=(",", ":")).encode()
 

@@ -144,21 +144,32 @@ def test_sigterm_stops_every_worker_cleanly(group: Group) -> None:
     assert ("tcp_migrate_req is 0" in text) == (migrate == "0"), (migrate, text)
 
 
-def test_a_lone_nsqds_data_path_is_refused(tmp_path) -> None:
+def test_a_lone_nsqds_data_beside_worker_0s_is_refused(tmp_path) -> None:
+    """One nsqd's files are taken down into worker-0/ (tests/group/test_resize.py), but not
+    over worker 0's own: two partitions, which no rename joins."""
     (tmp_path / "nsqd.dat").write_text('{"topics":[],"version":"1.3.0"}')
+    (tmp_path / "worker-0").mkdir()
+    (tmp_path / "worker-0" / "nsqd.dat").write_text('{"topics":[],"version":"1.3.0"}')
     ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
     done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
     assert done.returncode == 1
-    assert f"FATAL: --workers=2: {tmp_path} holds a lone nsqd's data (nsqd.dat)" in done.stderr
+    assert (
+        f"FATAL: --workers=2: {tmp_path} and {tmp_path / 'worker-0'} both hold nsqd.dat"
+        in done.stderr
+    )
 
 
-def test_fewer_workers_than_the_data_path_has_partitions_is_refused(tmp_path) -> None:
+def test_fewer_workers_than_partitions_holding_messages_is_refused(tmp_path) -> None:
     for k in range(3):
         (tmp_path / f"worker-{k}").mkdir()
+    (tmp_path / "worker-2" / "t.diskqueue.meta.dat").write_text("2\n0,0\n0,64\n")
     ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
     done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
     assert done.returncode == 1
-    assert "holds the partition of worker 2 (a group of 3 or more ran here)" in done.stderr
+    assert (
+        f"FATAL: --workers=2: {tmp_path / 'worker-2'} holds messages (t: 2 messages); "
+        "start it with --workers=3 until its consumers have read them"
+    ) in done.stderr
 
 
 def test_the_shared_ports_listen_only_once_every_worker_is_up(workdir) -> None:

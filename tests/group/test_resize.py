@@ -1,0 +1,252 @@
+"""A change of --workers on a --data-path that held another count (nsqd/group/resize.py): one
+nsqd on a group's folder, a group on one nsqd's, fewer workers than partitions, `auto` on
+fewer cores. Nothing published is left where no worker reads it: a partition that holds
+messages refuses the start (auto rises instead), an empty one is removed with its topics and
+channels kept, and one nsqd and worker 0 hand their files to each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from nsqd.cli import resolve
+from nsqd.engine.message import Message
+from nsqd.group import missed, resize
+from nsqd.storage import journal, records
+from tests.ops.conftest import (
+    OURS,
+    REPO_ROOT,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    V2,
+    http_post,
+    nsqd_process,
+    port_open,
+    stats_channel,
+    wait_until,
+)
+
+from .conftest import Group
+
+
+def _drain(conn: V2, n: int) -> list[bytes]:
+    """n messages from a subscribed connection, each FIN'd: their bodies."""
+    got = []
+    while len(got) < n:
+        kind, data = conn.frame()
+        if kind == 0 and data == b"_heartbeat_":
+            conn.sendall(b"NOP\n")
+            continue
+        assert kind == 2, (kind, data)
+        conn.fin(data[10:26])
+        got.append(data[26:])
+    return got
+
+
+def _stats(http: int) -> dict:
+    url = f"http://127.0.0.1:{http}/stats?format=json"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _lone(group: Group, *flags: str) -> nsqd_process.subprocess.Popen[bytes]:
+    """One nsqd (no --workers) on the group's ports and folder, listening."""
+    argv = [*OURS, *nsqd_process.address_flags(group.tcp, group.http, group.data), *flags]
+    proc = nsqd_process.launch(argv, group.log, append=True)
+    wait_until(lambda: port_open(group.http), START_TIMEOUT, "one nsqd listening")
+    return proc
+
+
+def _refused(group: Group, *flags: str) -> subprocess.CompletedProcess[str]:
+    argv = [*OURS, *nsqd_process.address_flags(group.tcp, group.http, group.data), *flags]
+    return subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        env=nsqd_process.pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+
+
+def test_a_group_shrinks_to_one_nsqd_once_its_consumers_drained_it(group: Group) -> None:
+    group.start()
+    base = f"http://127.0.0.1:{group.http}"
+    assert http_post(f"{base}/topic/create?topic=t")[0] == 200
+    assert http_post(f"{base}/channel/create?topic=t&channel=c")[0] == 200
+    assert group.post(1, "topic/create?topic=solo") == 200  # in worker 1 alone
+    with group.pin(1) as pub:
+        for i in range(3):
+            pub.pub("t", b"w1-%d" % i)
+    with group.pin(0) as pub:
+        pub.pub("t", b"w0-0")
+    assert group.stop() == 0
+
+    # one nsqd would start empty beside worker 1's three messages: refused, nothing moved
+    done = _refused(group)
+    assert done.returncode == 1, done.stderr
+    assert (
+        f"FATAL: --workers=1: {group.data / 'worker-1'} holds messages (t:c: 3 messages); "
+        "start it with --workers=2 until its consumers have read them"
+    ) in done.stderr
+    assert sorted(p.name for p in group.data.iterdir() if p.is_dir()) == ["worker-0", "worker-1"]
+
+    group.start()
+    with group.pin(0) as sub:  # worker 1's messages come across the link
+        sub.sub("t", "c")
+        sub.rdy(10)
+        assert sorted(_drain(sub, 4)) == [b"w0-0", b"w1-0", b"w1-1", b"w1-2"]
+    assert http_post(f"{base}/channel/pause?topic=t&channel=c")[0] == 200
+    assert group.stop() == 0
+
+    proc = _lone(group)
+    try:
+        stats = _stats(group.http)
+        assert sorted(t["topic_name"] for t in stats["topics"]) == ["solo", "t"]
+        channel = stats_channel(stats, "t", "c")
+        assert (channel["depth"], channel["paused"]) == (0, True)
+        assert sorted(p.name for p in group.data.iterdir() if p.is_dir()) == []
+        assert (group.data / "nsqd.dat").exists()
+        assert http_post(f"{base}/channel/unpause?topic=t&channel=c")[0] == 200
+        for i in range(2):
+            assert http_post(f"{base}/pub?topic=t", b"lone-%d" % i)[0] == 200
+    finally:
+        assert nsqd_process.terminate(proc, STOP_TIMEOUT) == 0
+    text = group.log_text()
+    assert "group: worker-1/ held no message: removed, its topics and channels kept by" in text
+    assert "group: worker-0/'s files moved up into" in text
+
+    # and back: one nsqd's files go down into worker 0, read from either worker
+    group.start()
+    assert not (group.data / "nsqd.dat").exists()
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(10)
+        assert sorted(_drain(sub, 2)) == [b"lone-0", b"lone-1"]
+    assert "group: one nsqd's files in" in group.log_text()
+
+
+def test_auto_on_fewer_cores_keeps_the_partitions_that_hold_messages(group: Group) -> None:
+    group.start()
+    with group.pin(1) as pub:
+        pub.sub("t", "c")  # the channel, made in both workers
+    with group.pin(1) as pub:
+        for i in range(5):
+            pub.pub("t", b"m%d" % i)
+    assert group.stop() == 0
+    (group.data / "worker-3").mkdir()  # an empty partition beyond: removed
+    argv = ["taskset", "-c", "0", *OURS, "--workers=auto"]
+    argv += nsqd_process.address_flags(group.tcp, group.http, group.data)
+    for stale in group.data.glob("worker-*.link"):
+        stale.unlink()
+    group.proc = nsqd_process.launch(argv, group.log, append=True)
+    wait_until(lambda: group.link(0) and group.link(1), START_TIMEOUT, "both workers' links")
+    wait_until(lambda: port_open(group.tcp), START_TIMEOUT, "the shared port")
+    text = group.log_text()
+    assert "--workers=auto: 1 cores, but worker-1/ holds messages (t:c: 5 messages): 2" in text
+    assert "group: 2 workers" in text
+    assert not (group.data / "worker-3").exists()
+    with group.pin(0) as sub:
+        sub.sub("t", "c")
+        sub.rdy(10)
+        assert sorted(_drain(sub, 5)) == [b"m%d" % i for i in range(5)]
+
+
+def test_a_move_cut_short_goes_on_at_the_next_start(group: Group) -> None:
+    """A kill in the middle of taking one nsqd's files down left some in worker-0/: the next
+    start moves the rest (nsqd.dat, moved last, is still at the top)."""
+    proc = _lone(group)
+    try:
+        for i in range(3):
+            assert http_post(f"http://127.0.0.1:{group.http}/pub?topic=t", b"m%d" % i)[0] == 200
+        assert http_post(f"http://127.0.0.1:{group.http}/channel/create?topic=t&channel=c")[0]
+    finally:
+        assert nsqd_process.terminate(proc, STOP_TIMEOUT) == 0
+    (group.data / "worker-0").mkdir()
+    moved = sorted(p.name for p in group.data.glob("t.diskqueue.*"))
+    assert moved
+    for name in moved:  # the topic's queue files went first; its channel's and nsqd.dat did not
+        os.rename(group.data / name, group.data / "worker-0" / name)
+    group.start()
+    assert not (group.data / "nsqd.dat").exists()
+    with group.pin(1) as sub:
+        sub.sub("t", "c")
+        sub.rdy(10)
+        assert sorted(_drain(sub, 3)) == [b"m0", b"m1", b"m2"]
+
+
+def test_two_partitions_of_one_name_are_refused(tmp_path: Path) -> None:
+    """One nsqd's files at the top and worker 0's own: no rename joins them."""
+    (tmp_path / "nsqd.dat").write_text('{"topics":null,"version":"1.3.0"}')
+    (tmp_path / "worker-0").mkdir()
+    (tmp_path / "worker-0" / "nsqd.dat").write_text('{"topics":null,"version":"1.3.0"}')
+    opts = resolve(["--workers=2", f"--data-path={tmp_path}"])
+    assert resize.settle(opts) == (
+        f"--workers=2: {tmp_path} and {tmp_path / 'worker-0'} both hold nsqd.dat: the data of "
+        "two nsqds; move one away, or start with the --workers that wrote it"
+    )
+    assert (tmp_path / "nsqd.dat").exists()
+
+
+def test_a_removed_partitions_topics_take_the_changes_it_missed(tmp_path: Path) -> None:
+    """Worker 1 was down when topic b was deleted and channel a:c paused: its topics join
+    worker 0's nsqd.dat as those changes left them, not as its old nsqd.dat had them."""
+    for k, doc in (
+        (0, {"topics": [{"name": "a", "paused": False, "channels": None}]}),
+        (
+            1,
+            {
+                "topics": [
+                    {"name": "a", "paused": False, "channels": [{"name": "c", "paused": False}]},
+                    {"name": "b", "paused": False, "channels": None},
+                    {"name": "d", "paused": True, "channels": None},
+                ]
+            },
+        ),
+    ):
+        (tmp_path / f"worker-{k}").mkdir()
+        (tmp_path / f"worker-{k}" / "nsqd.dat").write_text(json.dumps({**doc, "version": "1.3.0"}))
+    (tmp_path / "worker-1" / "d.diskqueue.meta.dat").write_text("0\n0,0\n0,0\n")  # read to its end
+    path = missed.file_of(str(tmp_path), 1)
+    missed.record(path, ("delete", "b", None))
+    missed.record(path, ("pause", "a", "c"))
+    opts = resolve(["--workers=1", f"--data-path={tmp_path}"])
+    assert resize.settle(opts) == ""
+    doc = json.loads((tmp_path / "nsqd.dat").read_text())
+    assert doc["topics"] == [
+        {"name": "a", "paused": False, "channels": [{"name": "c", "paused": True}]},
+        {"name": "d", "paused": True, "channels": None},
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["nsqd.dat"]
+
+
+def test_a_journal_in_flight_or_an_unread_record_holds_a_partition(tmp_path: Path) -> None:
+    part = tmp_path / "worker-1"
+    part.mkdir()
+    assert resize.held(str(part)) == ""
+    # a record past the metadata's write position (a kill -9 before the sync)
+    (part / "t.diskqueue.meta.dat").write_text("0\n0,0\n0,0\n")
+    (part / "t.diskqueue.000000.dat").write_bytes(b"\x00\x00\x00\x1f" + b"x" * 31)
+    assert resize.held(str(part)) == "t: unread records"
+    os.unlink(part / "t.diskqueue.000000.dat")
+    assert resize.held(str(part)) == ""
+    # --durable-inflight: a message held, then one released of two
+    msgs = [Message(b"%016d" % i, b"body", 1, 1) for i in range(2)]
+    log = records.FILE_MAGIC + records.frame(journal._held(msgs))
+    (part / "t:c.inflight.journal").write_bytes(log)
+    assert resize.held(str(part)) == "t:c: 2 in flight or deferred"
+    released = b"R" + struct.pack(">I", 2) + msgs[0].id + msgs[1].id
+    (part / "t:c.inflight.journal").write_bytes(log + records.frame(released))
+    assert resize.held(str(part)) == ""
+
+
+def test_a_new_data_path_has_nothing_to_settle(tmp_path: Path) -> None:
+    for count in ("1", "2", "auto"):
+        opts = resolve([f"--workers={count}", f"--data-path={tmp_path / 'new'}"])
+        assert resize.settle(opts) == ""
+    assert not (tmp_path / "new").exists()
