@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import urllib.error
 import urllib.request
@@ -19,6 +20,7 @@ import pytest
 
 from tests.ops.conftest import (
     OURS,
+    REPO_ROOT,
     START_TIMEOUT,
     STOP_TIMEOUT,
     V2,
@@ -31,6 +33,19 @@ from tests.ops.conftest import (
 PEER_HEADER = "X-Trio-Nsqd-Group-Peer"
 _STARTED = re.compile(rb"group: worker (\d+) started \(pid (\d+)\)")
 _LISTENS = re.compile(rb"group: worker (\d+) listens on the shared ports")
+
+
+def run_to_exit(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Our nsqd with `flags`, run until it exits (a start it refuses): its status and output."""
+    return subprocess.run(
+        [*OURS, *flags],
+        cwd=REPO_ROOT,
+        env=nsqd_process.pythonpath_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 class Group:

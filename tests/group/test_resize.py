@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from nsqd.group import missed, resize
 from nsqd.storage import journal, records
 from tests.ops.conftest import (
     OURS,
-    REPO_ROOT,
     START_TIMEOUT,
     STOP_TIMEOUT,
     V2,
@@ -30,7 +28,7 @@ from tests.ops.conftest import (
     wait_until,
 )
 
-from .conftest import Group
+from .conftest import Group, run_to_exit
 
 
 def _drain(conn: V2, n: int) -> list[bytes]:
@@ -61,19 +59,6 @@ def _lone(group: Group, *flags: str) -> nsqd_process.subprocess.Popen[bytes]:
     return proc
 
 
-def _refused(group: Group, *flags: str) -> subprocess.CompletedProcess[str]:
-    argv = [*OURS, *nsqd_process.address_flags(group.tcp, group.http, group.data), *flags]
-    return subprocess.run(
-        argv,
-        cwd=REPO_ROOT,
-        env=nsqd_process.pythonpath_env(),
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT,
-        check=False,
-    )
-
-
 def test_a_group_shrinks_to_one_nsqd_once_its_consumers_drained_it(group: Group) -> None:
     group.start()
     base = f"http://127.0.0.1:{group.http}"
@@ -88,7 +73,7 @@ def test_a_group_shrinks_to_one_nsqd_once_its_consumers_drained_it(group: Group)
     assert group.stop() == 0
 
     # one nsqd would start empty beside worker 1's three messages: refused, nothing moved
-    done = _refused(group)
+    done = run_to_exit(*nsqd_process.address_flags(group.tcp, group.http, group.data))
     assert done.returncode == 1, done.stderr
     assert (
         f"FATAL: --workers=1: {group.data / 'worker-1'} holds messages (t:c: 3 messages); "

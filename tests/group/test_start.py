@@ -17,7 +17,6 @@ import pytest
 
 from tests.ops.conftest import (
     OURS,
-    REPO_ROOT,
     START_TIMEOUT,
     free_port,
     free_ports,
@@ -26,23 +25,11 @@ from tests.ops.conftest import (
     wait_until,
 )
 
-from .conftest import Group
-
-
-def _run(*flags: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*OURS, *flags],
-        cwd=REPO_ROOT,
-        env=nsqd_process.pythonpath_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+from .conftest import Group, run_to_exit
 
 
 def test_a_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
-    done = _run("--workers=2", "--tcp-address=127.0.0.1:0", f"--data-path={tmp_path}")
+    done = run_to_exit("--workers=2", "--tcp-address=127.0.0.1:0", f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert "FATAL: --workers=2 needs a fixed port for --tcp-address, not 127.0.0.1:0" in done.stderr
 
@@ -51,7 +38,8 @@ def test_a_redis_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
     """Worker 0 alone serves --resp-address: a port of 0 would move at each of its restarts."""
     tcp, http = free_ports(2)
     ports = f"--tcp-address=127.0.0.1:{tcp}", f"--http-address=127.0.0.1:{http}"
-    done = _run("--workers=2", *ports, "--resp-address=127.0.0.1:0", f"--data-path={tmp_path}")
+    resp = "--resp-address=127.0.0.1:0"
+    done = run_to_exit("--workers=2", *ports, resp, f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert "FATAL: --workers=2 needs a fixed port for --resp-address, not 127.0.0.1:0" in (
         done.stderr
@@ -61,7 +49,7 @@ def test_a_redis_port_chosen_by_the_kernel_is_refused(tmp_path) -> None:
 
 @pytest.mark.parametrize("value", ["0", "x", "-3"])
 def test_a_bad_count_is_refused(tmp_path, value: str) -> None:
-    done = _run(f"--workers={value}", f"--data-path={tmp_path}")
+    done = run_to_exit(f"--workers={value}", f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert "-workers" in done.stderr and "--workers must be" in done.stderr, done.stderr
 
@@ -82,7 +70,7 @@ def test_a_worker_that_cannot_start_stops_the_group(tmp_path) -> None:
     try:
         port = taken.getsockname()[1]
         flags = (f"--tcp-address=127.0.0.1:{port}", f"--http-address=127.0.0.1:{free_port()}")
-        done = _run("--workers=2", *flags, f"--data-path={tmp_path}", timeout=30)
+        done = run_to_exit("--workers=2", *flags, f"--data-path={tmp_path}", timeout=30)
     finally:
         taken.close()
     assert done.returncode == 1, done.stderr
@@ -151,7 +139,7 @@ def test_a_lone_nsqds_data_beside_worker_0s_is_refused(tmp_path) -> None:
     (tmp_path / "worker-0").mkdir()
     (tmp_path / "worker-0" / "nsqd.dat").write_text('{"topics":[],"version":"1.3.0"}')
     ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
-    done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
+    done = run_to_exit("--workers=2", *ports, f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert (
         f"FATAL: --workers=2: {tmp_path} and {tmp_path / 'worker-0'} both hold nsqd.dat"
@@ -164,7 +152,7 @@ def test_fewer_workers_than_partitions_holding_messages_is_refused(tmp_path) -> 
         (tmp_path / f"worker-{k}").mkdir()
     (tmp_path / "worker-2" / "t.diskqueue.meta.dat").write_text("2\n0,0\n0,64\n")
     ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
-    done = _run("--workers=2", *ports, f"--data-path={tmp_path}")
+    done = run_to_exit("--workers=2", *ports, f"--data-path={tmp_path}")
     assert done.returncode == 1
     assert (
         f"FATAL: --workers=2: {tmp_path / 'worker-2'} holds messages (t: 2 messages); "
