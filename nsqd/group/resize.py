@@ -74,7 +74,8 @@ def settle(opts: Options) -> str:
         if holding and opts.auto_workers:
             raised = max(holding) + 1
             log.info(
-                "--workers=auto: %d cores, but worker-%d/ holds messages (%s): %d workers",
+                "--workers=auto: %d, the cores this process may use, but worker-%d/ holds "
+                "messages (%s): %d workers",
                 count,
                 max(holding),
                 holding[max(holding)],
@@ -107,7 +108,7 @@ def held(path: str) -> str:
     names = set()
     for entry in os.listdir(path):
         name, dot, rest = entry.rpartition(".diskqueue.")  # a topic's name may hold dots
-        if dot and (rest == "meta.dat" or rest[:-4].isdigit()):
+        if dot and (rest == "meta.dat" or (rest.endswith(".dat") and rest[:-4].isdigit())):
             names.add(name)
         elif entry.endswith(journal.SUFFIX):
             live = journal.live_count(os.path.join(path, entry))

@@ -133,7 +133,10 @@ def test_auto_on_fewer_cores_keeps_the_partitions_that_hold_messages(group: Grou
     wait_until(lambda: group.link(0) and group.link(1), START_TIMEOUT, "both workers' links")
     wait_until(lambda: port_open(group.tcp), START_TIMEOUT, "the shared port")
     text = group.log_text()
-    assert "--workers=auto: 1 cores, but worker-1/ holds messages (t:c: 5 messages): 2" in text
+    assert (
+        "--workers=auto: 1, the cores this process may use, but worker-1/ holds messages "
+        "(t:c: 5 messages): 2 workers"
+    ) in text
     assert "group: 2 workers" in text
     assert not (group.data / "worker-3").exists()
     with group.pin(0) as sub:
