@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import struct
 import urllib.request
 from pathlib import Path
@@ -238,3 +239,35 @@ def test_a_new_data_path_has_nothing_to_settle(tmp_path: Path) -> None:
         opts = resolve([f"--workers={count}", f"--data-path={tmp_path / 'new'}"])
         assert resize.settle(opts) == ""
     assert not (tmp_path / "new").exists()
+
+
+def test_moves_cut_short_anywhere_end_as_whole_moves(tmp_path: Path) -> None:
+    """A kill -9 at any point of either move (a random part of the files renamed, nsqd.dat
+    last), then a start with either count: every file ends in the one place that count reads,
+    with its bytes."""
+    rng = random.Random(20261205)
+    files = {
+        "nsqd.dat": b'{"topics":null,"version":"1.3.0"}',
+        "t.diskqueue.meta.dat": b"1\n0,0\n0,35\n",
+        "t.diskqueue.000000.dat": b"\x00\x00\x00\x1f" + b"x" * 31,
+        "t:c.diskqueue.meta.dat": b"0\n0,0\n0,0\n",
+        "t:c.inflight.journal": b"",
+        "trio-nsqd.attributes": b"attrs",
+        "resp.log": b"keys",
+    }
+    for case in range(40):
+        top = tmp_path / f"case{case}"
+        worker0 = top / "worker-0"
+        worker0.mkdir(parents=True)
+        down = rng.random() < 0.5  # the move cut short: down into worker-0/, or up from it
+        source, target = (top, worker0) if down else (worker0, top)
+        for name, data in files.items():
+            (source / name).write_bytes(data)
+        for name in rng.sample(sorted(set(files) - {"nsqd.dat"}), rng.randrange(len(files))):
+            os.rename(source / name, target / name)
+        count = rng.choice(["1", "2"])
+        opts = resolve([f"--workers={count}", f"--data-path={top}"])
+        assert resize.settle(opts) == "", case
+        home = top if count == "1" else worker0
+        assert {p.name: p.read_bytes() for p in home.iterdir() if p.is_file()} == files, case
+        assert worker0.exists() == (count == "2"), case
