@@ -34,7 +34,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..log import log
-from ..storage import atomic, diskqueue_files, journal, metadata, resp_log
+from ..storage import atomic, dirlock, diskqueue_files, journal, metadata, resp_log
 from ..version import VERSION
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ def settle(opts: Options) -> str:
     if not os.path.isdir(group_path):  # a new one: nothing to settle
         return ""
     try:
+        _unused(group_path)
         holding = {
             k: why
             for k in worker_dirs(group_path)
@@ -96,8 +97,19 @@ def settle(opts: Options) -> str:
                 shutil.rmtree(os.path.join(group_path, name), ignore_errors=True)
         refused = _move_up(group_path) if count == 1 else _move_down(group_path)
         return f"--workers={count}: {refused}" if refused else ""
-    except (OSError, metadata.MetadataError) as exc:
-        return f"--workers={count}: {group_path}: {exc}"
+    except OSError as exc:  # a daemon holds it (dirlock's words), or the disk refused
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"--workers={count}: {where}{exc.strerror or exc}"
+    except metadata.MetadataError as exc:  # a partition's nsqd.dat, in nsqd's words
+        return f"--workers={count}: {exc}"
+
+
+def _unused(group_path: str) -> None:
+    """OSError, in nsqd's words, where a daemon holds --data-path (one nsqd) or a partition
+    of it (a group's worker): nothing is moved under a running daemon. Each lock is let go at
+    once (the daemon started next takes its own)."""
+    for path in [group_path, *(_part(group_path, k) for k in worker_dirs(group_path))]:
+        os.close(dirlock.lock(path))
 
 
 def held(path: str) -> str:

@@ -6,7 +6,6 @@ the metadata writer (nsqd.dat after topic/channel changes)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from typing import TYPE_CHECKING
@@ -17,7 +16,7 @@ from ..engine.ports import StoreError
 from ..engine.queue import DropOverflow
 from ..log import log
 from ..version import VERSION
-from . import attributes, metadata
+from . import attributes, dirlock, metadata
 from .commit import GroupCommit
 from .diskqueue import DiskQueueError
 from .overflow import DiskOverflow
@@ -70,24 +69,7 @@ class Storage:
     # -- lifecycle -------------------------------------------------------------------------
 
     def lock(self) -> None:
-        try:
-            fd = os.open(self.data_path, os.O_RDONLY)
-        except OSError as exc:
-            reason = os.strerror(exc.errno or 0).lower()
-            raise OSError(
-                exc.errno, f"failed to lock data-path: open {self.data_path}: {reason}"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise OSError(
-                exc.errno,
-                f"failed to lock data-path: cannot flock directory {self.data_path} - "
-                f"{os.strerror(exc.errno or 0).lower()} (possibly in use by another instance "
-                "of nsqd)",
-            ) from exc
-        self._lock_fd = fd
+        self._lock_fd = dirlock.lock(self.data_path)
 
     def load(self) -> None:
         """Recreate the topics and channels of nsqd.dat; their disk queues reopen themselves."""

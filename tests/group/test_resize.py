@@ -22,6 +22,7 @@ from tests.ops.conftest import (
     START_TIMEOUT,
     STOP_TIMEOUT,
     V2,
+    free_ports,
     http_post,
     nsqd_process,
     port_open,
@@ -271,3 +272,30 @@ def test_moves_cut_short_anywhere_end_as_whole_moves(tmp_path: Path) -> None:
         home = top if count == "1" else worker0
         assert {p.name: p.read_bytes() for p in home.iterdir() if p.is_file()} == files, case
         assert worker0.exists() == (count == "2"), case
+
+
+def test_nothing_moves_under_a_running_daemon(group: Group) -> None:
+    """One nsqd running on the folder, then a group started on it; a group running, then one
+    nsqd: each refused in nsqd's words for a locked --data-path, its files where they were."""
+    proc = _lone(group)
+    try:
+        assert http_post(f"http://127.0.0.1:{group.http}/pub?topic=t", b"m")[0] == 200
+        flags = nsqd_process.address_flags(group.tcp, group.http, group.data)
+        done = run_to_exit("--workers=2", *flags)
+        assert done.returncode == 1, done.stderr
+        assert (
+            f"FATAL: --workers=2: failed to lock data-path: cannot flock directory {group.data} - "
+            "resource temporarily unavailable (possibly in use by another instance of nsqd)"
+        ) in done.stderr
+        assert not (group.data / "worker-0").exists()
+    finally:
+        assert nsqd_process.terminate(proc, STOP_TIMEOUT) == 0
+    group.start()
+    done = run_to_exit(*nsqd_process.address_flags(*free_ports(2), group.data))
+    assert done.returncode == 1, done.stderr
+    worker = group.data / "worker-0"
+    assert f"FATAL: --workers=1: failed to lock data-path: cannot flock directory {worker}" in (
+        done.stderr
+    )
+    assert (worker / "nsqd.dat").exists() or (worker / "t.diskqueue.meta.dat").exists()
+    assert not (group.data / "nsqd.dat").exists()
