@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if me is None:  # the process started by the user: settles --data-path, then runs
             from .group import resize
 
-            refused = resize.settle(opts)  # (a count of auto may rise)
+            refused = resize.settle(opts)
             if refused:
                 log.critical("%s", refused)
                 return 1

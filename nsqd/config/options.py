@@ -131,9 +131,6 @@ class Options:
     # values as the user gave them where the process changed its own (a --workers worker's
     # partition and node id): GET /config answers these, as one nsqd would
     given: dict[str, Any] = field(default_factory=dict)
-    # --workers=auto was given: the count is the cores, or more where partitions hold
-    # messages (nsqd/group/resize.py)
-    auto_workers: bool = False
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -179,7 +176,6 @@ class Options:
         topic = v["resp_expiry_topic"]
         if (topic and not re.fullmatch(r"[.a-zA-Z0-9_-]+(#ephemeral)?", topic)) or len(topic) > 64:
             raise OptionError(f"--resp-expiry-topic: invalid topic name {topic!r}")
-        self.auto_workers = str(v["workers"]).strip().lower() == "auto"
         v["workers"] = _workers(v["workers"])
         if v["worker_timeout"] < 0:
             raise OptionError("--worker-timeout must be >= 0")

@@ -74,8 +74,6 @@ def become(identity: Identity, opts: Options) -> None:
     opts.given.update(data_path=opts.data_path, node_id=opts.node_id)
     opts.values["data_path"] = identity.data_path
     opts.values["node_id"] = (opts.node_id + identity.index) % 1024
-    # the supervisor's count, which an auto count may have raised (resize.py)
-    opts.values["workers"] = identity.count
 
 
 def refusal(opts: Options) -> str:

@@ -4,38 +4,36 @@ the process the user started (a group's supervisor, or one nsqd).
 A group keeps worker K's partition in `worker-K/`; one nsqd keeps its files at the top of
 --data-path. Before this, one nsqd started on a group's folder began empty beside the group's
 messages without a word (they waited there, unread, until a group of that size came back),
-and a group refused a folder with more partitions than workers even when they held nothing,
-so a `--workers=auto` whose cores changed (a container given fewer CPUs) did not start. Now:
+and a group refused a folder with more partitions than workers, so a `--workers=auto` whose
+cores changed (a container given fewer CPUs) did not start. Now:
 
-- A partition beyond the count that holds no message (each disk queue read to its end, no
-  message in flight or deferred in a --durable-inflight journal, no Redis keyspace) is
-  removed. Its topics and channels, paused or not, go to the nsqd.dat of worker K mod count
-  (of one nsqd, for a count of 1) where that lacks them, after the admin changes that worker
-  missed while down (its `worker-K.missed`).
-- One that holds messages refuses the start with one line that names the queue, and the
-  count that reads it: its consumers, connected to any worker of such a group, drain it.
-  `--workers=auto` is raised to that count instead (logged): auto is the cores this process
-  may use, but never fewer workers than partitions holding messages.
+- A partition beyond the count is merged into worker K mod count's (one nsqd's, for a count of
+  1) and removed: first the deletes and empties it missed while down (`worker-K.missed`), then
+  its messages (merge.py: queues and journals, renamed whole where the target has none of
+  them, else appended), then its topics and channels, paused or not, into the target's
+  nsqd.dat where that lacks them. One log line each.
 - One nsqd (count 1) takes worker-0/'s files up into --data-path once no other partition is
   left, and a group takes one nsqd's files down into worker-0/. Moved by rename (the same
   files, the same node id: worker 0's is --node-id), nsqd.dat last: a start killed midway
   finds the rest still to move, and moves it.
 
-Refused, each with one line: a move where both folders hold a file of the same name (two
-different partitions), and one nsqd taking worker 0's files up while `worker-0.missed` holds
-changes worker 0 has not made yet (a group's start makes them)."""
+Refused, each with one line, before anything changes: a daemon running on the folder or any
+partition of it (nsqd's own lock, storage/dirlock.py), a partition beyond the count holding a
+Redis keyspace (worker 0 alone keeps one); and, when it comes to them, a move where both
+folders hold a file of the same name (two different partitions), and one nsqd taking worker
+0's files up while `worker-0.missed` holds changes worker 0 has not made yet."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import time
 from typing import TYPE_CHECKING
 
 from ..log import log
-from ..storage import atomic, dirlock, diskqueue_files, journal, metadata, resp_log
+from ..storage import atomic, dirlock, journal, metadata, resp_log
 from ..version import VERSION
+from . import merge
 
 if TYPE_CHECKING:
     from ..config.options import Options
@@ -59,39 +57,24 @@ def _part(group_path: str, index: int | str) -> str:
 
 
 def settle(opts: Options) -> str:
-    """Make --data-path hold what `opts.workers` workers (one nsqd for 1) read, raising an
-    auto count where it must (opts.workers changes); "" or why the start is refused."""
+    """Make --data-path hold what `opts.workers` workers (one nsqd for 1) read; "" or why the
+    start is refused."""
     group_path = os.path.abspath(opts.data_path or os.getcwd())
     count = opts.workers
     if not os.path.isdir(group_path):  # a new one: nothing to settle
         return ""
     try:
         _unused(group_path)
-        holding = {
-            k: why
-            for k in worker_dirs(group_path)
-            if k >= count and (why := held(_part(group_path, k)))
-        }
-        if holding and opts.auto_workers:
-            raised = max(holding) + 1
-            log.info(
-                "--workers=auto: %d, the cores this process may use, but worker-%d/ holds "
-                "messages (%s): %d workers",
-                count,
-                max(holding),
-                holding[max(holding)],
-                raised,
-            )
-            opts.values["workers"] = count = raised
-        elif holding:
-            k = max(holding)
-            return (
-                f"--workers={count}: {_part(group_path, k)} holds messages ({holding[k]}); "
-                f"start it with --workers={k + 1} until its consumers have read them"
-            )
-        for k in worker_dirs(group_path):
-            if k >= count:
-                _retire(group_path, k, k % count)
+        beyond = [k for k in worker_dirs(group_path) if k >= count]
+        for k in beyond:  # checked before anything changes
+            keys = os.path.join(_part(group_path, k), resp_log.FILE)
+            if os.path.exists(keys) and os.path.getsize(keys):
+                return (
+                    f"--workers={count}: {keys} holds a Redis keyspace, which only worker 0 "
+                    "keeps; start with the --workers that wrote it"
+                )
+        for k in beyond:
+            _retire(group_path, k, k % count, opts.max_bytes_per_file)
         for name in os.listdir(group_path):  # what a start killed while removing one left
             if name.startswith("worker-") and name.endswith(REMOVED):
                 shutil.rmtree(os.path.join(group_path, name), ignore_errors=True)
@@ -112,49 +95,23 @@ def _unused(group_path: str) -> None:
         os.close(dirlock.lock(path))
 
 
-def held(path: str) -> str:
-    """What messages a partition holds, as its next start would find them ("" for none): the
-    first disk queue with records past its read position, journal with live messages, or
-    Redis keyspace."""
-    quiet = _quiet
-    names = set()
-    for entry in os.listdir(path):
-        name, dot, rest = entry.rpartition(".diskqueue.")  # a topic's name may hold dots
-        if dot and (rest == "meta.dat" or (rest.endswith(".dat") and rest[:-4].isdigit())):
-            names.add(name)
-        elif entry.endswith(journal.SUFFIX):
-            live = journal.live_count(os.path.join(path, entry))
-            if live:
-                return f"{entry[: -len(journal.SUFFIX)]}: {live} in flight or deferred"
-        elif entry == resp_log.FILE and os.path.getsize(os.path.join(path, entry)):
-            return "the Redis keyspace, resp.log"
-    reach = diskqueue_files.extents(path, names, quiet)
-    for name in sorted(names):
-        meta = diskqueue_files.load_meta(diskqueue_files.meta_file(path, name), quiet)
-        read_at = (meta[1], meta[2]) if meta is not None else (-1, -1)
-        if reach[name] > read_at:
-            depth = meta[0] if meta is not None else 0
-            return f"{name}: {depth} messages" if depth > 0 else f"{name}: unread records"
-    return ""
-
-
-def _quiet(level: int, msg: str, *args: object) -> None:
-    if level >= logging.ERROR:
-        log.warning("group: " + msg, *args)
-
-
-def _retire(group_path: str, index: int, into: int) -> None:
-    """Remove partition `index`, which holds no message; its topics and channels (after the
-    changes it missed) join partition `into`'s nsqd.dat where that lacks them."""
+def _retire(group_path: str, index: int, into: int, max_bytes_per_file: int) -> None:
+    """Merge partition `index` into partition `into` and remove it: first the changes it
+    missed while down (`worker-K.missed`: a deleted or emptied queue's messages go), then its
+    messages (merge.py), then its topics and channels into `into`'s nsqd.dat where that lacks
+    them."""
     path = _part(group_path, index)
     records = metadata.load(path)
     missed_file = os.path.join(group_path, f"worker-{index}.missed")
     if os.path.exists(missed_file):
         from . import missed  # its lines: trio's module with it, only here
 
-        records = _after(records, missed.read(missed_file))
+        changes = missed.read(missed_file)
+        records = _after(records, changes)
+        _dropped(path, changes)
     target = _part(group_path, into)
     os.makedirs(target, exist_ok=True)
+    moved = merge.merge(path, target, max_bytes_per_file)
     have = metadata.load(target)
     merged = _merged(have, records)
     if merged != have:
@@ -168,10 +125,31 @@ def _retire(group_path: str, index: int, into: int) -> None:
         if os.path.exists(stale):
             os.unlink(stale)
     log.info(
-        "group: worker-%d/ held no message: removed, its topics and channels kept by %s",
+        "group: worker-%d/ merged into worker-%d/ (%d messages added to its queues, the rest "
+        "moved whole) and removed",
         index,
-        f"worker-{into}/",
+        into,
+        moved,
     )
+
+
+def _dropped(path: str, changes: list[tuple[str, str, str | None]]) -> None:
+    """The files of the queues a missed delete or empty emptied (a topic's delete: its
+    channels' too; a channel's: its journal of in-flight and deferred messages too)."""
+    for action, topic, channel in changes:
+        if action not in ("delete", "empty"):
+            continue
+        queue = topic if channel is None else f"{topic}:{channel}"
+        whole_topic = action == "delete" and channel is None
+        for entry in os.listdir(path):
+            if ".diskqueue." in entry:
+                name = entry.rpartition(".diskqueue.")[0]
+            elif entry.endswith(journal.SUFFIX):
+                name = entry[: -len(journal.SUFFIX)]
+            else:
+                continue
+            if name == queue or (whole_topic and name.startswith(f"{topic}:")):
+                os.unlink(os.path.join(path, entry))
 
 
 def _after(

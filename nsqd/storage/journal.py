@@ -114,13 +114,29 @@ def replay(records: list[bytes], name: str) -> dict[bytes, tuple[Message, int | 
     return live
 
 
-def live_count(path: str) -> int:
-    """How many messages a journal file holds in flight or deferred, as a start would find them
-    (its replay): what a partition beyond a group's new count still holds (group/resize.py)."""
+def _live_in(path: str) -> dict[bytes, tuple[Message, int | None]]:
     with open(path, "rb") as f:
         data = f.read()
     scan = read(data, path, legacy_framing(_LEGACY_HEAD))
-    return len(replay(scan.payloads, os.path.basename(path)[: -len(SUFFIX)]))
+    return replay(scan.payloads, os.path.basename(path)[: -len(SUFFIX)])
+
+
+def merge_into(source: str, target: str) -> int:
+    """Add the live messages of the journal at `source` to the one at `target` (a partition
+    merged into another, group/merge.py): `target` rewritten atomically with both live sets.
+    Ids are the group's own, never in two partitions, so a merge made again after a crash adds
+    nothing twice. How many came from `source`."""
+    name = os.path.basename(target)[: -len(SUFFIX)]
+    came = _live_in(source)
+    log = RecordLog(target, f"JOURNAL({name})", 1, 0.0, legacy=legacy_framing(_LEGACY_HEAD))
+    live = replay(log.load().payloads, name)
+    live.update(came)
+    in_flight = [m for m, due in live.values() if due is None]
+    records = [_held(in_flight)] if in_flight else []
+    records.extend(_deferred([m], due) for m, due in live.values() if due is not None)
+    log.replace(records)
+    log.close()
+    return len(came)
 
 
 def written_after(data_path: str, since_ns: int) -> list[tuple[str, str]]:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from nsqd.cli import resolve
 from nsqd.engine.message import Message
-from nsqd.group import missed, resize
+from nsqd.group import merge, missed, resize
 from nsqd.storage import journal, records
+from nsqd.storage.diskqueue import DiskQueue
+from nsqd.storage.expiries import ExpiryFile
 from tests.ops.conftest import (
     OURS,
     START_TIMEOUT,
@@ -61,7 +63,7 @@ def _lone(group: Group, *flags: str) -> nsqd_process.subprocess.Popen[bytes]:
     return proc
 
 
-def test_a_group_shrinks_to_one_nsqd_once_its_consumers_drained_it(group: Group) -> None:
+def test_a_group_shrinks_to_one_nsqd_and_grows_again_with_every_message(group: Group) -> None:
     group.start()
     base = f"http://127.0.0.1:{group.http}"
     assert http_post(f"{base}/topic/create?topic=t")[0] == 200
@@ -70,42 +72,32 @@ def test_a_group_shrinks_to_one_nsqd_once_its_consumers_drained_it(group: Group)
     with group.pin(1) as pub:
         for i in range(3):
             pub.pub("t", b"w1-%d" % i)
+        pub.pub("held", b"h1")  # a topic no channel reads: its own queue
     with group.pin(0) as pub:
         pub.pub("t", b"w0-0")
-    assert group.stop() == 0
-
-    # one nsqd would start empty beside worker 1's three messages: refused, nothing moved
-    done = run_to_exit(*nsqd_process.address_flags(group.tcp, group.http, group.data))
-    assert done.returncode == 1, done.stderr
-    assert (
-        f"FATAL: --workers=1: {group.data / 'worker-1'} holds messages (t:c: 3 messages); "
-        "start it with --workers=2 until its consumers have read them"
-    ) in done.stderr
-    assert sorted(p.name for p in group.data.iterdir() if p.is_dir()) == ["worker-0", "worker-1"]
-
-    group.start()
-    with group.pin(0) as sub:  # worker 1's messages come across the link
-        sub.sub("t", "c")
-        sub.rdy(10)
-        assert sorted(_drain(sub, 4)) == [b"w0-0", b"w1-0", b"w1-1", b"w1-2"]
+        pub.pub("held", b"h0")
     assert http_post(f"{base}/channel/pause?topic=t&channel=c")[0] == 200
     assert group.stop() == 0
 
-    proc = _lone(group)
+    proc = _lone(group)  # worker 1's messages merged into worker 0's, then taken up
     try:
         stats = _stats(group.http)
-        assert sorted(t["topic_name"] for t in stats["topics"]) == ["solo", "t"]
+        assert sorted(t["topic_name"] for t in stats["topics"]) == ["held", "solo", "t"]
         channel = stats_channel(stats, "t", "c")
-        assert (channel["depth"], channel["paused"]) == (0, True)
+        assert (channel["depth"], channel["paused"]) == (4, True)
+        assert next(t for t in stats["topics"] if t["topic_name"] == "held")["depth"] == 2
         assert sorted(p.name for p in group.data.iterdir() if p.is_dir()) == []
-        assert (group.data / "nsqd.dat").exists()
         assert http_post(f"{base}/channel/unpause?topic=t&channel=c")[0] == 200
+        with V2(group.tcp) as sub:
+            sub.sub("t", "c")
+            sub.rdy(10)
+            assert sorted(_drain(sub, 4)) == [b"w0-0", b"w1-0", b"w1-1", b"w1-2"]
         for i in range(2):
             assert http_post(f"{base}/pub?topic=t", b"lone-%d" % i)[0] == 200
     finally:
         assert nsqd_process.terminate(proc, STOP_TIMEOUT) == 0
     text = group.log_text()
-    assert "group: worker-1/ held no message: removed, its topics and channels kept by" in text
+    assert "group: worker-1/ merged into worker-0/" in text
     assert "group: worker-0/'s files moved up into" in text
 
     # and back: one nsqd's files go down into worker 0, read from either worker
@@ -115,36 +107,39 @@ def test_a_group_shrinks_to_one_nsqd_once_its_consumers_drained_it(group: Group)
         sub.sub("t", "c")
         sub.rdy(10)
         assert sorted(_drain(sub, 2)) == [b"lone-0", b"lone-1"]
+    with group.pin(0) as sub:
+        sub.sub("held", "late")
+        sub.rdy(10)
+        assert sorted(_drain(sub, 2)) == [b"h0", b"h1"]
     assert "group: one nsqd's files in" in group.log_text()
 
 
-def test_auto_on_fewer_cores_keeps_the_partitions_that_hold_messages(group: Group) -> None:
+def test_auto_on_fewer_cores_merges_the_partitions_beyond(group: Group) -> None:
+    """`--workers=auto` on a host given one core, where a group of two ran: one nsqd, with
+    what worker 1 held (the same channel in both: its queue appended to worker 0's)."""
     group.start()
-    with group.pin(1) as pub:
-        pub.sub("t", "c")  # the channel, made in both workers
-    with group.pin(1) as pub:
-        for i in range(5):
-            pub.pub("t", b"m%d" % i)
+    for k in (0, 1):
+        with group.pin(k) as pub:
+            for i in range(5):
+                pub.pub("t", b"w%d-%d" % (k, i))
+    with group.pin(1) as sub:
+        sub.sub("t", "c")  # made in both workers; each one's topic hands its 5 over
     assert group.stop() == 0
     (group.data / "worker-3").mkdir()  # an empty partition beyond: removed
     argv = ["taskset", "-c", "0", *OURS, "--workers=auto"]
     argv += nsqd_process.address_flags(group.tcp, group.http, group.data)
-    for stale in group.data.glob("worker-*.link"):
-        stale.unlink()
-    group.proc = nsqd_process.launch(argv, group.log, append=True)
-    wait_until(lambda: group.link(0) and group.link(1), START_TIMEOUT, "both workers' links")
-    wait_until(lambda: port_open(group.tcp), START_TIMEOUT, "the shared port")
-    text = group.log_text()
-    assert (
-        "--workers=auto: 1, the cores this process may use, but worker-1/ holds messages "
-        "(t:c: 5 messages): 2 workers"
-    ) in text
-    assert "group: 2 workers" in text
-    assert not (group.data / "worker-3").exists()
-    with group.pin(0) as sub:
-        sub.sub("t", "c")
-        sub.rdy(10)
-        assert sorted(_drain(sub, 5)) == [b"m%d" % i for i in range(5)]
+    proc = nsqd_process.launch(argv, group.log, append=True)
+    try:
+        wait_until(lambda: port_open(group.http), START_TIMEOUT, "one nsqd listening")
+        assert not (group.data / "worker-3").exists()
+        with V2(group.tcp) as sub:
+            sub.sub("t", "c")
+            sub.rdy(20)
+            expected = sorted(b"w%d-%d" % (k, i) for k in (0, 1) for i in range(5))
+            assert sorted(_drain(sub, 10)) == expected
+    finally:
+        assert nsqd_process.terminate(proc, STOP_TIMEOUT) == 0
+    assert "group: t:c: 5 messages from" in group.log_text()
 
 
 def test_a_move_cut_short_goes_on_at_the_next_start(group: Group) -> None:
@@ -183,9 +178,66 @@ def test_two_partitions_of_one_name_are_refused(tmp_path: Path) -> None:
     assert (tmp_path / "nsqd.dat").exists()
 
 
-def test_a_removed_partitions_topics_take_the_changes_it_missed(tmp_path: Path) -> None:
-    """Worker 1 was down when topic b was deleted and channel a:c paused: its topics join
-    worker 0's nsqd.dat as those changes left them, not as its old nsqd.dat had them."""
+def _record(msg_id: bytes, body: bytes) -> bytes:
+    """A disk queue record as nsqd writes one: timestamp, attempts, id, body."""
+    return struct.pack(">qH", 1, 1) + msg_id + body
+
+
+def _queue(path: Path, name: str, ids: list[bytes]) -> None:
+    queue = DiskQueue(name, path, 1 << 20, 0, 1 << 20, 1, 1.0)
+    for msg_id in ids:
+        queue.put(_record(msg_id, b"body-" + msg_id))
+    queue.close()
+
+
+def _unread(path: Path, name: str) -> list[bytes]:
+    queue = DiskQueue(name, path, 1 << 20, 0, 1 << 20, 1 << 30, 1e9)
+    got = []
+    while (record := queue.read()) is not None:
+        got.append(record[10:26])
+    queue.close()
+    return got
+
+
+def _journal(path: Path, name: str, held: list[bytes], deferred: list[bytes]) -> None:
+    payloads = [journal._held([Message(i, b"j", 1, 1) for i in held])] if held else []
+    payloads += [journal._deferred([Message(i, b"j", 1, 1)], 99) for i in deferred]
+    data = records.FILE_MAGIC + b"".join(records.frame(p) for p in payloads)
+    (path / f"{name}{journal.SUFFIX}").write_bytes(data)
+
+
+def _ids(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}{i}".encode().ljust(16, b".") for i in range(n)]
+
+
+def test_a_merged_partitions_queues_and_journals_keep_every_message(tmp_path: Path) -> None:
+    source, target = tmp_path / "worker-1", tmp_path / "worker-0"
+    source.mkdir()
+    target.mkdir()
+    _queue(target, "t", _ids("t", 2))
+    _queue(source, "t", _ids("s", 3))
+    _queue(source, "u", _ids("u", 2))  # the target has no u: its files move whole
+    (source / "t.diskqueue.ttl").write_bytes(
+        records.FILE_MAGIC + records.frame(_ids("s", 3)[1] + struct.pack(">q", 123))
+    )
+    _journal(target, "t:c", _ids("k", 1), [])
+    _journal(source, "t:c", _ids("j", 2), _ids("d", 1))
+    assert merge.merge(str(source), str(target), 1 << 20) == 6
+    assert _unread(target, "t") == _ids("t", 2) + _ids("s", 3)
+    assert _unread(target, "u") == _ids("u", 2)
+    assert ExpiryFile(str(target / "t.diskqueue.ttl")).expires == {_ids("s", 3)[1]: 123}
+    live = journal._live_in(str(target / f"t:c{journal.SUFFIX}"))
+    assert {i: due for i, (_, due) in live.items()} == {
+        **dict.fromkeys(_ids("k", 1) + _ids("j", 2)),
+        _ids("d", 1)[0]: 99,
+    }
+    assert os.listdir(source) == []
+
+
+def test_a_removed_partition_takes_the_changes_it_missed(tmp_path: Path) -> None:
+    """Worker 1 was down when topic b was deleted, topic a emptied and channel a:c paused: its
+    messages and topics join worker 0's as those changes left them, not as its files had
+    them."""
     for k, doc in (
         (0, {"topics": [{"name": "a", "paused": False, "channels": None}]}),
         (
@@ -193,7 +245,7 @@ def test_a_removed_partitions_topics_take_the_changes_it_missed(tmp_path: Path) 
             {
                 "topics": [
                     {"name": "a", "paused": False, "channels": [{"name": "c", "paused": False}]},
-                    {"name": "b", "paused": False, "channels": None},
+                    {"name": "b", "paused": False, "channels": [{"name": "x", "paused": False}]},
                     {"name": "d", "paused": True, "channels": None},
                 ]
             },
@@ -201,9 +253,13 @@ def test_a_removed_partitions_topics_take_the_changes_it_missed(tmp_path: Path) 
     ):
         (tmp_path / f"worker-{k}").mkdir()
         (tmp_path / f"worker-{k}" / "nsqd.dat").write_text(json.dumps({**doc, "version": "1.3.0"}))
-    (tmp_path / "worker-1" / "d.diskqueue.meta.dat").write_text("0\n0,0\n0,0\n")  # read to its end
+    w1 = tmp_path / "worker-1"
+    for name in ("a", "a:c", "b", "b:x"):
+        _queue(w1, name, _ids(name[0] + name[-1], 2))
+    _journal(w1, "b:x", _ids("bj", 1), [])
     path = missed.file_of(str(tmp_path), 1)
     missed.record(path, ("delete", "b", None))
+    missed.record(path, ("empty", "a", None))
     missed.record(path, ("pause", "a", "c"))
     opts = resolve(["--workers=1", f"--data-path={tmp_path}"])
     assert resize.settle(opts) == ""
@@ -212,27 +268,22 @@ def test_a_removed_partitions_topics_take_the_changes_it_missed(tmp_path: Path) 
         {"name": "a", "paused": False, "channels": [{"name": "c", "paused": True}]},
         {"name": "d", "paused": True, "channels": None},
     ]
-    assert sorted(os.listdir(tmp_path)) == ["nsqd.dat"]
+    assert _unread(tmp_path, "a:c") == _ids("ac", 2)
+    assert _unread(tmp_path, "a") == []
+    assert not any(n.startswith("b") for n in os.listdir(tmp_path))
+    assert not any(n.startswith("worker-") for n in os.listdir(tmp_path))
 
 
-def test_a_journal_in_flight_or_an_unread_record_holds_a_partition(tmp_path: Path) -> None:
-    part = tmp_path / "worker-1"
-    part.mkdir()
-    assert resize.held(str(part)) == ""
-    # a record past the metadata's write position (a kill -9 before the sync)
-    (part / "t.diskqueue.meta.dat").write_text("0\n0,0\n0,0\n")
-    (part / "t.diskqueue.000000.dat").write_bytes(b"\x00\x00\x00\x1f" + b"x" * 31)
-    assert resize.held(str(part)) == "t: unread records"
-    os.unlink(part / "t.diskqueue.000000.dat")
-    assert resize.held(str(part)) == ""
-    # --durable-inflight: a message held, then one released of two
-    msgs = [Message(b"%016d" % i, b"body", 1, 1) for i in range(2)]
-    log = records.FILE_MAGIC + records.frame(journal._held(msgs))
-    (part / "t:c.inflight.journal").write_bytes(log)
-    assert resize.held(str(part)) == "t:c: 2 in flight or deferred"
-    released = b"R" + struct.pack(">I", 2) + msgs[0].id + msgs[1].id
-    (part / "t:c.inflight.journal").write_bytes(log + records.frame(released))
-    assert resize.held(str(part)) == ""
+def test_a_partition_beyond_holding_a_redis_keyspace_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "worker-0").mkdir()
+    (tmp_path / "worker-1").mkdir()
+    (tmp_path / "worker-1" / "resp.log").write_bytes(b"x")
+    opts = resolve(["--workers=1", f"--data-path={tmp_path}"])
+    assert resize.settle(opts) == (
+        f"--workers=1: {tmp_path / 'worker-1' / 'resp.log'} holds a Redis keyspace, which only "
+        "worker 0 keeps; start with the --workers that wrote it"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["worker-0", "worker-1"]
 
 
 def test_a_new_data_path_has_nothing_to_settle(tmp_path: Path) -> None:

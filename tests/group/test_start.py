@@ -147,17 +147,20 @@ def test_a_lone_nsqds_data_beside_worker_0s_is_refused(tmp_path) -> None:
     )
 
 
-def test_fewer_workers_than_partitions_holding_messages_is_refused(tmp_path) -> None:
+def test_a_partition_beyond_the_count_holding_a_redis_keyspace_is_refused(tmp_path) -> None:
+    """Partitions beyond the count are merged into the others (tests/group/test_resize.py),
+    but worker 0 alone keeps a Redis keyspace: one elsewhere is refused, nothing changed."""
     for k in range(3):
         (tmp_path / f"worker-{k}").mkdir()
-    (tmp_path / "worker-2" / "t.diskqueue.meta.dat").write_text("2\n0,0\n0,64\n")
+    (tmp_path / "worker-2" / "resp.log").write_bytes(b"x")
     ports = f"--tcp-address=127.0.0.1:{free_port()}", f"--http-address=127.0.0.1:{free_port()}"
     done = run_to_exit("--workers=2", *ports, f"--data-path={tmp_path}")
     assert done.returncode == 1
-    assert (
-        f"FATAL: --workers=2: {tmp_path / 'worker-2'} holds messages (t: 2 messages); "
-        "start it with --workers=3 until its consumers have read them"
-    ) in done.stderr
+    keys = tmp_path / "worker-2" / "resp.log"
+    assert f"FATAL: --workers=2: {keys} holds a Redis keyspace, which only worker 0" in (
+        done.stderr
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker-0", "worker-1", "worker-2"]
 
 
 def test_the_shared_ports_listen_only_once_every_worker_is_up(workdir) -> None:
