@@ -22,6 +22,7 @@ import os
 from ..log import log
 from ..storage import atomic, journal
 from ..storage.diskqueue import DiskQueue
+from ..storage.diskqueue_files import queue_of
 from ..storage.expiries import ExpiryFile
 
 _CHUNK = 1024  # records moved at a time
@@ -31,12 +32,7 @@ _ANY_SIZE = (1 << 31) - 1  # a record's size is the target's start's to judge, a
 
 def queue_names(path: str) -> set[str]:
     """The disk queues with files in a partition (data, metadata or TTLs)."""
-    names = set()
-    for entry in os.listdir(path):
-        name, dot, rest = entry.rpartition(".diskqueue.")  # a topic's name may hold dots
-        if dot and (rest in ("meta.dat", "ttl") or (rest.endswith(".dat") and rest[:-4].isdigit())):
-            names.add(name)
-    return names
+    return {name for entry in os.listdir(path) if (name := queue_of(entry)) is not None}
 
 
 def merge(source: str, target: str, max_bytes_per_file: int) -> int:
@@ -48,7 +44,7 @@ def merge(source: str, target: str, max_bytes_per_file: int) -> int:
         if name in mine:
             moved += _append(source, target, name, max_bytes_per_file)
         else:
-            _rename(source, target, [e for e in os.listdir(source) if _of(e, name)])
+            _rename(source, target, [e for e in os.listdir(source) if queue_of(e) == name])
     for entry in sorted(os.listdir(source)):
         if entry.endswith(journal.SUFFIX):
             there = os.path.join(target, entry)
@@ -60,11 +56,6 @@ def merge(source: str, target: str, max_bytes_per_file: int) -> int:
     return moved
 
 
-def _of(entry: str, name: str) -> bool:
-    prefix = f"{name}.diskqueue."
-    return entry.startswith(prefix) and "diskqueue." not in entry[len(prefix) :]
-
-
 def _rename(source: str, target: str, entries: list[str]) -> None:
     for entry in entries:
         os.rename(os.path.join(source, entry), os.path.join(target, entry))
@@ -73,11 +64,10 @@ def _rename(source: str, target: str, entries: list[str]) -> None:
 
 def _append(source: str, target: str, name: str, max_bytes_per_file: int) -> int:
     """The source queue's unread records after the target's; how many."""
-    opened = [
+    src, dst = (
         DiskQueue(name, path, max_bytes_per_file, 0, _ANY_SIZE, 1 << 30, 1e9, log)
         for path in (source, target)
-    ]
-    src, dst = opened
+    )
     ttl = os.path.join(source, f"{name}.diskqueue.ttl")
     expires = ExpiryFile(ttl).expires if os.path.exists(ttl) else {}
     kept = ExpiryFile(os.path.join(target, f"{name}.diskqueue.ttl")) if expires else None
@@ -96,7 +86,7 @@ def _append(source: str, target: str, name: str, max_bytes_per_file: int) -> int
         dst.close()  # flushed and fsynced, its metadata too, before the source goes
     src.delete()
     for entry in os.listdir(source):
-        if _of(entry, name):
+        if queue_of(entry) == name:
             os.unlink(os.path.join(source, entry))
     log.info("group: %s: %d messages from %s added to %s", name, count, source, target)
     return count

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..log import log
 from ..storage import atomic, dirlock, journal, metadata, resp_log
+from ..storage.diskqueue_files import queue_of
 from ..version import VERSION
 from . import merge
 
@@ -64,8 +65,9 @@ def settle(opts: Options) -> str:
     if not os.path.isdir(group_path):  # a new one: nothing to settle
         return ""
     try:
-        _unused(group_path)
-        beyond = [k for k in worker_dirs(group_path) if k >= count]
+        parts = worker_dirs(group_path)
+        _unused(group_path, parts)
+        beyond = [k for k in parts if k >= count]
         for k in beyond:  # checked before anything changes
             keys = os.path.join(_part(group_path, k), resp_log.FILE)
             if os.path.exists(keys) and os.path.getsize(keys):
@@ -87,11 +89,11 @@ def settle(opts: Options) -> str:
         return f"--workers={count}: {exc}"
 
 
-def _unused(group_path: str) -> None:
+def _unused(group_path: str, parts: list[int]) -> None:
     """OSError, in nsqd's words, where a daemon holds --data-path (one nsqd) or a partition
     of it (a group's worker): nothing is moved under a running daemon. Each lock is let go at
     once (the daemon started next takes its own)."""
-    for path in [group_path, *(_part(group_path, k) for k in worker_dirs(group_path))]:
+    for path in [group_path, *(_part(group_path, k) for k in parts)]:
         os.close(dirlock.lock(path))
 
 
@@ -142,11 +144,8 @@ def _dropped(path: str, changes: list[tuple[str, str, str | None]]) -> None:
         queue = topic if channel is None else f"{topic}:{channel}"
         whole_topic = action == "delete" and channel is None
         for entry in os.listdir(path):
-            if ".diskqueue." in entry:
-                name = entry.rpartition(".diskqueue.")[0]
-            elif entry.endswith(journal.SUFFIX):
-                name = entry[: -len(journal.SUFFIX)]
-            else:
+            name = queue_of(entry) or entry.removesuffix(journal.SUFFIX)
+            if name == entry:  # neither a queue's file nor a journal
                 continue
             if name == queue or (whole_topic and name.startswith(f"{topic}:")):
                 os.unlink(os.path.join(path, entry))

@@ -17,6 +17,8 @@ from typing import Final
 HEADER: Final = struct.Struct(">i")  # a record's frame: its size, then the record
 READ_BUFFER: Final = 64 * 1024
 _DATA_FILE: Final = re.compile(r"(.+)\.diskqueue\.(\d{6,})\.dat")
+# a queue's files: its data files, its metadata, and our per-message TTLs beside them
+_QUEUE_FILE: Final = re.compile(r"(.+)\.diskqueue\.(?:\d{6,}\.dat|meta\.dat|ttl)")
 _META_RE: Final = re.compile(r"\s*(-?\d+)\s*\n\s*(\d+),(\d+)\s*\n\s*(\d+),(\d+)\s*\n?")
 
 Log = Callable[..., None]  # (level, message, *args): the queue's own, which names it
@@ -83,6 +85,13 @@ def load_meta(path: str, log: Log) -> tuple[int, int, int, int, int] | None:
         return None
     depth, read_num, read_pos, write_num, write_pos = map(int, m.groups())
     return depth, read_num, read_pos, write_num, write_pos
+
+
+def queue_of(entry: str) -> str | None:
+    """The queue whose file `entry` (a name in --data-path) is, None for any other file; a
+    queue's name may hold dots, so its last `.diskqueue.` ends it."""
+    m = _QUEUE_FILE.fullmatch(entry)
+    return m.group(1) if m else None
 
 
 def data_file(data_path: str, name: str, num: int) -> str:
